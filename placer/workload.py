@@ -1,0 +1,144 @@
+"""The interpreted view of a workload object: components, instances, pods, demand, gangs, phase.
+
+These frozen types are what the rest of placer (solver, describe, daemon) works with;
+`placer.interpret` builds them from an object and its definition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+import networkx as nx
+
+from .quantity import add
+
+
+class Phase(str, Enum):
+    PENDING = "Pending"
+    INITIALIZING = "Initializing"
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """What scheduling needs to know about the pods of one instance (all identical)."""
+
+    requests: Mapping[str, int]                   # effective per-pod requests, canonical units
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # required node affinity: the list of nodeSelectorTerms (ORed), each as in the PodSpec
+    affinity_terms: tuple[Mapping[str, Any], ...] = ()
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None
+    priority_class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One instance of a component (one replicated job, one worker group, one service...)."""
+
+    component: str
+    instance: str
+    replicas: int
+    pods_per_replica: int
+    pods: int
+    pod: PodShape
+    gpus_per_pod: int
+    selector: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.component}/{self.instance}"
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_pod * self.pods
+
+
+@dataclass(frozen=True)
+class Gang:
+    """Pods that must be co-scheduled; members are (component, instance, pods)."""
+
+    name: str
+    members: tuple[tuple[str, str, int], ...]
+    min_member: int
+    pods: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    definition: str
+    phase: Phase
+    reason: str
+    message: str
+    instances: tuple[Instance, ...]
+    gangs: tuple[Gang, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    suspended: bool | None = None
+    source: str | None = None                     # file it came from, if any
+    obj: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def pods(self) -> int:
+        return sum(i.pods for i in self.instances)
+
+    @property
+    def gpus(self) -> int:
+        return sum(i.gpus for i in self.instances)
+
+    @property
+    def resources(self) -> dict[str, int]:
+        """Total requests over all pods, canonical units."""
+        total: dict[str, int] = {}
+        for i in self.instances:
+            add(total, i.pod.requests, i.pods)
+        return total
+
+    def instances_of(self, component: str) -> tuple[Instance, ...]:
+        return tuple(i for i in self.instances if i.component == component)
+
+    def tree(self) -> nx.DiGraph:
+        """workload -> components -> instances, with counts on the nodes."""
+        g = nx.DiGraph()
+        root = ("workload", self.key)
+        g.add_node(root, kind=self.kind, phase=self.phase.value, pods=self.pods, gpus=self.gpus)
+        for inst in self.instances:
+            comp = ("component", inst.component)
+            if comp not in g:
+                g.add_node(comp)
+                g.add_edge(root, comp)
+            node = ("instance", inst.key)
+            g.add_node(node, instance=inst)
+            g.add_edge(comp, node)
+        return g
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """Workloads that must land together on one cluster, with the plain objects that
+    travel with them. By default all workloads of one file; objects sharing the
+    annotation `placer.dev/group` form one group across files."""
+
+    key: str
+    workloads: tuple[Workload, ...]
+    companions: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        return sum(w.gpus for w in self.workloads)
