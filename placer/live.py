@@ -1,0 +1,88 @@
+"""Live describe: read a workload object from a cluster, interpret it, find its pods.
+
+The pods of each instance are found through the definition's pod selectors
+(`Instance.selector`, the labels the operator puts on the pods it creates). A pod that
+matches several instances' selectors belongs to the most specific one (most labels).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .errors import InputError
+from .kube import Kube, KubeClient, run_concurrently
+from .registry import with_cluster_definitions
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class PodRef:
+    name: str
+    node: str | None
+    phase: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "node": self.node, "phase": self.phase}
+
+
+PodsByComponent = dict[str, list[PodRef]]
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """`KIND/NAME` as kubectl takes it (KIND: kind, plural or short name, optionally
+    with `.group` or `.version.group`)."""
+    kind, sep, name = ref.partition("/")
+    if not sep or not kind or not name or "/" in name:
+        raise InputError(f"expected KIND/NAME (e.g. jobset/train), got {ref!r}")
+    return kind, name
+
+
+def describe_live(ref: str, namespace: str | None, context: str | None, kubeconfig: str | None,
+                  catalog: Any, *, kube: Kube | None = None,
+                  warn: Callable[[str], None] | None = None) -> tuple[Workload, PodsByComponent]:
+    """The live object's interpretation and its pods by `component/instance`. Definitions
+    registered in the cluster override the catalog's."""
+    from .interpret import interpret
+
+    kind, name = parse_ref(ref)
+    kube = kube or Kube(kubeconfig)
+    client = kube.client(context)
+    catalog = with_cluster_definitions(catalog, client, warn or _stderr)
+    res = client.resolve(kind)
+    obj = client.get(res, name, namespace)
+    workload = interpret(obj, catalog, source=f"cluster {client.cluster}")
+    return workload, find_pods(client, workload)
+
+
+def find_pods(client: KubeClient, workload: Workload) -> PodsByComponent:
+    """Pods of each instance (by selector, concurrently), each pod under one instance."""
+    instances = [i for i in workload.instances if i.selector]
+    listed = run_concurrently({
+        i.key: (lambda i=i: client.list("pods", workload.namespace, label_selector=dict(i.selector)).items)
+        for i in instances})
+    owner: dict[str, tuple[int, str]] = {}      # pod name -> (selector size, instance key)
+    pods: dict[str, dict] = {}
+    for inst in instances:
+        for pod in listed[inst.key]:
+            pname = pod["metadata"]["name"]
+            pods[pname] = pod
+            size = len(inst.selector)
+            if pname not in owner or size > owner[pname][0]:
+                owner[pname] = (size, inst.key)
+    out: PodsByComponent = {i.key: [] for i in workload.instances}
+    for pname, (_, key) in owner.items():
+        out[key].append(_pod_ref(pods[pname]))
+    for refs in out.values():
+        refs.sort(key=lambda p: p.name)
+    return out
+
+
+def _pod_ref(pod: Mapping[str, Any]) -> PodRef:
+    return PodRef(name=pod["metadata"]["name"], node=(pod.get("spec") or {}).get("nodeName"),
+                  phase=(pod.get("status") or {}).get("phase") or "Unknown")
+
+
+def _stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)

@@ -1,0 +1,163 @@
+"""Workload definitions registered in a cluster, as objects of placer's CRD.
+
+`placer catalog apply` writes each definition as a cluster-scoped `WorkloadDefinition`
+(group placer.dev) whose `spec` is the definition document, installing the CRD first
+when the cluster lacks it. Commands that read a cluster load these objects and let
+them override the built-in catalog for the same apiVersion/kind, so a new workload type
+becomes placeable with one `kubectl apply`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import yaml
+
+from .errors import DefinitionError, InputError, NotFound
+from .kube import KubeClient
+
+GROUP = "placer.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "WorkloadDefinition"
+CRD_NAME = f"workloaddefinitions.{GROUP}"
+CRD_FILE = "workloaddefinitions.placer.dev.yaml"
+
+
+def _catalog_dir() -> Path:
+    """The built-in catalog: the checkout's `catalog/`, or the copy in an installed wheel."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "catalog", here / "_data" / "catalog"):
+        if (candidate / "crd" / CRD_FILE).is_file():
+            return candidate
+    raise InputError(f"placer's CRD file {CRD_FILE} is missing from the installation")
+
+
+def crd_manifest() -> dict[str, Any]:
+    path = _catalog_dir() / "crd" / CRD_FILE
+    return yaml.safe_load(path.read_text())
+
+
+def builtin_definition_files() -> list[Path]:
+    return sorted(p for p in _catalog_dir().glob("*.yaml") if p.name != "companions.yaml")
+
+
+# --- writing -----------------------------------------------------------------------
+
+def definition_object(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The WorkloadDefinition object carrying one definition document."""
+    return {"apiVersion": API_VERSION, "kind": KIND,
+            "metadata": {"name": definition["name"],
+                         "labels": {"app.kubernetes.io/managed-by": "placer"}},
+            "spec": dict(definition)}
+
+
+def ensure_crd(client: KubeClient, *, wait: float = 30.0,
+               sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Install the CRD when the cluster does not serve it; wait until it is served.
+    True when it was installed now."""
+    try:
+        client.resource_for(API_VERSION, KIND)
+        return False
+    except NotFound:
+        pass
+    client.apply(crd_manifest(), "customresourcedefinitions.apiextensions.k8s.io", force=True)
+    deadline = time.monotonic() + wait
+    while True:
+        crd = client.get("customresourcedefinitions.apiextensions.k8s.io", CRD_NAME)
+        established = any(c.get("type") == "Established" and c.get("status") == "True"
+                          for c in (crd.get("status") or {}).get("conditions") or ())
+        if established:
+            try:
+                client.resource_for(API_VERSION, KIND)   # rediscovers on a miss
+                return True
+            except NotFound:
+                pass
+        if time.monotonic() > deadline:
+            raise NotFound(f"CRD {CRD_NAME} was created but is not served after {wait:.0f}s",
+                           cluster=client.cluster)
+        sleep(0.2)
+
+
+@dataclass(frozen=True)
+class Applied:
+    name: str
+    kinds: tuple[str, ...]                  # apiVersion/kind it matches
+    source: str
+
+
+def read_definition_files(paths: Iterable[str | Path]) -> list[tuple[str, dict[str, Any]]]:
+    """(source, document) per definition in the files; one file may hold several."""
+    from .definitions import parse_definition
+
+    docs: list[tuple[str, dict[str, Any]]] = []
+    for path in paths:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror}", source=str(path)) from None
+        try:
+            loaded = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as e:
+            raise InputError(f"invalid YAML: {_first_line(str(e))}", source=str(path)) from None
+        for i, doc in enumerate(loaded):
+            source = str(path) if len(loaded) == 1 else f"{path}[{i}]"
+            parse_definition(doc, source)       # invalid -> DefinitionError naming file and field
+            docs.append((source, doc))
+    return docs
+
+
+def apply_definitions(client: KubeClient, docs: Iterable[tuple[str, Mapping[str, Any]]]
+                      ) -> list[Applied]:
+    """Install the CRD if needed, then server-side apply each definition (forcing:
+    placer owns these objects)."""
+    docs = list(docs)
+    ensure_crd(client)
+    applied = []
+    for source, doc in docs:
+        client.apply(definition_object(doc), force=True)
+        kinds = tuple(f"{m['apiVersion']}/{m['kind']}" for m in doc.get("matches") or ())
+        applied.append(Applied(doc["name"], kinds, source))
+    return applied
+
+
+# --- reading -----------------------------------------------------------------------
+
+def cluster_definitions(client: KubeClient, warn: Callable[[str], None]
+                        ) -> list[tuple[str, dict[str, Any]]]:
+    """(source, definition) for every valid WorkloadDefinition in the cluster; invalid
+    ones are reported through `warn` and skipped. None registered (or no CRD): []."""
+    from .definitions import parse_definition
+
+    try:
+        res = client.resource_for(API_VERSION, KIND)
+    except NotFound:
+        return []
+    out = []
+    for obj in client.list(res).items:
+        name = (obj.get("metadata") or {}).get("name", "?")
+        source = f"cluster {client.cluster}: {KIND.lower()}/{name}"
+        spec = obj.get("spec")
+        try:
+            parse_definition(spec, source)
+        except DefinitionError as e:
+            warn(f"skipping invalid definition: {e}")
+            continue
+        out.append((source, spec))
+    return out
+
+
+def with_cluster_definitions(catalog: Any, client: KubeClient, warn: Callable[[str], None]) -> Any:
+    """The catalog plus the cluster's registered definitions (which win)."""
+    docs = cluster_definitions(client, warn)
+    if not docs:
+        return catalog
+    return catalog.with_definitions(docs)
+
+
+def _first_line(text: str) -> str:
+    return " ".join(text.split("\n")[0].split())
