@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from fractions import Fraction
 from typing import Any, Mapping
 
@@ -47,8 +48,19 @@ def parse_quantity(value: Any) -> Fraction:
 
 def canonical(resource: str, value: Any) -> int:
     """A quantity as a canonical int: millicores for CPU, whole units (rounded up) else."""
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return _canonical_cached(resource in MILLI_RESOURCES, value)
+    return _canonical(resource in MILLI_RESOURCES, value)
+
+
+@lru_cache(maxsize=8192)   # manifests repeat the same few quantities; Fraction math is slow
+def _canonical_cached(milli: bool, value: str | int) -> int:
+    return _canonical(milli, value)
+
+
+def _canonical(milli: bool, value: Any) -> int:
     q = parse_quantity(value)
-    if resource in MILLI_RESOURCES:
+    if milli:
         q *= 1000
     return math.ceil(q)
 

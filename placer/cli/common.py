@@ -14,7 +14,8 @@ from ..errors import PlacerError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Gang-aware multi-cluster placement of GPU AI workloads on Kubernetes.")
-out = Console(soft_wrap=True)
+# Piped output is read by people too (CI logs, less): don't crop it to 80 columns.
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True)
 
 _state = {"debug": False}
@@ -42,3 +43,36 @@ def run(fn: Callable[[], T]) -> T:
 
 def main() -> None:
     app()
+
+
+# --- options and helpers shared by commands ----------------------------------------
+
+FILES_HELP = "File, directory (all .yaml/.yml/.json under it) or - for stdin; repeatable."
+CATALOG_HELP = "Extra directory of workload definitions; repeatable, later wins."
+GPU_HELP = "Resource name counted as GPUs; repeatable (default nvidia.com/gpu, env PLACER_GPU_RESOURCES)."
+
+
+def gpu_resources(names: list[str] | None) -> tuple[str, ...]:
+    from ..podspec import DEFAULT_GPU_RESOURCES
+    if names:
+        return tuple(names)
+    env = os.environ.get("PLACER_GPU_RESOURCES", "")
+    return tuple(n.strip() for n in env.split(",") if n.strip()) or DEFAULT_GPU_RESOURCES
+
+
+def check_output(output: str, allowed: tuple[str, ...] = ("table", "json", "yaml")) -> str:
+    if output not in allowed:
+        from ..errors import InputError
+        raise InputError(f"-o {output}: expected one of {', '.join(allowed)}")
+    return output
+
+
+def emit(data: object, output: str) -> None:
+    """Machine-readable output on stdout, exactly as data (no rich markup)."""
+    import json
+
+    import yaml
+    if output == "json":
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))

@@ -1,0 +1,54 @@
+"""`placer catalog`: list the known workload definitions, validate definition files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+from rich.table import Table
+
+from ..catalog import load_catalog, load_definition_file
+from ..errors import PlacerError
+from .common import CATALOG_HELP, app, check_output, emit, err, out, run
+
+catalog_app = typer.Typer(no_args_is_help=True, help="Workload definitions: list, validate, apply.")
+app.add_typer(catalog_app, name="catalog")
+
+
+@catalog_app.command("list")
+def list_(catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
+          output: str = typer.Option("table", "-o", "--output", help="table, json or yaml")) -> None:
+    """Every apiVersion/kind placer understands, with the definition and file that serve it."""
+    def go() -> None:
+        check_output(output)
+        cat = load_catalog(catalog)
+        rows = [{"apiVersion": api, "kind": kind, "definition": cat.lookup(api, kind).name,
+                 "source": cat.lookup(api, kind).source} for api, kind in cat.kinds()]
+        if output != "table":
+            emit(rows, output)
+            return
+        table = Table("APIVERSION", "KIND", "DEFINITION", "SOURCE", box=None)
+        for r in rows:
+            table.add_row(r["apiVersion"], r["kind"], r["definition"], r["source"])
+        out.print(table)
+        out.print(f"companion kinds: {', '.join(sorted(cat.companion_kinds))}")
+    run(go)
+
+
+@catalog_app.command()
+def validate(files: List[Path] = typer.Argument(..., help="Definition files to check.")) -> None:
+    """Check definition files: schema, and that every jq expression compiles.
+    Errors read `file: path.to.field: message`; exit 2 if any file is invalid."""
+    def go() -> None:
+        failed = 0
+        for f in files:
+            try:
+                defs = load_definition_file(f)
+                out.print(f"{f}: ok ({', '.join(d.name for d in defs) or 'no definitions'})")
+            except PlacerError as e:
+                failed += 1
+                err.print(f"error: {e}", markup=False, highlight=False)
+        if failed:
+            raise typer.Exit(2)
+    run(go)

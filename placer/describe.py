@@ -1,0 +1,64 @@
+"""Rendering interpreted workloads: the JSON contract of `placer describe -o json`, and
+the tree shown as a table. Pure: values in, plain data or rich renderables out."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from rich.tree import Tree
+
+from .quantity import format_quantity, to_json_number
+from .workload import Instance, Workload
+
+
+def resources_json(resources: Mapping[str, int]) -> dict[str, int | float]:
+    return {name: to_json_number(name, v) for name, v in sorted(resources.items())}
+
+
+def instance_json(inst: Instance) -> dict[str, Any]:
+    return {"component": inst.component, "instance": inst.instance, "replicas": inst.replicas,
+            "podsPerReplica": inst.pods_per_replica, "pods": inst.pods,
+            "podResources": resources_json(inst.pod.requests), "gpusPerPod": inst.gpus_per_pod,
+            "gpus": inst.gpus, "selector": dict(inst.selector)}
+
+
+def workload_json(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+                  ) -> dict[str, Any]:
+    """The `describe -o json` element. Keys are a contract other tools read: add, never rename."""
+    out: dict[str, Any] = {
+        "apiVersion": w.api_version, "kind": w.kind, "namespace": w.namespace, "name": w.name,
+        "definition": w.definition, "phase": w.phase.value, "reason": w.reason, "message": w.message,
+        "suspended": w.suspended, "pods": w.pods, "gpus": w.gpus, "resources": resources_json(w.resources),
+        "components": [instance_json(i) for i in w.instances],
+        "gangs": [{"name": g.name, "members": [{"component": c, "instance": i, "pods": p} for c, i, p in g.members],
+                   "pods": g.pods, "minMember": g.min_member, "gpus": g.gpus} for g in w.gangs],
+    }
+    if w.source:
+        out["source"] = w.source
+    if pods_by_component is not None:
+        out["podsByComponent"] = {k: [dict(p) for p in v] for k, v in pods_by_component.items()}
+    return out
+
+
+def _requests_text(requests: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(requests.items())) or "none"
+
+
+def workload_tree(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Tree:
+    phase = f"{w.phase.value}" + (f" ({w.reason}{': ' + w.message if w.message else ''})" if w.reason else "")
+    root = Tree(f"[bold]{w.kind} {w.key}[/]  [dim]{w.definition}[/]  pods={w.pods} gpus={w.gpus}  "
+                f"phase={phase}" + ("  [yellow]suspended[/]" if w.suspended else ""))
+    components: dict[str, Tree] = {}
+    for inst in w.instances:
+        comp = components.get(inst.component) or root.add(f"[cyan]{inst.component}[/]")
+        components[inst.component] = comp
+        node = comp.add(f"{inst.instance}: {inst.replicas} x {inst.pods_per_replica} = {inst.pods} pods, "
+                        f"per pod {_requests_text(inst.pod.requests)}, gpus={inst.gpus}")
+        for pod in (pods_by_component or {}).get(inst.key, ()):
+            node.add(f"{pod.get('name')}  node={pod.get('node') or '-'}  {pod.get('phase') or ''}")
+    if w.gangs:
+        gangs = root.add("[magenta]gangs[/]")
+        for g in w.gangs:
+            members = ", ".join(f"{c}/{i}:{p}" for c, i, p in g.members)
+            gangs.add(f"{g.name}: minMember={g.min_member} of {g.pods} pods, gpus={g.gpus} [{members}]")
+    return root

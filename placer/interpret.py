@@ -1,0 +1,231 @@
+"""Object + definition -> Workload; and rewriting every pod template of an object.
+
+Pure functions: no I/O. One fused jq program call per object; the rest is assembling
+frozen values and parsing quantities exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable, Mapping, Sequence
+
+from .catalog import Catalog, CompiledDefinition
+from .errors import EvaluationError, InputError, UnknownKind
+from .podspec import DEFAULT_GPU_RESOURCES, effective_requests, gpu_count
+from .program import diagnose
+from .workload import Gang, Instance, Phase, PodShape, Workload
+
+PATCH_KEYS = ("labels", "annotations", "nodeSelector", "tolerations", "schedulerName")
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{obj.get('kind', '?')} {meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+
+
+def definition_for(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> CompiledDefinition:
+    api, kind = obj.get("apiVersion"), obj.get("kind")
+    found = catalog.lookup(api, kind)
+    if found is None:
+        raise UnknownKind(f"no workload definition for {api}/{kind}; add one to a catalog directory "
+                          f"(--catalog DIR) or register it with `placer catalog apply`", source=source)
+    return found
+
+
+def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
+              gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, source: str | None = None) -> Workload:
+    compiled = definition_for(obj, catalog, source)
+    defn = compiled.definition
+    name = object_name(obj)
+    try:
+        out = compiled.program.input_value(obj).first()
+    except ValueError as e:
+        err = diagnose(defn, obj, str(e), name)
+        err.source = source
+        raise err from None
+    meta = obj.get("metadata") or {}
+    instances = []
+    for i, comp in enumerate(defn.components):
+        for row in out["components"][f"c{i}"]:
+            instances.append(_instance(compiled, i, row, gpu_resources, name, source))
+    by_key = {inst.key: inst for inst in instances}
+    status = out["status"] or {}
+    return Workload(
+        api_version=obj["apiVersion"], kind=obj["kind"],
+        namespace=meta.get("namespace") or "default", name=meta.get("name") or "",
+        definition=defn.name, phase=Phase(status.get("phase", "Unknown")),
+        reason=_text(status.get("reason")), message=_text(status.get("message")),
+        instances=tuple(instances),
+        gangs=tuple(_gangs(compiled, out["gangs"], by_key, gpu_resources, name, source)),
+        labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
+        suspended=None if out["suspended"] is None else bool(out["suspended"]),
+        source=source, obj=obj)
+
+
+def _text(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def _bad(compiled: CompiledDefinition, field: str, expr: str, msg: str, name: str, source: str | None):
+    return EvaluationError(msg, definition=compiled.name, field=field, expression=expr, obj=name, source=source)
+
+
+def _count(compiled, i: int, field: str, value: Any, name: str, source: str | None, *, optional=False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        comp = compiled.definition.components[i]
+        expr = getattr(comp, field) or "(default)"
+        raise _bad(compiled, f"components[{i}].{field}", expr,
+                   f"expected a non-negative integer, got {value!r}", name, source)
+    return value
+
+
+def _instance(compiled: CompiledDefinition, i: int, row: Mapping[str, Any],
+              gpu_resources: Sequence[str], name: str, source: str | None) -> Instance:
+    comp = compiled.definition.components[i]
+    replicas = _count(compiled, i, "replicas", row["replicas"], name, source)
+    lo = _count(compiled, i, "minReplicas", row["min"], name, source, optional=True)
+    hi = _count(compiled, i, "maxReplicas", row["max"], name, source, optional=True)
+    ppr = _count(compiled, i, "podsPerReplica", row["ppr"], name, source)
+    effective = replicas if lo is None else max(replicas, lo)
+    effective = effective if hi is None else min(effective, hi)
+    where = f"{comp.name}/{row['id']}"
+    shape = _pod_shape(row, where, name, source)
+    selector = row["sel"] or {}
+    if not isinstance(selector, dict):
+        raise _bad(compiled, f"components[{i}].podSelector", comp.podSelector or "", "expected a label map", name, source)
+    return Instance(component=comp.name, instance=str(row["id"]), replicas=effective, pods_per_replica=ppr,
+                    pods=effective * ppr, pod=shape, gpus_per_pod=gpu_count(shape.requests, gpu_resources),
+                    selector={str(k): str(v) for k, v in selector.items()})
+
+
+def _pod_shape(row: Mapping[str, Any], where: str, name: str, source: str | None) -> PodShape:
+    tpl = row["tpl"] if isinstance(row["tpl"], dict) else {}
+    spec = dict(tpl.get("spec") or row["spec"] or {})
+    meta = dict(tpl.get("metadata") or row["meta"] or {})
+    fields = {key[2:]: value for key, value in row.items() if key.startswith("f.") and value is not None}
+    for field in ("labels", "annotations"):
+        if field in fields:
+            meta[field] = fields.pop(field)
+    resources, main = fields.pop("resources", None), fields.pop("mainContainer", None)
+    spec.update(fields)
+    containers = list(spec.get("containers") or [])
+    if resources is not None:
+        containers = _with_main_resources(containers, resources, main)
+    try:
+        requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"))
+    except InputError as e:
+        raise InputError(f"{where}: {e.message}", obj=name, source=source) from None
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return PodShape(
+        requests=requests, node_selector=dict(spec.get("nodeSelector") or {}),
+        affinity_terms=tuple(affinity.get("nodeSelectorTerms") or ()),
+        tolerations=tuple(spec.get("tolerations") or ()),
+        labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
+        scheduler_name=spec.get("schedulerName"), priority_class_name=spec.get("priorityClassName"))
+
+
+def _with_main_resources(containers: list[dict], resources: Any, main: str | None) -> list[dict]:
+    """Merge a ResourceRequirements over the main container's (or make the only container)."""
+    resources = resources or {}
+    idx = next((k for k, c in enumerate(containers) if c.get("name") == main), 0) if containers else None
+    if idx is None:
+        return [{"name": main or "main", "resources": resources}]
+    merged = dict(containers[idx])
+    old = merged.get("resources") or {}
+    merged["resources"] = {part: {**(old.get(part) or {}), **(resources.get(part) or {})}
+                           for part in ("requests", "limits")}
+    return containers[:idx] + [merged] + containers[idx + 1:]
+
+
+def _gangs(compiled: CompiledDefinition, raw: Any, by_key: Mapping[str, Instance],
+           gpu_resources: Sequence[str], name: str, source: str | None) -> Iterable[Gang]:
+    expr = compiled.definition.gangs or ""
+    if not isinstance(raw, list):
+        raise _bad(compiled, "gangs", expr, "expected a list of gangs", name, source)
+    for g in raw:
+        members = []
+        try:
+            for m in g["members"]:
+                inst = by_key[f"{m['component']}/{m['instance']}"]
+                pods = inst.pods if m.get("pods") is None else int(m["pods"])
+                members.append((inst.component, inst.instance, pods, pods * inst.gpus_per_pod))
+            pods = sum(m[2] for m in members)
+            yield Gang(name=str(g["name"]), members=tuple(m[:3] for m in members),
+                       min_member=int(g.get("minMember") if g.get("minMember") is not None else pods),
+                       pods=pods, gpus=sum(m[3] for m in members))
+        except (KeyError, TypeError, ValueError) as e:
+            raise _bad(compiled, "gangs", expr, f"bad gang {g!r}: {type(e).__name__} {e}", name, source) from None
+
+
+# --- mutation ----------------------------------------------------------------------
+
+def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping[str, Any],
+                        source: str | None = None) -> dict[str, Any]:
+    """A copy of `obj` with `patch` applied to every instance's pod template:
+    labels/annotations/nodeSelector merged, tolerations appended once, schedulerName set.
+    Nothing else changes."""
+    unknown = set(patch) - set(PATCH_KEYS)
+    if unknown:
+        raise InputError(f"pod template patch: unknown keys {sorted(unknown)}; allowed: {', '.join(PATCH_KEYS)}",
+                         source=source)
+    compiled = definition_for(obj, catalog, source)
+    name = object_name(obj)
+    try:
+        per_component = compiled.paths_program.input_value(obj).first()
+    except ValueError as e:
+        raise EvaluationError(str(e).split("\n")[0], definition=compiled.name, field="pod paths",
+                              expression="path(...)", obj=name, source=source) from None
+    result = copy.deepcopy(dict(obj))
+    for i, rows in enumerate(per_component):
+        comp = compiled.definition.components[i]
+        for row in rows:
+            for key, value in patch.items():
+                path = _target_path(row, key)
+                if path is None:
+                    raise EvaluationError(
+                        f"cannot write {key}: the definition gives no path for it",
+                        definition=compiled.name, field=f"components[{i}].pod", expression=comp.name,
+                        obj=name, source=source)
+                _apply(result, path, key, value)
+    return result
+
+
+def _target_path(row: Mapping[str, Any], key: str) -> list[Any] | None:
+    base = row["base"]
+    if row.get(f"f.{key}") is not None:
+        return base + row[f"f.{key}"]
+    meta = spec = None
+    if row.get("template") is not None:
+        meta, spec = base + row["template"] + ["metadata"], base + row["template"] + ["spec"]
+    else:
+        if row.get("spec") is not None:
+            spec = base + row["spec"]
+        if row.get("metadata") is not None:
+            meta = base + row["metadata"]
+    parent = meta if key in ("labels", "annotations") else spec
+    return None if parent is None else parent + [key]
+
+
+def _apply(obj: dict, path: list[Any], key: str, value: Any) -> None:
+    parent = obj
+    for part in path[:-1]:
+        nxt = parent[part] if isinstance(parent, list) else parent.get(part)
+        if nxt is None:
+            nxt = {}
+            parent[part] = nxt
+        parent = nxt
+    last = path[-1]
+    current = parent.get(last) if isinstance(parent, dict) else parent[last]
+    if key in ("labels", "annotations", "nodeSelector"):
+        parent[last] = {**(current or {}), **{str(k): str(v) for k, v in value.items()}}
+    elif key == "tolerations":
+        merged = list(current or [])
+        merged += [t for t in value if t not in merged]
+        parent[last] = merged
+    else:
+        parent[last] = value
