@@ -1,0 +1,191 @@
+"""Why a workload does not fit a cluster: every reason, as data, in one place.
+
+The solver attaches one of these per (unplaced group, cluster); `render()` gives the
+plain-words form with numbers shown by `placer plan`, `code` a stable identifier for
+machines. Add a reason here, never as an ad-hoc string elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .quantity import format_quantity
+
+GPU_WORDS = {"nvidia.com/gpu": "GPU", "amd.com/gpu": "AMD GPU"}
+
+
+def amount(resource: str, value: int) -> str:
+    """`4 GPUs`, `1 GPU`, `32 CPU`, `64Gi memory`, `3 pod slots`."""
+    if resource in GPU_WORDS:
+        word = GPU_WORDS[resource]
+        return f"{value} {word}" + ("" if value == 1 else "s")
+    if resource == "cpu":
+        return f"{format_quantity('cpu', value)} CPU"
+    if resource == "pods":
+        return f"{value} pod slot" + ("" if value == 1 else "s")
+    return f"{format_quantity(resource, value)} {resource}"
+
+
+def _pods(n: int) -> str:
+    return f"{n} pod" + ("" if n == 1 else "s")
+
+
+def _where(match: str) -> str:
+    return f" on nodes matching {match}" if match else ""
+
+
+class Reason:
+    code = "reason"
+
+    def render(self) -> str:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+@dataclass(frozen=True)
+class Unreachable(Reason):
+    error: str
+    code = "Unreachable"
+
+    def render(self) -> str:
+        return f"unreachable ({self.error})"
+
+
+@dataclass(frozen=True)
+class PinnedElsewhere(Reason):
+    pinned_to: str
+    code = "PinnedElsewhere"
+
+    def render(self) -> str:
+        return f"pinned to {self.pinned_to} by placer.dev/cluster"
+
+
+@dataclass(frozen=True)
+class UnknownPin(Reason):
+    pinned_to: str
+    code = "UnknownPin"
+
+    def render(self) -> str:
+        return f"pinned to {self.pinned_to} by placer.dev/cluster, which is not in the fleet"
+
+
+@dataclass(frozen=True)
+class ConflictingPins(Reason):
+    pins: tuple[tuple[str, str], ...]           # (workload, cluster)
+    code = "ConflictingPins"
+
+    def render(self) -> str:
+        listed = ", ".join(f"{w} -> {c}" for w, c in self.pins)
+        return f"its workloads are pinned to different clusters ({listed})"
+
+
+@dataclass(frozen=True)
+class ExcludedBySelector(Reason):
+    selector: str
+    code = "ExcludedBySelector"
+
+    def render(self) -> str:
+        return f"excluded by cluster-selector {self.selector}"
+
+
+@dataclass(frozen=True)
+class NoSchedulableNodes(Reason):
+    code = "NoSchedulableNodes"
+
+    def render(self) -> str:
+        return "has no schedulable nodes"
+
+
+@dataclass(frozen=True)
+class NoMatchingNodes(Reason):
+    """No schedulable node passes the pods' selector/affinity/taint predicates."""
+
+    instance: str
+    constraint: str          # nodeSelector | affinity | taint
+    detail: str              # e.g. `gpu=h100`, or the untolerated taint
+    code = "NoMatchingNodes"
+
+    def render(self) -> str:
+        if self.constraint == "taint":
+            return f"pods of {self.instance} do not tolerate taint {self.detail} on the nodes they select"
+        what = "nodeSelector" if self.constraint == "nodeSelector" else "required node affinity"
+        return f"no schedulable node matches the {what} of {self.instance} ({self.detail})"
+
+
+@dataclass(frozen=True)
+class PodTooLarge(Reason):
+    """A single pod exceeds what any matching node has even when empty."""
+
+    instance: str
+    resource: str
+    per_pod: int
+    largest: int
+    match: str
+    code = "PodTooLarge"
+
+    def render(self) -> str:
+        return (f"a pod of {self.instance} needs {amount(self.resource, self.per_pod)}; the largest node"
+                f"{' matching ' + self.match if self.match else ''} has {amount(self.resource, self.largest)} allocatable")
+
+
+@dataclass(frozen=True)
+class InsufficientCapacity(Reason):
+    """The pods of one instance cannot all find room among the free capacity."""
+
+    pods: int
+    resource: str
+    per_pod: int
+    match: str
+    largest_free: int
+    total_free: int
+    code = "InsufficientCapacity"
+
+    def render(self) -> str:
+        block = "largest free block is" if self.resource in GPU_WORDS else "most free on one node is"
+        return (f"needs {_pods(self.pods)} x {amount(self.resource, self.per_pod)}{_where(self.match)}; "
+                f"{block} {amount(self.resource, self.largest_free)} "
+                f"({amount(self.resource, self.total_free)} free)")
+
+
+@dataclass(frozen=True)
+class DoesNotFitTogether(Reason):
+    """Each part fits on its own but not all pods of the group at once."""
+
+    pods: int
+    fitting: int
+    gpus: int
+    free_gpus: int
+    code = "DoesNotFitTogether"
+
+    def render(self) -> str:
+        return (f"needs {_pods(self.pods)} ({amount('nvidia.com/gpu', self.gpus)}) at once; only "
+                f"{self.fitting} fit together ({amount('nvidia.com/gpu', self.free_gpus)} free)")
+
+
+@dataclass(frozen=True)
+class CapacityTaken(Reason):
+    """It would fit on an otherwise untouched cluster; the plan gave the room to others."""
+
+    by: tuple[str, ...]
+    higher_priority: bool
+    code = "CapacityTaken"
+
+    def render(self) -> str:
+        names = ", ".join(self.by[:3]) + (f" and {len(self.by) - 3} more" if len(self.by) > 3 else "")
+        if self.higher_priority:
+            return f"fits alone, but its capacity went to higher-priority {names}"
+        if not self.by:
+            return "fits alone, but the solver found no room for it next to the rest of the plan"
+        return f"fits alone, but its capacity went to {names} (more GPUs placed overall)"
+
+
+@dataclass(frozen=True)
+class CommittedOverflow(Reason):
+    """Capacity promised to workloads placed earlier whose pods are not bound yet."""
+
+    code = "CommittedOverflow"
+
+    def render(self) -> str:
+        return "fits alone, but its capacity is promised to workloads placed earlier that are not running yet"

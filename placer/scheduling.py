@@ -1,0 +1,249 @@
+"""Scheduling predicates: does a pod shape fit a node, as the kube-scheduler decides it.
+
+Pure functions over `placer.workload.PodShape` and `placer.fleet.Node`; the solver, the
+verifier and the explanations all call these, so a pod is judged the same way everywhere.
+Also: node classes (nodes that are interchangeable for placement) and the Kubernetes
+label-selector syntax used by `placer.dev/cluster-selector`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import InputError
+from .fleet import Node, Taint
+from .workload import PodShape
+
+# Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
+_HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+POD_COUNT = "pods"
+
+
+# --- node selectors and required node affinity ---------------------------------------
+
+def matches_node_selector(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def matches_expression(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """One nodeSelectorRequirement (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+    key, op = expr.get("key"), expr.get("operator")
+    values = [str(v) for v in (expr.get("values") or ())]
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt"):
+        # both sides must be integers, else the requirement does not match (as upstream)
+        if not present or len(values) != 1:
+            return False
+        have, want = _int_or_none(labels[key]), _int_or_none(values[0])
+        if have is None or want is None:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def matches_term(term: Mapping[str, Any], node: Node) -> bool:
+    """One nodeSelectorTerm: its expressions and fields are ANDed; an empty term matches nothing."""
+    exprs = term.get("matchExpressions") or ()
+    fields = term.get("matchFields") or ()
+    if not exprs and not fields:
+        return False
+    field_labels = {"metadata.name": node.name}
+    return (all(matches_expression(e, node.labels) for e in exprs)
+            and all(matches_expression(f, field_labels) for f in fields))
+
+
+def matches_affinity(terms: Sequence[Mapping[str, Any]], node: Node) -> bool:
+    """Required node affinity: the terms are ORed; no terms means no constraint."""
+    return not terms or any(matches_term(t, node) for t in terms)
+
+
+# --- taints and tolerations ----------------------------------------------------------
+
+def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    op = toleration.get("operator") or "Equal"
+    if op == "Exists":
+        return not key or key == taint.key
+    return key == taint.key and str(toleration.get("value") or "") == taint.value
+
+
+def untolerated_taints(tolerations: Iterable[Mapping[str, Any]], taints: Iterable[Taint]) -> list[Taint]:
+    tols = list(tolerations)
+    return [t for t in taints
+            if t.effect in _HARD_EFFECTS and not any(tolerates(tol, t) for tol in tols)]
+
+
+# --- the whole predicate ---------------------------------------------------------------
+
+def pod_demand(shape: PodShape, node_has_pod_limit: bool = True) -> dict[str, int]:
+    """What one pod takes of a node: its requests plus one pod slot."""
+    demand = {k: v for k, v in shape.requests.items() if v}
+    if node_has_pod_limit:
+        demand[POD_COUNT] = demand.get(POD_COUNT, 0) + 1
+    return demand
+
+
+def mismatch(shape: PodShape, node: Node) -> str | None:
+    """Why the pod can never go on this node regardless of load (None: it may).
+    Checked in the scheduler's order: schedulable, selector, affinity, taints."""
+    if not node.ready:
+        return "not ready"
+    if node.unschedulable:
+        return "unschedulable"
+    if not matches_node_selector(shape.node_selector, node.labels):
+        return "nodeSelector"
+    if not matches_affinity(shape.affinity_terms, node):
+        return "affinity"
+    if untolerated_taints(shape.tolerations, node.taints):
+        return "taint"
+    return None
+
+
+def fits_resources(demand: Mapping[str, int], free: Mapping[str, int]) -> bool:
+    return all(v <= free.get(k, 0) for k, v in demand.items())
+
+
+def fits(shape: PodShape, node: Node, free: Mapping[str, int] | None = None) -> bool:
+    """Does one more pod of this shape fit the node given its free capacity?"""
+    if mismatch(shape, node) is not None:
+        return False
+    free = node.free_all() if free is None else free
+    return fits_resources(pod_demand(shape, POD_COUNT in node.allocatable), free)
+
+
+def describe_constraints(shape: PodShape) -> str:
+    """A short human description of where the pod may go, e.g. `gpu=h100`."""
+    parts = [f"{k}={v}" for k, v in sorted(shape.node_selector.items())]
+    for term in shape.affinity_terms[:1]:
+        for e in term.get("matchExpressions") or ():
+            op, vals = e.get("operator"), ",".join(str(v) for v in e.get("values") or ())
+            parts.append({"In": f"{e.get('key')} in ({vals})", "NotIn": f"{e.get('key')} notin ({vals})",
+                          "Exists": f"{e.get('key')}", "DoesNotExist": f"!{e.get('key')}",
+                          "Gt": f"{e.get('key')}>{vals}", "Lt": f"{e.get('key')}<{vals}"}.get(op, str(e)))
+    if len(shape.affinity_terms) > 1:
+        parts.append(f"(or {len(shape.affinity_terms) - 1} more affinity terms)")
+    return ",".join(parts)
+
+
+# --- node classes --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NodeClass:
+    """Nodes with identical free capacity, labels, taints and state: interchangeable for
+    every predicate except matchFields on the node name (handled by splitting classes)."""
+
+    index: int
+    nodes: tuple[Node, ...]
+    free: Mapping[str, int]
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    pod_limit: bool                   # the nodes declare a `pods` allocatable
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def sample(self) -> Node:
+        return self.nodes[0]
+
+
+def _class_key(node: Node, by_name: bool) -> tuple:
+    return (tuple(sorted(node.free_all().items())), tuple(sorted(node.labels.items())),
+            tuple(sorted((t.key, t.value, t.effect) for t in node.taints)),
+            POD_COUNT in node.allocatable, node.name if by_name else None)
+
+
+def node_classes(nodes: Iterable[Node], by_name: bool = False) -> list[NodeClass]:
+    """Group the schedulable nodes into classes, in first-seen order; nodes inside a class
+    keep their order. `by_name` makes every node its own class (for matchFields)."""
+    groups: dict[tuple, list[Node]] = {}
+    for node in nodes:
+        if node.schedulable:
+            groups.setdefault(_class_key(node, by_name), []).append(node)
+    out = []
+    for i, members in enumerate(groups.values()):
+        first = members[0]
+        out.append(NodeClass(i, tuple(members), first.free_all(), first.labels, first.taints,
+                             POD_COUNT in first.allocatable))
+    return out
+
+
+# --- label selectors over cluster labels -----------------------------------------------
+
+_SET_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9./_-]+)\s*(?:(notin|in)\s*\(([^)]*)\)|(==|=|!=)\s*([A-Za-z0-9._-]*))?\s*$")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    op: str                     # in, notin, exists, !exists, =, !=
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        have = labels.get(self.key)
+        if self.op in ("=", "in"):
+            return have is not None and have in self.values
+        if self.op in ("!=", "notin"):
+            return have is None or have not in self.values
+        if self.op == "exists":
+            return have is not None
+        return have is None
+
+
+def _split_selector(text: str) -> list[str]:
+    """Split on commas outside parentheses."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p for p in parts if p.strip()]
+
+
+def parse_label_selector(text: str) -> tuple[Requirement, ...]:
+    """`region=us-east,tier in (a,b),!legacy,gpu` -> requirements (ANDed)."""
+    reqs = []
+    for part in _split_selector(text):
+        m = _SET_RE.match(part)
+        if not m:
+            raise InputError(f"invalid label selector {text!r}: cannot parse {part.strip()!r}")
+        neg, key, set_op, set_vals, eq_op, eq_val = m.groups()
+        if neg and (set_op or eq_op):
+            raise InputError(f"invalid label selector {text!r}: '!' only applies to a bare key")
+        if set_op:
+            reqs.append(Requirement(key, set_op, tuple(v.strip() for v in set_vals.split(",") if v.strip())))
+        elif eq_op:
+            reqs.append(Requirement(key, "!=" if eq_op == "!=" else "=", (eq_val,)))
+        else:
+            reqs.append(Requirement(key, "!exists" if neg else "exists"))
+    return tuple(reqs)
+
+
+def selector_matches(reqs: Sequence[Requirement], labels: Mapping[str, str]) -> bool:
+    return all(r.matches(labels) for r in reqs)

@@ -1,0 +1,105 @@
+"""The independent verifier: re-checks a plan against the fleet, pod by pod.
+
+It shares nothing with the solver's model (no classes, no aggregates, no quotas): it
+walks the plan's concrete assignments and the fleet's nodes and asks the scheduling
+predicates directly. Any disagreement is a solver bug and raises VerificationError.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .errors import VerificationError
+from .fleet import Fleet, Node
+from .plan import Placement, Plan
+from .scheduling import mismatch, parse_label_selector, pod_demand, selector_matches
+from .workload import PlacementGroup, Workload
+
+UNLIMITED_PODS = 10**15
+
+
+def _fail(msg: str, cluster: str | None = None, obj: str | None = None) -> None:
+    raise VerificationError(f"plan rejected by verifier: {msg}", cluster=cluster, obj=obj)
+
+
+def _check_policy(w: Workload, cluster_name: str, cluster_labels: Mapping[str, str]) -> None:
+    ann = w.annotations or {}
+    pin = ann.get("placer.dev/cluster")
+    if pin and str(pin).strip() != cluster_name:
+        _fail(f"pinned to {pin} but placed on {cluster_name}", cluster_name, w.key)
+    sel = ann.get("placer.dev/cluster-selector")
+    if sel and not selector_matches(parse_label_selector(str(sel)), cluster_labels):
+        _fail(f"cluster-selector {sel} does not match", cluster_name, w.key)
+
+
+def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
+           committed: Sequence[tuple[PlacementGroup, str]] = ()) -> None:
+    workloads = {w.key: (g, w) for g in groups for w in g.workloads}
+    placed = {p.workload: p for p in plan.placements}
+    unplaced = {u.workload for u in plan.unplaced}
+    if len(placed) != len(plan.placements):
+        _fail("a workload is placed twice")
+    for key in list(placed) + list(unplaced):
+        if key not in workloads:
+            _fail("the plan names a workload that was not asked for", obj=key)
+    for key in workloads:
+        if (key in placed) == (key in unplaced):
+            _fail("every workload must be either placed or unplaced, once", obj=key)
+    for g in groups:
+        clusters = {placed[w.key].cluster for w in g.workloads if w.key in placed}
+        if len(clusters) > 1 or (clusters and any(w.key not in placed for w in g.workloads)):
+            _fail(f"group {g.key} is split ({sorted(clusters)})", obj=g.key)
+
+    cwl = {w.key: w for g, _ in committed for w in g.workloads}
+    load: dict[tuple[str, str], dict[str, int]] = {}
+    for p in plan.placements:
+        _check_placement(fleet, p, workloads[p.workload][1], load, check_policy=True)
+    for p in plan.committed:
+        if p.workload not in cwl:
+            _fail("the plan names a committed workload that was not given", obj=p.workload)
+        _check_placement(fleet, p, cwl[p.workload], load, check_policy=False)
+
+    for (cname, nname), used in load.items():
+        node = _node(fleet, cname, nname)
+        for r, v in used.items():
+            free = UNLIMITED_PODS if r == "pods" and "pods" not in node.allocatable else node.free(r)
+            if v > free:
+                _fail(f"node {nname} is over-committed on {r}: {v} requested, {free} free", cname)
+
+
+def _node(fleet: Fleet, cname: str, nname: str) -> Node:
+    cluster = fleet.cluster(cname)
+    node = next((n for n in cluster.nodes if n.name == nname), None) if cluster else None
+    if node is None:
+        _fail(f"node {nname} does not exist", cname)
+    return node
+
+
+def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, check_policy: bool) -> None:
+    cluster = fleet.cluster(p.cluster)
+    if cluster is None:
+        _fail("placed on a cluster that is not in the fleet", p.cluster, w.key)
+    if not cluster.reachable:
+        _fail(f"placed on an unreachable cluster ({cluster.error})", p.cluster, w.key)
+    if check_policy:
+        _check_policy(w, cluster.name, cluster.labels)
+    instances = {i.key: i for i in w.instances}
+    counts: dict[str, int] = {}
+    for nname, per in p.nodes.items():
+        node = _node(fleet, p.cluster, nname)
+        for ikey, n in per.items():
+            inst = instances.get(ikey)
+            if inst is None:
+                _fail(f"unknown instance {ikey}", p.cluster, w.key)
+            if n <= 0:
+                _fail(f"non-positive pod count for {ikey} on {nname}", p.cluster, w.key)
+            why = mismatch(inst.pod, node)
+            if why is not None:
+                _fail(f"pods of {ikey} cannot run on {nname} ({why})", p.cluster, w.key)
+            counts[ikey] = counts.get(ikey, 0) + n
+            slot = load.setdefault((p.cluster, nname), {})
+            for r, v in pod_demand(inst.pod).items():
+                slot[r] = slot.get(r, 0) + v * n
+    for ikey, inst in instances.items():
+        if counts.get(ikey, 0) != inst.pods:
+            _fail(f"{ikey} has {counts.get(ikey, 0)} pods assigned, needs {inst.pods}", p.cluster, w.key)
