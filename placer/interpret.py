@@ -12,10 +12,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from .catalog import Catalog, CompiledDefinition
 from .errors import EvaluationError, InputError, UnknownKind
 from .podspec import DEFAULT_GPU_RESOURCES, effective_requests, gpu_count
-from .program import diagnose
+from .program import NOT_A_PATH, PATCHABLE, diagnose
 from .workload import Gang, Instance, Phase, PodShape, Workload
 
-PATCH_KEYS = ("labels", "annotations", "nodeSelector", "tolerations", "schedulerName")
+PATCH_KEYS = PATCHABLE
 
 
 def object_name(obj: Mapping[str, Any]) -> str:
@@ -186,9 +186,10 @@ def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping
         for row in rows:
             for key, value in patch.items():
                 path = _target_path(row, key)
-                if path is None:
+                if path is None or NOT_A_PATH in path:
+                    why = "no path for it" if path is None else "an expression that is not a path; add write:"
                     raise EvaluationError(
-                        f"cannot write {key}: the definition gives no path for it",
+                        f"cannot write {key}: the definition gives {why}",
                         definition=compiled.name, field=f"components[{i}].pod", expression=comp.name,
                         obj=name, source=source)
                 _apply(result, path, key, value)
@@ -197,8 +198,11 @@ def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping
 
 def _target_path(row: Mapping[str, Any], key: str) -> list[Any] | None:
     base = row["base"]
-    if row.get(f"f.{key}") is not None:
-        return base + row[f"f.{key}"]
+    written = row.get(f"f.{key}")
+    if written == NOT_A_PATH:
+        return [NOT_A_PATH]
+    if written is not None:
+        return base + written
     meta = spec = None
     if row.get("template") is not None:
         meta, spec = base + row["template"] + ["metadata"], base + row["template"] + ["spec"]

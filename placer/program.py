@@ -16,6 +16,8 @@ from .definitions import Component, Definition, FieldExpr, PodFields, StatusRule
 from .errors import DefinitionError, EvaluationError
 
 POD_FIELDS = tuple(PodFields.model_fields)
+PATCHABLE = ("labels", "annotations", "nodeSelector", "tolerations", "schedulerName")
+NOT_A_PATH = "<not a path expression>"
 
 _DEFAULT_ID = '(if $key == null then "0" else ($key | tostring) end)'
 
@@ -120,8 +122,11 @@ def build_paths_program(defn: Definition) -> str:
         pod = comp.pod
         parts = {"template": pod.template, "spec": pod.spec, "metadata": pod.metadata}
         if pod.fields:
-            parts.update({f"f.{n}": _write(getattr(pod.fields, n)) for n in POD_FIELDS if n != "mainContainer"})
-        entries = ", ".join(f"{json.dumps(k)}: ([path({v})] | first // null)" for k, v in parts.items() if v)
+            parts.update({f"f.{n}": _write(getattr(pod.fields, n)) for n in PATCHABLE})
+        # a field whose expression is no path expression can be read but not written:
+        # mark it, and fail only if a patch needs it
+        entries = ", ".join(f'{json.dumps(k)}: (try ([path({v})] | first // null) catch "{NOT_A_PATH}")'
+                            for k, v in parts.items() if v)
         comps.append(f'[path({_instances(comp)}) as $p | ($p | if length > 0 then .[-1] else null end) as $key'
                      f' | $root | getpath($p) | {{base: $p, {entries}}}]' if entries else "[]")
     return ". as $root | [" + ", ".join(comps) + "]"

@@ -1,0 +1,276 @@
+"""The definitions engine on definitions written here, independent of the shipped catalog."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from placer.catalog import Catalog, compile_definition, load_catalog
+from placer.errors import DefinitionError, EvaluationError, InputError, UnknownKind
+from placer.interpret import interpret, patch_pod_templates
+from placer.podspec import effective_requests
+from placer.quantity import canonical, format_quantity, parse_quantity
+from placer.workload import Phase
+
+# --- quantities and pod requests ---------------------------------------------------
+
+@pytest.mark.parametrize("resource,value,expected", [
+    ("cpu", "500m", 500), ("cpu", "2", 2000), ("cpu", 0.25, 250), ("cpu", "2e3", 2_000_000),
+    ("memory", "1Gi", 2**30), ("memory", "1.5Gi", 3 * 2**29), ("memory", "1G", 10**9),
+    ("memory", "128974848", 128974848), ("memory", "129e6", 129_000_000), ("memory", "100Ki", 102400),
+    ("nvidia.com/gpu", 8, 8), ("nvidia.com/gpu", "4", 4), ("cpu", "1u", 1), ("memory", "0.5", 1),
+])
+def test_quantities_parse_exactly(resource, value, expected):
+    assert canonical(resource, value) == expected
+
+
+@pytest.mark.parametrize("bad", ["abc", "1.2.3", "5 Gi", "", "1Qi", True, None, [1]])
+def test_bad_quantities_are_input_errors(bad):
+    with pytest.raises(InputError, match="invalid quantity"):
+        parse_quantity(bad)
+
+
+def test_format_quantity_round_trips_common_units():
+    assert format_quantity("cpu", 500) == "500m"
+    assert format_quantity("memory", 2**31) == "2Gi"
+    assert format_quantity("nvidia.com/gpu", 8) == "8"
+
+
+def _c(name, requests=None, limits=None, **extra):
+    return {"name": name, "resources": {k: v for k, v in (("requests", requests), ("limits", limits)) if v}, **extra}
+
+
+def test_effective_requests_take_the_larger_of_app_sum_and_init_max():
+    req = effective_requests(
+        [_c("a", {"cpu": "1", "memory": "1Gi"}), _c("b", {"cpu": "500m"})],
+        [_c("init", {"cpu": "4", "memory": "512Mi"})])
+    assert req == {"cpu": 4000, "memory": 2**30}
+
+
+def test_limits_stand_in_for_missing_requests_and_requests_win():
+    req = effective_requests([_c("a", {"cpu": "1"}, {"cpu": "2", "nvidia.com/gpu": 2})])
+    assert req == {"cpu": 1000, "nvidia.com/gpu": 2}
+
+
+def test_sidecars_run_beside_app_containers_and_overhead_adds():
+    req = effective_requests(
+        [_c("app", {"cpu": "1"})],
+        [_c("sidecar", {"cpu": "250m"}, restartPolicy="Always"), _c("init", {"cpu": "2"})],
+        overhead={"cpu": "100m"})
+    # app + sidecar = 1.25; init runs beside the sidecar started before it: 2.25; + overhead
+    assert req == {"cpu": 2350}
+
+
+# --- schema validation -------------------------------------------------------------
+
+BASE = {"name": "thing", "matches": [{"apiVersion": "example.com/v1", "kind": "Thing"}],
+        "components": [{"name": "main", "pod": {"template": ".spec.template"}}]}
+
+
+def _def(**changes):
+    d = yaml.safe_load(yaml.safe_dump(BASE))
+    d.update(changes)
+    return d
+
+
+@pytest.mark.parametrize("doc,message", [
+    (_def(compnents=[]), "compnents: Extra inputs are not permitted"),
+    (_def(components=[{"name": "main", "pod": {"template": ".spec.template"}, "replica": "1"}]),
+     "components[0].replica: Extra inputs are not permitted"),
+    (_def(components=[{"name": "main", "pod": {"template": ".spec.template |"}}]),
+     "components[0].pod.template: jq does not compile '.spec.template |'"),
+    (_def(components=[{"name": "main", "pod": {}}]), "components[0].pod: Value error, give one of template"
+     if False else "give one of template, spec, fields"),
+    (_def(components=[{"name": "a", "pod": {"spec": ".x"}}, {"name": "a", "pod": {"spec": ".y"}}]),
+     "duplicate component names: a"),
+    (_def(status={"rules": [{"phase": "Done", "when": "true"}]}), "status.rules[0].phase"),
+    (_def(status={"rules": [{"phase": "Running"}]}), "give exactly one of when, condition"),
+    (_def(gangs="[$nope]"), "gangs: jq does not compile"),
+    (_def(matches=[]), "matches"),
+])
+def test_schema_errors_name_the_field(doc, message):
+    with pytest.raises(DefinitionError) as e:
+        compile_definition(doc, "defs/thing.yaml")
+    assert str(e.value).startswith("defs/thing.yaml: ")
+    assert message in str(e.value)
+
+
+# --- interpretation ----------------------------------------------------------------
+
+TRAINER = yaml.safe_load(textwrap.dedent("""
+    name: trainer
+    matches: [{apiVersion: example.com/v1, kind: Trainer}]
+    suspend: {path: .spec.suspend}
+    components:
+    - name: role
+      instances: .spec.roles[]            # a map: one instance per key
+      pod: {template: .template}
+      replicas: .replicas // 1
+      minReplicas: .min
+      maxReplicas: .max
+      podsPerReplica: .hosts // 1
+      podSelector: '{"example.com/job": $root.metadata.name, "example.com/role": ($key | ascii_downcase)}'
+    - name: server
+      instances: .spec.server | select(. != null)
+      pod:
+        fields:
+          resources: '{limits: {(.gpuType // "nvidia.com/gpu"): .gpus}}'
+          nodeSelector: .nodeSelector
+          labels: {read: '.labels // {}', write: .labels}
+    status:
+      rules:
+      - {phase: Failed, condition: Failed}
+      - {phase: Completed, condition: Succeeded}
+      - {phase: Running, condition: Running}
+      - phase: Initializing
+        when: .status.state == "starting"
+        reason: '"Starting"'
+        message: '"\\(.status.ready // 0) ready"'
+    gangs: '[{name: $root.metadata.name, members: [$instances[] | select(.component == "role") | {component, instance}],
+              minMember: ($root.spec.minAvailable // null)}]'
+"""))
+
+
+def trainer(**spec):
+    return {"apiVersion": "example.com/v1", "kind": "Trainer", "metadata": {"name": "t1", "namespace": "ml"},
+            "spec": {"roles": {"Master": {"template": {"spec": {"containers": [_c("m", {"cpu": "1"})]}}},
+                               "Worker": {"replicas": 5, "min": 1, "max": 3, "hosts": 2,
+                                          "template": {"spec": {"containers": [_c("w", None, {"nvidia.com/gpu": 4})]}}}},
+                     **spec}}
+
+
+@pytest.fixture(scope="module")
+def cat() -> Catalog:
+    return Catalog({}, frozenset({"ConfigMap"})).with_definitions([compile_definition(TRAINER, "trainer.yaml")])
+
+
+def test_map_instances_counts_clamp_and_selectors(cat):
+    w = interpret(trainer(), cat)
+    master, worker = w.instances
+    assert (master.instance, master.pods, master.gpus) == ("Master", 1, 0)
+    assert (worker.instance, worker.replicas, worker.pods_per_replica, worker.pods) == ("Worker", 3, 2, 6)
+    assert worker.gpus_per_pod == 4 and w.gpus == 24 and w.pods == 7
+    assert worker.selector == {"example.com/job": "t1", "example.com/role": "worker"}
+    assert w.resources == {"cpu": 1000, "nvidia.com/gpu": 24}
+
+
+def test_fragmented_fields_map_vendor_resources(cat):
+    w = interpret(trainer(server={"gpus": 2, "gpuType": "amd.com/gpu", "nodeSelector": {"gpu": "mi300"}}),
+                  cat, gpu_resources=("nvidia.com/gpu", "amd.com/gpu"))
+    server = w.instances_of("server")[0]
+    assert server.pod.requests == {"amd.com/gpu": 2}
+    assert server.gpus == 2 and server.pod.node_selector == {"gpu": "mi300"}
+    assert interpret(trainer(server={"gpus": 2, "gpuType": "amd.com/gpu"}), cat).instances_of("server")[0].gpus == 0
+
+
+def test_gangs_default_min_member_to_their_pods(cat):
+    (gang,) = interpret(trainer(), cat).gangs
+    assert (gang.name, gang.pods, gang.min_member, gang.gpus) == ("t1", 7, 7, 24)
+    (gang,) = interpret(trainer(minAvailable=4), cat).gangs
+    assert gang.min_member == 4
+
+
+@pytest.mark.parametrize("status,phase,reason", [
+    (None, Phase.PENDING, "NotStarted"),
+    ({"conditions": [{"type": "Running", "status": "True", "reason": "JobRunning"}]}, Phase.RUNNING, "JobRunning"),
+    # the last condition of a type counts (training operators append)
+    ({"conditions": [{"type": "Running", "status": "True"}, {"type": "Running", "status": "False"},
+                     {"type": "Succeeded", "status": "True", "reason": "Done"}]}, Phase.COMPLETED, "Done"),
+    ({"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimit"}]}, Phase.FAILED, "BackoffLimit"),
+    ({"state": "starting", "ready": 2}, Phase.INITIALIZING, "Starting"),
+    ({"state": "weird"}, Phase.UNKNOWN, ""),
+])
+def test_status_rules(cat, status, phase, reason):
+    obj = trainer()
+    if status is not None:
+        obj["status"] = status
+    w = interpret(obj, cat)
+    assert (w.phase, w.reason) == (phase, reason)
+    if phase is Phase.INITIALIZING:
+        assert w.message == "2 ready"
+
+
+def test_suspend_is_read_through_its_path(cat):
+    assert interpret(trainer(suspend=True), cat).suspended is True
+    assert interpret(trainer(), cat).suspended is False
+
+
+def test_an_expression_failing_on_an_object_names_definition_field_and_expression(cat):
+    obj = trainer()
+    obj["spec"]["roles"]["Worker"]["min"] = "two"
+    with pytest.raises(EvaluationError) as e:
+        interpret(obj, cat, source="job.yaml:1")
+    # the clamp compares "two" with a number only after evaluation; the count check names it
+    assert "definition trainer" in str(e.value) and "minReplicas" in str(e.value)
+    obj = trainer()
+    obj["spec"]["roles"] = ["not", "a", "map of roles"]
+    with pytest.raises(EvaluationError) as e:
+        interpret(obj, cat, source="job.yaml:1")
+    assert str(e.value).startswith("job.yaml:1: Trainer ml/t1: definition trainer: components[0].")
+
+
+def test_a_bad_quantity_names_the_instance(cat):
+    obj = trainer()
+    obj["spec"]["roles"]["Master"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    with pytest.raises(InputError, match=r"role/Master: invalid quantity 'lots'"):
+        interpret(obj, cat)
+
+
+def test_unknown_kind(cat):
+    with pytest.raises(UnknownKind, match="no workload definition for example.com/v1/Other"):
+        interpret({"apiVersion": "example.com/v1", "kind": "Other", "metadata": {"name": "x"}}, cat)
+
+
+# --- mutation ----------------------------------------------------------------------
+
+PATCH = {"labels": {"kai.scheduler/queue": "research"}, "annotations": {"a": "b"},
+         "nodeSelector": {"pool": "gpu"}, "schedulerName": "kai-scheduler",
+         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+
+
+def test_patch_reaches_every_template_and_nothing_else(cat):
+    obj = trainer()
+    patched = patch_pod_templates(obj, cat, {k: v for k, v in PATCH.items() if k != "annotations"} | {})
+    for role in ("Master", "Worker"):
+        tpl = patched["spec"]["roles"][role]["template"]
+        assert tpl["metadata"]["labels"] == PATCH["labels"]
+        assert tpl["spec"]["schedulerName"] == "kai-scheduler"
+        assert tpl["spec"]["nodeSelector"] == {"pool": "gpu"}
+        assert tpl["spec"]["tolerations"] == PATCH["tolerations"]
+        assert tpl["spec"]["containers"] == obj["spec"]["roles"][role]["template"]["spec"]["containers"]
+    assert "labels" not in obj["spec"]["roles"]["Master"]["template"].get("metadata", {})   # input untouched
+    again = patch_pod_templates(patched, cat, PATCH)
+    assert again["spec"]["roles"]["Worker"]["template"]["spec"]["tolerations"] == PATCH["tolerations"]
+    assert interpret(again, cat).pods == interpret(obj, cat).pods
+
+
+def test_patch_writes_fragmented_fields_through_their_write_path(cat):
+    obj = trainer(server={"gpus": 1, "nodeSelector": {"x": "y"}})
+    patched = patch_pod_templates(obj, cat, {"labels": {"q": "1"}, "nodeSelector": {"pool": "gpu"}})
+    assert patched["spec"]["server"]["labels"] == {"q": "1"}
+    assert patched["spec"]["server"]["nodeSelector"] == {"x": "y", "pool": "gpu"}
+    with pytest.raises(EvaluationError, match="cannot write schedulerName"):
+        patch_pod_templates(obj, cat, {"schedulerName": "volcano"})
+    with pytest.raises(InputError, match="unknown keys"):
+        patch_pod_templates(obj, cat, {"priority": 1})
+
+
+# --- the catalog directory ---------------------------------------------------------
+
+def test_user_catalog_dirs_override_and_extend(tmp_path: Path):
+    (tmp_path / "trainer.yaml").write_text(yaml.safe_dump(TRAINER))
+    (tmp_path / "companions.yaml").write_text("kinds: [example.com/Dataset]\n")
+    cat = load_catalog([tmp_path])
+    assert cat.lookup("example.com/v1", "Trainer").name == "trainer"
+    assert cat.is_companion("example.com/v1", "Dataset") and cat.is_companion("v1", "ConfigMap")
+    assert not cat.is_companion("other.io/v1", "Dataset")
+
+
+def test_two_files_of_one_directory_claiming_a_kind_is_an_error(tmp_path: Path):
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(TRAINER))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump({**TRAINER, "name": "trainer2"}))
+    with pytest.raises(DefinitionError, match="also defined in"):
+        load_catalog([tmp_path], builtin=False)
