@@ -1,0 +1,67 @@
+"""Fixtures exposing the test Kubernetes API server (tests/kubeapi): see tests/kubeapi/README.md."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from tests.kubeapi import ApiFleet, start_fleet
+
+FLEET_NAMES = ("alpha", "beta", "gamma")
+
+
+@pytest.fixture(scope="session")
+def kube_fleet_session(tmp_path_factory) -> ApiFleet:
+    """Three clusters (alpha, beta, gamma) with the catalog CRDs, shared by the whole session."""
+    fleet = start_fleet(FLEET_NAMES, tmp_path_factory.mktemp("kubeapi"))
+    yield fleet
+    fleet.stop()
+
+
+@pytest.fixture
+def kube_fleet(kube_fleet_session) -> ApiFleet:
+    """The session fleet; faults and request logs are cleared (and clusters brought back up) after the
+    test. Objects persist across tests: use a unique namespace (kube_ns) or fresh_fleet."""
+    kube_fleet_session.reset()
+    yield kube_fleet_session
+    kube_fleet_session.reset()
+
+
+@pytest.fixture
+def make_fleet(tmp_path):
+    """Factory for private fleets, stopped after the test:
+    make_fleet(names=("alpha", "beta"), crds=True, tokens=False, history=1000, bookmark_interval=5.0,
+    watch_timeout=1800.0) -> ApiFleet (kubeconfig in its own tmp directory)."""
+    fleets: list[ApiFleet] = []
+
+    def make(names=("alpha", "beta"), **options) -> ApiFleet:
+        directory = tmp_path / f"fleet{len(fleets)}"
+        directory.mkdir()
+        fleets.append(start_fleet(names, directory, **options))
+        return fleets[-1]
+    yield make
+    for fleet in fleets:
+        fleet.stop()
+
+
+@pytest.fixture
+def fresh_fleet(make_fleet) -> ApiFleet:
+    """A private fleet of two clusters (alpha, beta) with the catalog CRDs: for tests that mutate
+    heavily or inject faults."""
+    return make_fleet()
+
+
+@pytest.fixture
+def kube_ns(request) -> str:
+    """A namespace name unique to this test (namespaces need not exist in the harness)."""
+    return re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-") + f"-{id(request) % 10000}"
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> str:
+    """Path of the real kubectl; tests using it skip where it is not installed."""
+    path = shutil.which("kubectl")
+    if not path:
+        pytest.skip("kubectl is not installed on this machine: kubectl fidelity checks skipped")
+    return path

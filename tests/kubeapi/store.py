@@ -1,0 +1,733 @@
+"""One cluster's object store: the API machinery semantics (resourceVersion, generation, uid,
+finalizers, server-side apply ownership, watch history) without HTTP."""
+from __future__ import annotations
+
+import base64
+import bisect
+import copy
+import json
+import re
+import secrets
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterator
+
+from . import patches
+from .discovery import BUILTINS, ResourceType, crd_resource_types, validate_crd
+from .patches import PatchError
+from .selectors import SelectorError, field_selector, label_selector
+
+_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+            409: "Conflict", 410: "Expired", 415: "UnsupportedMediaType", 422: "Invalid",
+            429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+
+
+class ApiError(Exception):
+    """An error the server answers with a v1 Status body."""
+
+    def __init__(self, code: int, message: str, reason: str | None = None, details: dict | None = None,
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
+        self.reason = reason or _REASONS.get(code, "")
+        self.headers = headers or {}
+
+    def status(self) -> dict:
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def not_found(rt: ResourceType, name: str) -> ApiError:
+    qualified = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+    return ApiError(404, f'{qualified} "{name}" not found', "NotFound",
+                    {"name": name, "group": rt.group, "kind": rt.plural})
+
+
+def conflict(rt: ResourceType, name: str, why: str) -> ApiError:
+    qualified = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+    return ApiError(409, f'Operation cannot be fulfilled on {qualified} "{name}": {why}', "Conflict",
+                    {"name": name, "group": rt.group, "kind": rt.plural})
+
+
+def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiError:
+    msg = "; ".join(f"{f}: {m}" for f, m in causes)
+    return ApiError(422, f'{rt.kind} "{name}" is invalid: {msg}', "Invalid",
+                    {"name": name, "group": rt.group, "kind": rt.kind,
+                     "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes]})
+
+
+def expired(message: str) -> ApiError:
+    return ApiError(410, message, "Expired")
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Event:
+    rv: int
+    key: str                    # ResourceType.key
+    type: str                   # ADDED / MODIFIED / DELETED
+    obj: dict
+    prev: dict | None           # the object before the change (for selector transitions)
+
+
+Key = tuple[str, str]           # (namespace or "", name)
+
+
+class Store:
+    """Thread-safe; stored objects are never mutated in place (writes replace them), so readers may
+    serialize references outside the lock."""
+
+    def __init__(self, history: int = 1000, snapshots: int = 128):
+        self.cond = threading.Condition(threading.RLock())
+        self.rv = 1
+        self.compacted = 1          # oldest resourceVersion a watch or continue may start from
+        self.history_size = history
+        self.events: list[Event] = []
+        self._event_rvs: list[int] = []
+        self.types: dict[tuple[str, str, str], ResourceType] = {}
+        self.objects: dict[str, dict[Key, dict]] = {}
+        self._snapshots: OrderedDict[int, tuple[int, list[dict]]] = OrderedDict()
+        self._snapshot_cap = snapshots
+        self._snapshot_id = 0
+        self.watch_epoch = 0        # bumped to make open watches end (fault injection, shutdown)
+        self.closed = False
+        for rt in BUILTINS:
+            self._register(rt)
+
+    # ----- types -----------------------------------------------------------------------------
+
+    def _register(self, rt: ResourceType) -> None:
+        self.types[(rt.group, rt.version, rt.plural)] = rt
+        self.objects.setdefault(rt.key, {})
+
+    def resolve(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self.types.get((group, version, plural))
+
+    def type_for(self, api_version: str, kind: str) -> ResourceType:
+        group, _, version = api_version.rpartition("/")
+        for rt in self.types.values():
+            if rt.group == group and rt.version == version and rt.kind == kind:
+                return rt
+        raise KeyError(f"no resource type for {api_version} {kind}")
+
+    def served_types(self) -> list[ResourceType]:
+        with self.cond:
+            return list(self.types.values())
+
+    def _crd_changed(self, old: dict | None, new: dict | None) -> None:
+        if old:
+            for rt in crd_resource_types(old):
+                self.types.pop((rt.group, rt.version, rt.plural), None)
+            if new is None:
+                gone = crd_resource_types(old)
+                if gone:
+                    for key, obj in list(self.objects.get(gone[0].key, {}).items()):
+                        self._commit(gone[0], key, None, obj)
+                    self.objects.pop(gone[0].key, None)
+        if new:
+            for rt in crd_resource_types(new):
+                self._register(rt)
+
+    # ----- reads -------------------------------------------------------------------------------
+
+    def _view(self, rt: ResourceType, obj: dict) -> dict:
+        # Multi-version CRDs share storage ("None" conversion): only apiVersion differs per version.
+        if obj.get("apiVersion") != rt.group_version:
+            obj = {**obj, "apiVersion": rt.group_version}
+        return obj
+
+    def _key(self, rt: ResourceType, ns: str | None, name: str) -> Key:
+        return (ns or "", name) if rt.namespaced else ("", name)
+
+    def get(self, rt: ResourceType, ns: str | None, name: str) -> dict:
+        with self.cond:
+            obj = self.objects.get(rt.key, {}).get(self._key(rt, ns, name))
+        if obj is None:
+            raise not_found(rt, name)
+        return self._view(rt, obj)
+
+    def _matcher(self, rt: ResourceType, ns: str | None, labels: str | None, fields: str | None):
+        try:
+            lm = label_selector(labels)
+            fm = field_selector(fields, rt.selectable, rt.kind if rt.crd else "")
+        except SelectorError as e:
+            raise ApiError(400, str(e)) from None
+
+        def match(obj: dict) -> bool:
+            meta = obj["metadata"]
+            if ns and meta.get("namespace") != ns:
+                return False
+            return (lm is None or lm(obj)) and (fm is None or fm(obj))
+        return match
+
+    def list(self, rt: ResourceType, ns: str | None = None, labels: str | None = None, fields: str | None = None,
+             limit: int = 0, cont: str | None = None) -> dict:
+        match = self._matcher(rt, ns, labels, fields)
+        with self.cond:
+            if cont:
+                rv, sid, start = self._decode_continue(cont)
+                if rv < self.compacted:
+                    raise expired("The provided continue parameter is too old to display a consistent list "
+                                  "result. You can start a new list without the continue parameter, or use "
+                                  "the continue token in this response to retrieve the remainder of the results.")
+                snap = self._snapshots.get(sid)
+                if snap is None:    # evicted: serve the current state past the last key (inconsistent)
+                    items = [o for k, o in sorted(self.objects.get(rt.key, {}).items())
+                             if k > start[1] and match(o)]
+                    sid, offset = self._remember(rv, items), 0
+                else:
+                    self._snapshots.move_to_end(sid)
+                    items, offset = snap[1], start[0]
+            else:
+                rv = self.rv
+                items = [o for _, o in sorted(self.objects.get(rt.key, {}).items()) if match(o)]
+                offset, sid = 0, None
+                if limit and len(items) > limit:
+                    sid = self._remember(rv, items)
+            end = offset + limit if limit else len(items)
+            page = items[offset:end]
+            meta: dict = {"resourceVersion": str(rv)}
+            if end < len(items):
+                if sid is None:
+                    sid = self._remember(rv, items)
+                meta["continue"] = self._encode_continue(rv, sid, end, self._sort_key(items[end - 1]))
+                if not labels and not fields:
+                    meta["remainingItemCount"] = len(items) - end
+        if any(o.get("apiVersion") != rt.group_version for o in page):
+            page = [self._view(rt, o) for o in page]
+        return {"kind": f"{rt.kind}List", "apiVersion": rt.group_version, "metadata": meta, "items": page}
+
+    @staticmethod
+    def _sort_key(obj: dict) -> tuple[str, str]:
+        return (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
+    def _remember(self, rv: int, items: list[dict]) -> int:
+        self._snapshot_id += 1
+        self._snapshots[self._snapshot_id] = (rv, items)
+        while len(self._snapshots) > self._snapshot_cap:
+            self._snapshots.popitem(last=False)
+        return self._snapshot_id
+
+    @staticmethod
+    def _encode_continue(rv: int, sid: int, offset: int, last: tuple[str, str]) -> str:
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "sid": sid, "start": offset, "key": last}).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @staticmethod
+    def _decode_continue(token: str) -> tuple[int, int, tuple[int, Key]]:
+        try:
+            raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            return int(raw["rv"]), int(raw["sid"]), (int(raw["start"]), tuple(raw["key"]))
+        except (ValueError, KeyError, TypeError):
+            raise ApiError(400, "continue key is not valid: incorrect encoded start resourceVersion "
+                                "(version meta.k8s.io/v1)") from None
+
+    # ----- writes ------------------------------------------------------------------------------
+
+    def _commit(self, rt: ResourceType, key: Key, new: dict | None, old: dict | None, dry_run: bool = False,
+                record: bool = True) -> dict | None:
+        """Store (or remove, when new is None) one object with a fresh resourceVersion and an event."""
+        if dry_run:
+            return new if new is not None else old
+        self.rv += 1
+        bucket = self.objects.setdefault(rt.key, {})
+        if new is None:
+            bucket.pop(key, None)
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = str(self.rv)
+            ev = Event(self.rv, rt.key, "DELETED", gone, old)
+            if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+                self._crd_changed(old, None)
+        else:
+            new["metadata"]["resourceVersion"] = str(self.rv)
+            bucket[key] = new
+            ev = Event(self.rv, rt.key, "ADDED" if old is None else "MODIFIED", new, old)
+            if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+                self._crd_changed(old, new)
+        if record:
+            self._record(ev)
+        return new if new is not None else ev.obj
+
+    def _record(self, ev: Event) -> None:
+        self.events.append(ev)
+        self._event_rvs.append(ev.rv)
+        excess = len(self.events) - self.history_size
+        if excess > max(16, self.history_size // 8):     # trim in batches to keep appends O(1)
+            self.compacted = self.events[excess - 1].rv
+            del self.events[:excess], self._event_rvs[:excess]
+        self.cond.notify_all()
+
+    def compact(self) -> int:
+        """Forget all history, as etcd compaction does: older resourceVersions now give 410."""
+        with self.cond:
+            self.compacted = self.rv
+            self.events.clear()
+            self._event_rvs.clear()
+            self._snapshots.clear()
+            return self.rv
+
+    def _new_metadata(self, rt: ResourceType, obj: dict, ns: str | None) -> dict:
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
+        name = meta.get("name")
+        if not name:
+            raise invalid(rt, "", [("metadata.name", "Required value: name or generateName is required")])
+        if not _NAME_RE.fullmatch(name):
+            raise invalid(rt, name, [("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 '
+                                      "subdomain must consist of lower case alphanumeric characters, '-' or '.'")])
+        if rt.namespaced:
+            if meta.get("namespace") and ns and meta["namespace"] != ns:
+                raise ApiError(400, "the namespace of the provided object does not match the namespace "
+                                    "sent on the request")
+            meta["namespace"] = ns or meta.get("namespace") or "default"
+        else:
+            meta.pop("namespace", None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        meta["generation"] = 1
+        for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(f, None)
+        obj["apiVersion"], obj["kind"] = rt.group_version, rt.kind
+        return meta
+
+    def _initial_status(self, rt: ResourceType, obj: dict) -> None:
+        if rt.create_status == "keep":
+            return
+        if isinstance(rt.create_status, dict):
+            obj["status"] = dict(rt.create_status)
+        elif rt.status:
+            obj.pop("status", None)
+        if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+            names = (obj.get("spec") or {}).get("names") or {}
+            obj["status"] = {"acceptedNames": names, "storedVersions": [
+                v["name"] for v in obj["spec"]["versions"] if v.get("storage")],
+                "conditions": [{"type": t, "status": "True", "reason": r, "message": m,
+                                "lastTransitionTime": now_rfc3339()} for t, r, m in (
+                    ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                    ("Established", "InitialNamesAccepted", "the initial names have been accepted"))]}
+
+    def _validate(self, rt: ResourceType, obj: dict) -> None:
+        if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+            problems = validate_crd(obj)
+            if problems:
+                raise invalid(rt, obj["metadata"].get("name", ""), problems)
+
+    def create(self, rt: ResourceType, ns: str | None, body: dict, manager: str = "", dry_run: bool = False,
+               managed: list[dict] | None = None) -> dict:
+        obj = copy.deepcopy(body)
+        if not isinstance(obj, dict):
+            raise ApiError(400, "the body of the request was in an unknown format")
+        with self.cond:
+            meta = self._new_metadata(rt, obj, ns)
+            self._initial_status(rt, obj)
+            self._validate(rt, obj)
+            key = self._key(rt, meta.get("namespace"), meta["name"])
+            if key in self.objects.get(rt.key, {}):
+                raise ApiError(409, f'{rt.plural}{"." + rt.group if rt.group else ""} "{meta["name"]}" '
+                                    "already exists", "AlreadyExists",
+                               {"name": meta["name"], "group": rt.group, "kind": rt.plural})
+            meta.pop("managedFields", None)
+            if managed:
+                meta["managedFields"] = managed
+            else:
+                _own_update(obj, None, obj, manager, rt, None)
+            return self._view(rt, self._commit(rt, key, obj, None, dry_run))
+
+    def seed(self, objs, events: bool = False) -> int:
+        """Insert many objects fast (no HTTP, no managedFields). Unless events=True, the watch history is
+        compacted afterwards, so a watch from an older resourceVersion gets 410 and relists."""
+        with self.cond:
+            for body in objs:
+                rt = self.type_for(body["apiVersion"], body["kind"])
+                obj = copy.deepcopy(body)
+                meta = self._new_metadata(rt, obj, obj.get("metadata", {}).get("namespace"))
+                self._validate(rt, obj)
+                if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+                    self._initial_status(rt, obj)
+                key = self._key(rt, meta.get("namespace"), meta["name"])
+                self._commit(rt, key, obj, self.objects.get(rt.key, {}).get(key), record=events)
+            if not events:
+                self.compact()
+            return self.rv
+
+    def _existing(self, rt: ResourceType, ns: str | None, name: str) -> tuple[Key, dict]:
+        key = self._key(rt, ns, name)
+        old = self.objects.get(rt.key, {}).get(key)
+        if old is None:
+            raise not_found(rt, name)
+        return key, old
+
+    def update(self, rt: ResourceType, ns: str | None, name: str, body: dict, subresource: str | None = None,
+               manager: str = "", dry_run: bool = False) -> dict:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body of the request was in an unknown format")
+        with self.cond:
+            key, old = self._existing(rt, ns, name)
+            rv = (body.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise conflict(rt, name, "the object has been modified; please apply your changes to the "
+                                         "latest version and try again")
+            return self._write(rt, key, old, copy.deepcopy(body), subresource, manager, dry_run)
+
+    def patch(self, rt: ResourceType, ns: str | None, name: str, patch_type: str, body, subresource=None,
+              manager: str = "", force: bool = False, dry_run: bool = False) -> tuple[dict, bool]:
+        """Returns (object, created)."""
+        with self.cond:
+            if patch_type == "apply":
+                return self._apply(rt, ns, name, body, subresource, manager, force, dry_run)
+            key, old = self._existing(rt, ns, name)
+            try:
+                if patch_type == "json":
+                    new = patches.json_patch(old, body)
+                elif patch_type == "strategic" and rt.crd:
+                    raise ApiError(415, "the body of the request was in an unknown format - accepted media "
+                                        "types include: application/json-patch+json, application/merge-patch+json,"
+                                        " application/apply-patch+yaml", "UnsupportedMediaType")
+                else:
+                    if not isinstance(body, dict):
+                        raise PatchError("merge patch must be an object")
+                    new = patches.merge_patch(old, body)
+            except PatchError as e:
+                raise ApiError(422 if patch_type == "json" else 400, str(e)) from None
+            rv = (new.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise conflict(rt, name, "the object has been modified; please apply your changes to the "
+                                         "latest version and try again")
+            return self._write(rt, key, old, copy.deepcopy(new), subresource, manager, dry_run), False
+
+    def _settle(self, rt: ResourceType, old: dict, new: dict, subresource: str | None) -> dict:
+        """Apply the write rules: status vs main resource, immutable metadata, generation."""
+        if subresource == "status":
+            merged = copy.deepcopy(old)
+            if "status" in new:
+                merged["status"] = new["status"]
+            else:
+                merged.pop("status", None)
+            merged["metadata"]["managedFields"] = (new.get("metadata") or {}).get("managedFields") \
+                or old["metadata"].get("managedFields")
+            new = merged
+        elif subresource:
+            raise ApiError(404, f"the server could not find the requested resource ({subresource})", "NotFound")
+        elif rt.status:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        meta = new.setdefault("metadata", {})
+        name = old["metadata"]["name"]
+        if meta.get("name", name) != name:
+            raise ApiError(400, f"the name of the object ({meta.get('name')}) does not match the name on "
+                                f"the URL ({name})")
+        for f in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                  "deletionGracePeriodSeconds", "generation"):
+            if f in old["metadata"]:
+                meta[f] = old["metadata"][f]
+            else:
+                meta.pop(f, None)
+        new["apiVersion"], new["kind"] = rt.group_version, rt.kind
+        if _spec_of(new, rt) != _spec_of(old, rt):
+            meta["generation"] = old["metadata"].get("generation", 1) + 1
+        return new
+
+    def _write(self, rt, key, old, new, subresource, manager, dry_run) -> dict:
+        new = self._settle(rt, old, new, subresource)
+        self._validate(rt, new)
+        meta = new["metadata"]
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        _own_update(new, old, new, manager, rt, subresource)
+        if _same(new, old):
+            return self._view(rt, old)          # no-op writes keep the resourceVersion, as in etcd
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            return self._commit(rt, key, None, old, dry_run)
+        return self._view(rt, self._commit(rt, key, new, old, dry_run))
+
+    def _apply(self, rt, ns, name, cfg, subresource, manager, force, dry_run) -> tuple[dict, bool]:
+        if not manager:
+            raise ApiError(400, "PATCH, application/apply-patch+yaml requires a non-empty fieldManager")
+        if not isinstance(cfg, dict) or not cfg.get("apiVersion") or not cfg.get("kind"):
+            raise ApiError(400, "invalid object type: apply configuration requires apiVersion and kind")
+        if cfg["kind"] != rt.kind:
+            raise ApiError(400, f"the kind of the apply configuration ({cfg['kind']}) does not match the "
+                                f"resource ({rt.kind})")
+        cfg = copy.deepcopy(cfg)
+        meta = cfg.setdefault("metadata", {})
+        if meta.get("name", name) != name:
+            raise ApiError(400, f"the name of the object ({meta['name']}) does not match the name on the URL "
+                                f"({name})")
+        meta["name"] = name
+        if subresource == "status":
+            cfg = {"apiVersion": cfg["apiVersion"], "kind": cfg["kind"], "metadata": {"name": name},
+                   **({"status": cfg["status"]} if "status" in cfg else {})}
+        elif rt.status:
+            cfg.pop("status", None)
+        mine = patches.leaf_paths(cfg)
+        key = self._key(rt, ns, name)
+        old = self.objects.get(rt.key, {}).get(key)
+        if old is None:
+            if subresource:
+                raise not_found(rt, name)
+            return self.create(rt, ns, cfg, dry_run=dry_run,
+                               managed=[_entry(manager, "Apply", rt, mine, None)]), True
+        entries = _entries(old)
+        me = (manager, "Apply", subresource or "")
+        conflicts = []
+        for ident, owned in entries.items():
+            if ident == me:
+                continue
+            for p in mine:
+                for q in owned:
+                    if patches.overlaps(p, q):
+                        deep = p if len(p) >= len(q) else q
+                        if patches.get_path(cfg, deep, _ABSENT) != patches.get_path(old, deep, _ABSENT):
+                            conflicts.append((ident, q))
+        if conflicts and not force:
+            conflicts = sorted(set(conflicts))
+            causes = [{"type": "FieldManagerConflict", "message": f'conflict with "{m[0]}"'
+                       + (f' with subresource "{m[2]}"' if m[2] else "") + f": {patches.fmt_path(p)}",
+                       "field": patches.fmt_path(p)} for m, p in conflicts]
+            lines = "\n".join(f'- {c["message"]}' for c in causes)
+            raise ApiError(409, f"Apply failed with {len(conflicts)} conflict{'s' if len(conflicts) > 1 else ''}: "
+                                + (causes[0]["message"] if len(causes) == 1 else "\n" + lines),
+                           "Conflict", {"causes": causes})
+        for ident, q in conflicts:      # forced: the applier takes the conflicting fields
+            entries[ident].discard(q)
+        new = copy.deepcopy(old)
+        others = set().union(*(o for i, o in entries.items() if i != me))
+        for p in entries.get(me, set()) - mine:
+            if not any(patches.overlaps(p, q) for q in others):
+                patches.delete_path(new, p)
+        new = _apply_merge(new, cfg)
+        entries[me] = mine
+        new["metadata"]["managedFields"] = _encode_entries(entries, rt, old)
+        settled = self._settle(rt, old, new, subresource)
+        self._validate(rt, settled)
+        settled["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if _same(settled, old):
+            return self._view(rt, old), False
+        if settled["metadata"].get("deletionTimestamp") and not settled["metadata"].get("finalizers"):
+            return self._commit(rt, key, None, old, dry_run), False
+        return self._view(rt, self._commit(rt, key, settled, old, dry_run)), False
+
+    def delete(self, rt: ResourceType, ns: str | None, name: str, options: dict | None = None,
+               dry_run: bool = False) -> dict:
+        with self.cond:
+            key, old = self._existing(rt, ns, name)
+            pre = (options or {}).get("preconditions") or {}
+            if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
+                raise conflict(rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
+                                         f"UID in object meta: {old['metadata']['uid']}")
+            if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise conflict(rt, name, "the object has been modified; please apply your changes to the "
+                                         "latest version and try again")
+            if old["metadata"].get("finalizers"):
+                if old["metadata"].get("deletionTimestamp"):
+                    return self._view(rt, old)
+                new = copy.deepcopy(old)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                return self._view(rt, self._commit(rt, key, new, old, dry_run))
+            if rt.key == "/namespaces" and not dry_run:     # the namespace controller, instantly
+                for other in {t.key: t for t in self.types.values() if t.namespaced}.values():
+                    for k, o in list(self.objects.get(other.key, {}).items()):
+                        if k[0] == name:
+                            self._commit(other, k, None, o)
+            return self._view(rt, self._commit(rt, key, None, old, dry_run))
+
+    def delete_collection(self, rt: ResourceType, ns: str | None, labels=None, fields=None,
+                          dry_run: bool = False) -> dict:
+        with self.cond:
+            listed = self.list(rt, ns, labels, fields)
+            for obj in listed["items"]:
+                self.delete(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"], None, dry_run)
+            return listed
+
+    # ----- watch -------------------------------------------------------------------------------
+
+    def watch(self, rt: ResourceType, ns: str | None = None, resource_version: str | None = None,
+              labels: str | None = None, fields: str | None = None, bookmarks: bool = False,
+              bookmark_interval: float = 5.0, timeout: float = 1800.0) -> Iterator[dict]:
+        """Watch events ({type, object}) until timeout, a dropped watch or a too-old version (an ERROR
+        event with a 410 Status). Bad selectors or versions raise here, before any event."""
+        match = self._matcher(rt, ns, labels, fields)
+        if resource_version not in (None, "", "0") and not str(resource_version).isdigit():
+            raise ApiError(400, f"invalid resource version: {resource_version!r}")
+        return self._events(rt, match, resource_version, bookmarks, bookmark_interval, timeout)
+
+    def _events(self, rt, match, resource_version, bookmarks, bookmark_interval, timeout) -> Iterator[dict]:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            epoch, too_old = self.watch_epoch, False
+            if resource_version in (None, "", "0"):
+                cursor = self.rv
+                initial = [self._view(rt, o) for _, o in sorted(self.objects.get(rt.key, {}).items()) if match(o)]
+            else:
+                cursor = int(resource_version)
+                initial = []
+                too_old = cursor < self.compacted
+        if too_old:
+            yield _gone(cursor, self.compacted)
+            return
+        for obj in initial:
+            yield {"type": "ADDED", "object": obj}
+        last_bookmark = time.monotonic()
+        while True:
+            batch: list | None = []
+            with self.cond:
+                while True:
+                    if self.closed or self.watch_epoch != epoch:
+                        return
+                    if cursor < self.compacted:
+                        batch = None
+                        break
+                    if self.rv > cursor and self._event_rvs and self._event_rvs[-1] > cursor:
+                        break
+                    now = time.monotonic()
+                    wait = deadline - now
+                    if bookmarks:
+                        wait = min(wait, last_bookmark + bookmark_interval - now)
+                    if wait <= 0:
+                        break
+                    self.cond.wait(wait)
+                if batch is not None:
+                    batch = self.events[bisect.bisect_right(self._event_rvs, cursor):]
+                head, oldest = self.rv, self.compacted
+            if batch is None:
+                yield _gone(cursor, oldest)
+                return
+            for ev in batch:
+                cursor = ev.rv
+                if ev.key != rt.key:
+                    continue
+                out = _transition(ev, match)
+                if out:
+                    yield {"type": out, "object": self._view(rt, ev.obj)}
+            cursor = max(cursor, head)
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            if bookmarks and now - last_bookmark >= bookmark_interval:
+                last_bookmark = now
+                yield {"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.group_version,
+                                                      "metadata": {"resourceVersion": str(cursor)}}}
+
+    def drop_watches(self) -> None:
+        with self.cond:
+            self.watch_epoch += 1
+            self.cond.notify_all()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+
+_ABSENT = object()
+
+
+def _gone(rv: int, oldest: int) -> dict:
+    return {"type": "ERROR", "object": expired(f"too old resource version: {rv} ({oldest})").status()}
+
+
+def _transition(ev: Event, match) -> str | None:
+    now = ev.type != "DELETED" and match(ev.obj)
+    before = ev.prev is not None and match(ev.prev)
+    if ev.type == "DELETED":
+        return "DELETED" if before else None
+    if now and before:
+        return "MODIFIED"
+    if now:
+        return "ADDED"
+    return "DELETED" if before else None
+
+
+def _spec_of(obj: dict, rt: ResourceType) -> dict:
+    skip = ("metadata", "apiVersion", "kind") + (("status",) if rt.status else ())
+    return {k: v for k, v in obj.items() if k not in skip}
+
+
+def _same(a: dict, b: dict) -> bool:
+    strip = lambda o: {**o, "metadata": {k: v for k, v in o["metadata"].items() if k != "managedFields"}}
+    if strip(a) != strip(b):
+        return False
+    owners = lambda o: [(e.get("manager"), e.get("operation"), e.get("fieldsV1"))
+                        for e in o["metadata"].get("managedFields") or ()]
+    return owners(a) == owners(b)
+
+
+def _apply_merge(base, cfg):
+    if not isinstance(cfg, dict) or not isinstance(base, dict):
+        return copy.deepcopy(cfg)
+    out = dict(base)
+    for k, v in cfg.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _apply_merge(base.get(k), v)
+    return out
+
+
+Ident = tuple[str, str, str]        # (manager, operation, subresource)
+
+
+def _entries(obj: dict | None) -> dict[Ident, set]:
+    out: dict[Ident, set] = {}
+    for e in ((obj or {}).get("metadata") or {}).get("managedFields") or ():
+        ident = (e.get("manager", ""), e.get("operation", "Update"), e.get("subresource", ""))
+        out[ident] = patches.from_fields_v1(e.get("fieldsV1") or {})
+    return out
+
+
+def _entry(manager: str, operation: str, rt: ResourceType, paths: set, subresource: str | None,
+           time_: str | None = None) -> dict:
+    e = {"manager": manager, "operation": operation, "apiVersion": rt.group_version,
+         "time": time_ or now_rfc3339(), "fieldsType": "FieldsV1", "fieldsV1": patches.to_fields_v1(paths)}
+    if subresource:
+        e["subresource"] = subresource
+    return e
+
+
+def _encode_entries(entries: dict[Ident, set], rt: ResourceType, old: dict | None) -> list[dict]:
+    times = {(e.get("manager", ""), e.get("operation", "Update"), e.get("subresource", "")): e.get("time")
+             for e in ((old or {}).get("metadata") or {}).get("managedFields") or ()}
+    return [_entry(m, op, rt, paths, sub or None, times.get((m, op, sub)) if old and
+                   paths == _entries(old).get((m, op, sub)) else None)
+            for (m, op, sub), paths in entries.items() if paths]
+
+
+def _own_update(target: dict, old: dict | None, new: dict, manager: str, rt: ResourceType, subresource) -> None:
+    """A non-apply write takes ownership of the fields it changed, from whoever owned them."""
+    entries = _entries(old) if old is not None else {}
+    changed = patches.changed_paths(old or {}, new) if old is not None else patches.leaf_paths(new)
+    if subresource == "status":
+        changed = {p for p in changed if p[0] == "status"}
+    elif rt.status:
+        changed = {p for p in changed if p[0] != "status"}
+    changed = {p for p in changed if p[:2] != ("metadata", "managedFields")}
+    if not changed and old is not None:
+        target["metadata"]["managedFields"] = old["metadata"].get("managedFields") or []
+        if not target["metadata"]["managedFields"]:
+            target["metadata"].pop("managedFields")
+        return
+    for owned in entries.values():
+        owned -= {q for q in owned if any(patches.overlaps(p, q) for p in changed)}
+    present = {p for p in changed if patches.get_path(new, p, _ABSENT) is not _ABSENT}
+    if manager and present:
+        ident = (manager, "Update", subresource or "")
+        entries[ident] = entries.get(ident, set()) | present
+    encoded = _encode_entries(entries, rt, old)
+    if encoded:
+        target["metadata"]["managedFields"] = encoded
+    else:
+        target["metadata"].pop("managedFields", None)
