@@ -20,7 +20,8 @@ PATCH_KEYS = PATCHABLE
 
 def object_name(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
-    return f"{obj.get('kind', '?')} {meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+    name = meta.get("name") or meta.get("generateName") or "?"
+    return f"{obj.get('kind', '?')} {meta.get('namespace') or 'default'}/{name}"
 
 
 def definition_for(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> CompiledDefinition:
@@ -52,7 +53,7 @@ def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
     status = out["status"] or {}
     return Workload(
         api_version=obj["apiVersion"], kind=obj["kind"],
-        namespace=meta.get("namespace") or "default", name=meta.get("name") or "",
+        namespace=meta.get("namespace") or "default", name=meta.get("name") or meta.get("generateName") or "",
         definition=defn.name, phase=Phase(status.get("phase", "Unknown")),
         reason=_text(status.get("reason")), message=_text(status.get("message")),
         instances=tuple(instances),

@@ -88,8 +88,9 @@ def _documents(data: Any, source: str, line: int) -> list[Document]:
     if data["kind"] == "List" and isinstance(data.get("items"), list):   # kubectl's v1 List
         return [d for item in data["items"] for d in _documents(item, source, line)]
     meta = data.get("metadata")
-    if not isinstance(meta, dict) or not meta.get("name"):
-        raise InputError(f"document at line {line} ({data['kind']}) has no metadata.name", source=source)
+    if not isinstance(meta, dict) or not (meta.get("name") or meta.get("generateName")):
+        raise InputError(f"document at line {line} ({data['kind']}) has no metadata.name or generateName",
+                         source=source)
     return [Document(data, source, line)]
 
 
