@@ -2,9 +2,14 @@
 server-side apply tracks in managedFields (FieldsV1, lists treated as atomic)."""
 from __future__ import annotations
 
-import copy
+import json
 
 Path = tuple[str, ...]
+
+
+def clone(obj):
+    """Deep copy of a JSON document (several times faster than copy.deepcopy)."""
+    return json.loads(json.dumps(obj))
 
 
 class PatchError(ValueError):
@@ -14,7 +19,7 @@ class PatchError(ValueError):
 def merge_patch(target, patch):
     """RFC 7386; `$patch`-style strategic directives are dropped (strategic merge treated as merge)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     out = dict(target) if isinstance(target, dict) else {}
     for k, v in patch.items():
         if k.startswith("$"):
@@ -86,23 +91,23 @@ def _add(doc, parts, value):
 def json_patch(doc, ops):
     if not isinstance(ops, list):
         raise PatchError("json patch must be a list of operations")
-    doc = copy.deepcopy(doc)
+    doc = clone(doc)
     for op in ops:
         kind, parts = op.get("op"), _pointer(op.get("path", ""))
         if kind == "add":
-            doc = _add(doc, parts, copy.deepcopy(op["value"]))
+            doc = _add(doc, parts, clone(op["value"]))
         elif kind == "remove":
             _remove(doc, parts)
         elif kind == "replace":
             _get(doc, parts)
             if not parts:
-                doc = copy.deepcopy(op["value"])
+                doc = clone(op["value"])
             else:
                 _remove(doc, parts)
-                doc = _add(doc, parts, copy.deepcopy(op["value"]))
+                doc = _add(doc, parts, clone(op["value"]))
         elif kind in ("move", "copy"):
             src = _pointer(op["from"])
-            value = _remove(doc, src) if kind == "move" else copy.deepcopy(_get(doc, src))
+            value = _remove(doc, src) if kind == "move" else clone(_get(doc, src))
             doc = _add(doc, parts, value)
         elif kind == "test":
             if _get(doc, parts) != op.get("value"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import copy
 import json
 import re
 import secrets
@@ -18,7 +17,7 @@ from typing import Iterator
 
 from . import patches
 from .discovery import BUILTINS, ResourceType, crd_resource_types, validate_crd
-from .patches import PatchError
+from .patches import PatchError, clone
 from .selectors import SelectorError, field_selector, label_selector
 
 _NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -244,7 +243,7 @@ class Store:
         bucket = self.objects.setdefault(rt.key, {})
         if new is None:
             bucket.pop(key, None)
-            gone = copy.deepcopy(old)
+            gone = clone(old)
             gone["metadata"]["resourceVersion"] = str(self.rv)
             ev = Event(self.rv, rt.key, "DELETED", gone, old)
             if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
@@ -326,7 +325,7 @@ class Store:
 
     def create(self, rt: ResourceType, ns: str | None, body: dict, manager: str = "", dry_run: bool = False,
                managed: list[dict] | None = None) -> dict:
-        obj = copy.deepcopy(body)
+        obj = clone(body)
         if not isinstance(obj, dict):
             raise ApiError(400, "the body of the request was in an unknown format")
         with self.cond:
@@ -348,10 +347,10 @@ class Store:
     def seed(self, objs, events: bool = False) -> int:
         """Insert many objects fast (no HTTP, no managedFields). Unless events=True, the watch history is
         compacted afterwards, so a watch from an older resourceVersion gets 410 and relists."""
+        objs = clone(list(objs))
         with self.cond:
-            for body in objs:
-                rt = self.type_for(body["apiVersion"], body["kind"])
-                obj = copy.deepcopy(body)
+            for obj in objs:
+                rt = self.type_for(obj["apiVersion"], obj["kind"])
                 meta = self._new_metadata(rt, obj, obj.get("metadata", {}).get("namespace"))
                 self._validate(rt, obj)
                 if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
@@ -379,7 +378,7 @@ class Store:
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(rt, name, "the object has been modified; please apply your changes to the "
                                          "latest version and try again")
-            return self._write(rt, key, old, copy.deepcopy(body), subresource, manager, dry_run)
+            return self._write(rt, key, old, clone(body), subresource, manager, dry_run)
 
     def patch(self, rt: ResourceType, ns: str | None, name: str, patch_type: str, body, subresource=None,
               manager: str = "", force: bool = False, dry_run: bool = False) -> tuple[dict, bool]:
@@ -405,12 +404,12 @@ class Store:
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(rt, name, "the object has been modified; please apply your changes to the "
                                          "latest version and try again")
-            return self._write(rt, key, old, copy.deepcopy(new), subresource, manager, dry_run), False
+            return self._write(rt, key, old, clone(new), subresource, manager, dry_run), False
 
     def _settle(self, rt: ResourceType, old: dict, new: dict, subresource: str | None) -> dict:
         """Apply the write rules: status vs main resource, immutable metadata, generation."""
         if subresource == "status":
-            merged = copy.deepcopy(old)
+            merged = clone(old)
             if "status" in new:
                 merged["status"] = new["status"]
             else:
@@ -422,7 +421,7 @@ class Store:
             raise ApiError(404, f"the server could not find the requested resource ({subresource})", "NotFound")
         elif rt.status:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = clone(old["status"])
             else:
                 new.pop("status", None)
         meta = new.setdefault("metadata", {})
@@ -461,7 +460,7 @@ class Store:
         if cfg["kind"] != rt.kind:
             raise ApiError(400, f"the kind of the apply configuration ({cfg['kind']}) does not match the "
                                 f"resource ({rt.kind})")
-        cfg = copy.deepcopy(cfg)
+        cfg = clone(cfg)
         meta = cfg.setdefault("metadata", {})
         if meta.get("name", name) != name:
             raise ApiError(400, f"the name of the object ({meta['name']}) does not match the name on the URL "
@@ -503,7 +502,7 @@ class Store:
                            "Conflict", {"causes": causes})
         for ident, q in conflicts:      # forced: the applier takes the conflicting fields
             entries[ident].discard(q)
-        new = copy.deepcopy(old)
+        new = clone(old)
         others = set().union(*(o for i, o in entries.items() if i != me))
         for p in entries.get(me, set()) - mine:
             if not any(patches.overlaps(p, q) for q in others):
@@ -534,7 +533,7 @@ class Store:
             if old["metadata"].get("finalizers"):
                 if old["metadata"].get("deletionTimestamp"):
                     return self._view(rt, old)
-                new = copy.deepcopy(old)
+                new = clone(old)
                 new["metadata"]["deletionTimestamp"] = now_rfc3339()
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 return self._view(rt, self._commit(rt, key, new, old, dry_run))
@@ -668,7 +667,7 @@ def _same(a: dict, b: dict) -> bool:
 
 def _apply_merge(base, cfg):
     if not isinstance(cfg, dict) or not isinstance(base, dict):
-        return copy.deepcopy(cfg)
+        return clone(cfg)
     out = dict(base)
     for k, v in cfg.items():
         if v is None:
