@@ -27,22 +27,20 @@ CRD_NAME = f"workloaddefinitions.{GROUP}"
 CRD_FILE = "workloaddefinitions.placer.dev.yaml"
 
 
-def _catalog_dir() -> Path:
-    """The built-in catalog: the checkout's `catalog/`, or the copy in an installed wheel."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "catalog", here / "_data" / "catalog"):
-        if (candidate / "crd" / CRD_FILE).is_file():
-            return candidate
-    raise InputError(f"placer's CRD file {CRD_FILE} is missing from the installation")
-
-
 def crd_manifest() -> dict[str, Any]:
-    path = _catalog_dir() / "crd" / CRD_FILE
-    return yaml.safe_load(path.read_text())
+    from .catalog import builtin_catalog_dir
+
+    path = builtin_catalog_dir() / "crd" / CRD_FILE
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError:
+        raise InputError("placer's CRD file is missing from the installation", source=str(path)) from None
 
 
 def builtin_definition_files() -> list[Path]:
-    return sorted(p for p in _catalog_dir().glob("*.yaml") if p.name != "companions.yaml")
+    from .catalog import _definition_files, builtin_catalog_dir
+
+    return _definition_files(builtin_catalog_dir())
 
 
 # --- writing -----------------------------------------------------------------------
@@ -90,23 +88,16 @@ class Applied:
 
 
 def read_definition_files(paths: Iterable[str | Path]) -> list[tuple[str, dict[str, Any]]]:
-    """(source, document) per definition in the files; one file may hold several."""
-    from .definitions import parse_definition
+    """(source, document) per definition in the files (a file may hold several), each
+    validated and compiled first: an invalid one is a DefinitionError naming file and field."""
+    from .catalog import compile_definition, read_yaml_documents
 
     docs: list[tuple[str, dict[str, Any]]] = []
     for path in paths:
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise InputError(f"cannot read: {e.strerror}", source=str(path)) from None
-        try:
-            loaded = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError as e:
-            raise InputError(f"invalid YAML: {_first_line(str(e))}", source=str(path)) from None
+        loaded = read_yaml_documents(Path(path))
         for i, doc in enumerate(loaded):
             source = str(path) if len(loaded) == 1 else f"{path}[{i}]"
-            parse_definition(doc, source)       # invalid -> DefinitionError naming file and field
+            compile_definition(doc, source)
             docs.append((source, doc))
     return docs
 
@@ -127,11 +118,10 @@ def apply_definitions(client: KubeClient, docs: Iterable[tuple[str, Mapping[str,
 
 # --- reading -----------------------------------------------------------------------
 
-def cluster_definitions(client: KubeClient, warn: Callable[[str], None]
-                        ) -> list[tuple[str, dict[str, Any]]]:
-    """(source, definition) for every valid WorkloadDefinition in the cluster; invalid
-    ones are reported through `warn` and skipped. None registered (or no CRD): []."""
-    from .definitions import parse_definition
+def cluster_definitions(client: KubeClient, warn: Callable[[str], None]) -> list[Any]:
+    """The compiled definitions registered in the cluster; invalid ones are reported
+    through `warn` and skipped. None registered, or no CRD: []."""
+    from .catalog import compile_definition
 
     try:
         res = client.resource_for(API_VERSION, KIND)
@@ -141,23 +131,14 @@ def cluster_definitions(client: KubeClient, warn: Callable[[str], None]
     for obj in client.list(res).items:
         name = (obj.get("metadata") or {}).get("name", "?")
         source = f"cluster {client.cluster}: {KIND.lower()}/{name}"
-        spec = obj.get("spec")
         try:
-            parse_definition(spec, source)
+            out.append(compile_definition(obj.get("spec"), source))
         except DefinitionError as e:
             warn(f"skipping invalid definition: {e}")
-            continue
-        out.append((source, spec))
     return out
 
 
 def with_cluster_definitions(catalog: Any, client: KubeClient, warn: Callable[[str], None]) -> Any:
-    """The catalog plus the cluster's registered definitions (which win)."""
-    docs = cluster_definitions(client, warn)
-    if not docs:
-        return catalog
-    return catalog.with_definitions(docs)
-
-
-def _first_line(text: str) -> str:
-    return " ".join(text.split("\n")[0].split())
+    """The catalog plus the cluster's registered definitions (which win for their kinds)."""
+    defs = cluster_definitions(client, warn)
+    return catalog.with_definitions(defs) if defs else catalog

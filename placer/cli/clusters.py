@@ -1,0 +1,91 @@
+"""`placer clusters`: what each cluster offers right now (live and simulated)."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..fleet import Cluster
+from ..inventory import ClusterSummary, live_clusters, summarize
+from ..kube import list_contexts
+from .common import app, out, run
+
+
+class ClustersOutput(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@app.command()
+def clusters(
+    clusters_file: Optional[str] = typer.Option(
+        None, "--clusters", envvar="PLACER_CLUSTERS",
+        help="Clusters file. Default: every context of the kubeconfig."),
+    kubeconfig: Optional[str] = typer.Option(
+        None, "--kubeconfig", help="Kubeconfig file(s), ':'-separated. Default: $KUBECONFIG."),
+    output: ClustersOutput = typer.Option(ClustersOutput.table, "-o", "--output"),
+) -> None:
+    """Per cluster: reachable or why not, nodes ready/total, GPUs allocatable/free,
+    the largest free GPU block on one node, GPU products."""
+    summaries = run(lambda: cluster_summaries(clusters_file, kubeconfig))
+    if output is ClustersOutput.json:
+        out.print_json(json.dumps({"clusters": [s.to_json() for s in summaries]}))
+    else:
+        out.print(render_table(summaries))
+
+
+def cluster_summaries(clusters_file: str | None, kubeconfig: str | None) -> list[ClusterSummary]:
+    """Live clusters inventoried concurrently, simulated ones from the file, in file order."""
+    entries = _entries(clusters_file, kubeconfig)
+    live = live_clusters(entries, kubeconfig)
+    result = []
+    for e in entries:
+        if getattr(e, "context", None):
+            result.append(summarize(live[e.name], "live"))
+        else:
+            result.append(summarize(_simulated(e), "simulated"))
+    return result
+
+
+def _entries(clusters_file: str | None, kubeconfig: str | None) -> list[Any]:
+    if clusters_file:
+        from ..clusters_file import load_clusters
+
+        loaded = load_clusters(clusters_file)
+        return list(getattr(loaded, "clusters", loaded))
+    names, _ = list_contexts(kubeconfig)
+    return [_ContextEntry(n) for n in names]
+
+
+class _ContextEntry:
+    """A kubeconfig context taken as a cluster when no clusters file is given."""
+
+    def __init__(self, context: str):
+        self.name = self.context = context
+        self.labels: dict[str, str] = {}
+
+
+def _simulated(entry: Any) -> Cluster:
+    from ..clusters_file import simulated_cluster
+
+    return simulated_cluster(entry)
+
+
+def render_table(summaries: list[ClusterSummary]) -> Table:
+    t = Table(box=None, pad_edge=False)
+    for col in ("CLUSTER", "SOURCE", "STATUS", "NODES", "GPUS FREE/ALLOC", "LARGEST BLOCK",
+                "RESERVED", "GPU PRODUCTS"):
+        t.add_column(col, no_wrap=col != "STATUS")
+    for s in summaries:
+        if not s.reachable:
+            t.add_row(s.name, s.source, f"[red]{escape(s.error or '')}[/red]", "-", "-", "-", "-", "-")
+            continue
+        t.add_row(s.name, s.source, "[green]ok[/green]", f"{s.nodes_ready}/{s.nodes_total}",
+                  f"{s.gpus_free}/{s.gpus_allocatable}", str(s.largest_free_block),
+                  str(s.reserved_gpus), escape(", ".join(s.gpu_products)) or "-")
+    return t
