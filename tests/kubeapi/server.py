@@ -128,6 +128,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # headers and body go out in two writes: without NODELAY, Nagle + the client's delayed
+        # ACK add ~40 ms to every keep-alive request (Go's net/http, like a real API server, sets it)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.cluster._track(self.connection, True)
 
     def finish(self) -> None:
