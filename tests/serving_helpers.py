@@ -16,6 +16,8 @@ from .catalog_helpers import PATCH, gangs
 
 
 def changed_leaves(a: Any, b: Any, path: tuple = ()) -> list[tuple]:
+    if a is None and isinstance(b, dict):       # a section the patch created
+        a = {}
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in set(a) | set(b):
