@@ -170,9 +170,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n) if n else b""
-        self._raw = raw
         if not raw:
             return None
+        if "protobuf" in (self.headers.get("Content-Type") or ""):
+            raise ApiError(415, "the body of the request was in an unknown format - accepted media types "
+                                "include: application/json, application/yaml", "UnsupportedMediaType")
         try:
             return json.loads(raw)
         except ValueError:
