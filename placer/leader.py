@@ -1,0 +1,139 @@
+"""Leader election with a `coordination.k8s.io/v1` Lease, the way client-go does it.
+
+Clocks of different machines are never compared: a candidate notes (on its own clock)
+when it last saw the Lease record change, and takes the Lease over only when the record
+has stayed unchanged for a whole lease duration. Every write carries the resourceVersion
+it read, so two candidates racing for an expired Lease cannot both win.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+from .errors import Conflict, NotFound, PlacerError
+from .kube import KubeClient
+
+LEASE_API = "coordination.k8s.io/v1"
+log = logging.getLogger("placer.daemon")
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    duration: float = 15.0          # a holder silent this long has lost the lease
+    renew_deadline: float = 10.0    # a leader that could not renew for this long steps down
+    retry_period: float = 2.0       # how often to renew / try to acquire
+
+    def __post_init__(self):
+        if not 0 < self.retry_period < self.renew_deadline < self.duration:
+            raise ValueError("lease timing needs retry_period < renew_deadline < duration")
+
+
+def _micro_time(now: datetime | None = None) -> str:
+    return (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Call `tick()` every loop; `is_leader` says whether to act."""
+
+    def __init__(self, client: KubeClient, namespace: str, name: str, identity: str, *,
+                 clock: Callable[[], float], timing: LeaseTiming = LeaseTiming(),
+                 on_error: Callable[[PlacerError], None] | None = None):
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.clock = clock
+        self.timing = timing
+        self.on_error = on_error or (lambda e: None)
+        self._resource = None
+        self._observed: tuple | None = None      # (holder, renewTime, transitions) last seen
+        self._observed_at = 0.0                  # our clock when that record was first seen
+        self._renewed_at: float | None = None    # our clock at our last successful write
+        self._next_try = 0.0
+
+    @property
+    def is_leader(self) -> bool:
+        return self._renewed_at is not None and self.clock() - self._renewed_at < self.timing.renew_deadline
+
+    def next_due(self) -> float:
+        return self._next_try
+
+    def tick(self) -> bool:
+        """Acquire or renew when due; returns `is_leader`."""
+        now = self.clock()
+        if now >= self._next_try:
+            self._next_try = now + self.timing.retry_period
+            try:
+                if self._try_acquire_or_renew(now):
+                    self._renewed_at = now
+            except PlacerError as e:
+                self.on_error(e)
+                log.warning("leader election: %s", e)
+        return self.is_leader
+
+    def _lease(self):
+        if self._resource is None:
+            self._resource = self.client.resource_for(LEASE_API, "Lease")
+        return self._resource
+
+    def _try_acquire_or_renew(self, now: float) -> bool:
+        res = self._lease()
+        try:
+            lease = self.client.get(res, self.name, self.namespace)
+        except NotFound:
+            return self._create(res)
+        spec = lease.get("spec") or {}
+        record = (spec.get("holderIdentity") or "", spec.get("renewTime"), spec.get("leaseTransitions"))
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        holder = record[0]
+        held_by_other = holder and holder != self.identity
+        if held_by_other and now - self._observed_at < self.timing.duration:
+            self._renewed_at = None
+            return False
+        stamp = _micro_time()
+        new_spec = {"holderIdentity": self.identity, "renewTime": stamp,
+                    "leaseDurationSeconds": int(round(self.timing.duration))}
+        if holder != self.identity:
+            new_spec["acquireTime"] = stamp
+            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        patch = {"metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]}, "spec": new_spec}
+        try:
+            self.client.patch(res, self.name, patch, self.namespace)
+        except Conflict:
+            return False
+        if holder != self.identity:
+            log.info("became leader (lease %s/%s, previous holder %r)", self.namespace, self.name, holder)
+        return True
+
+    def _create(self, res) -> bool:
+        stamp = _micro_time()
+        body = {"apiVersion": LEASE_API, "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(round(self.timing.duration)),
+                         "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 0}}
+        try:
+            self.client.create(res, body, self.namespace)
+        except Conflict:
+            return False
+        log.info("became leader (created lease %s/%s)", self.namespace, self.name)
+        return True
+
+    def release(self) -> None:
+        """Give the lease up on a clean stop so that a standby takes over at once."""
+        if not self.is_leader:
+            return
+        self._renewed_at = None
+        try:
+            res = self._lease()
+            lease = self.client.get(res, self.name, self.namespace)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            self.client.patch(res, self.name, {
+                "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
+                "spec": {"holderIdentity": "", "renewTime": _micro_time()}}, self.namespace)
+        except PlacerError as e:
+            log.warning("releasing the lease: %s", e)

@@ -1,0 +1,156 @@
+"""Shared set-up for the daemon tests and benchmark: a hub plus GPU clusters served by the
+test API server, workload builders for the four kinds the issue names, a running Daemon."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from placer.catalog import load_catalog
+from placer.daemon import Daemon, DaemonConfig
+from placer.daemon_state import FakeClock
+from placer.kube import Kube, RetryPolicy
+from placer.leader import LeaseTiming
+from tests.kubeapi.builders import gpu_node
+
+STAGING = "placer-staging"
+FAST_RETRY = RetryPolicy(attempts=3, base=0.05, cap=0.5)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A clusters-file entry as the daemon reads it."""
+
+    name: str
+    context: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def gpu(n: int) -> dict:
+    return {"requests": {"nvidia.com/gpu": str(n), "cpu": "1", "memory": "1Gi"},
+            "limits": {"nvidia.com/gpu": str(n)}}
+
+
+def pod_template(gpus: int) -> dict:
+    return {"spec": {"containers": [{"name": "main", "image": "trainer:1", "resources": gpu(gpus)}],
+                     "restartPolicy": "Never"}}
+
+
+def jobset(name: str, *, pods: int = 2, gpus: int = 4, suspend: bool | None = None, ns: str = STAGING,
+           annotations: Mapping[str, str] | None = None) -> dict:
+    spec: dict[str, Any] = {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
+        "parallelism": pods, "completions": pods, "template": pod_template(gpus)}}}]}
+    if suspend is not None:
+        spec["suspend"] = suspend
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": ns, "annotations": dict(annotations or {})}, "spec": spec}
+
+
+def pytorchjob(name: str, *, workers: int = 1, gpus: int = 4, ns: str = STAGING,
+               annotations: Mapping[str, str] | None = None) -> dict:
+    tpl = {"spec": {"containers": [{"name": "pytorch", "image": "trainer:1", "resources": gpu(gpus)}]}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": ns, "annotations": dict(annotations or {})},
+            "spec": {"runPolicy": {"suspend": True},
+                     "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": tpl},
+                                             "Worker": {"replicas": workers, "template": tpl}}}}
+
+
+def raycluster(name: str, *, workers: int = 2, gpus: int = 2, ns: str = STAGING,
+               annotations: Mapping[str, str] | None = None) -> dict:
+    head = {"spec": {"containers": [{"name": "ray-head", "image": "ray:2",
+                                     "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]}}
+    worker = {"spec": {"containers": [{"name": "ray-worker", "image": "ray:2", "resources": gpu(gpus)}]}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "namespace": ns, "annotations": dict(annotations or {})},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": head},
+                     "workerGroupSpecs": [{"groupName": "gpu", "replicas": workers, "minReplicas": workers,
+                                           "maxReplicas": workers, "rayStartParams": {}, "template": worker}]}}
+
+
+def leaderworkerset(name: str, *, size: int = 2, gpus: int = 4, ns: str = STAGING,
+                    annotations: Mapping[str, str] | None = None) -> dict:
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": ns, "annotations": dict(annotations or {})},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": size, "workerTemplate": {"spec": {
+                "containers": [{"name": "vllm", "image": "vllm:1", "resources": gpu(gpus)}]}}}}}
+
+
+# the status an operator would write once every pod runs, per kind
+RUNNING_STATUS = {
+    "JobSet": {"replicatedJobsStatus": [{"name": "workers", "ready": 1, "active": 1, "succeeded": 0,
+                                         "failed": 0, "suspended": 0}]},
+    "PyTorchJob": {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated"},
+                                  {"type": "Running", "status": "True", "reason": "PyTorchJobRunning",
+                                   "message": "job is running"}]},
+    "RayCluster": {"state": "ready", "readyWorkerReplicas": 2, "desiredWorkerReplicas": 2},
+    "LeaderWorkerSet": {"readyReplicas": 1, "replicas": 1,
+                        "conditions": [{"type": "Available", "status": "True", "reason": "AllGroupsReady",
+                                        "message": "all replicas are ready"}]},
+}
+
+
+class Env:
+    """hub + GPU clusters, a user-side client for the hub, and daemons to start."""
+
+    def __init__(self, fleet, clusters=("alpha", "beta")):
+        self.fleet = fleet
+        self.kube = Kube(str(fleet.kubeconfig), retry=FAST_RETRY, timeout=10)
+        self.hub = self.kube.client("hub")
+        self.entries = tuple(Entry(c, c) for c in clusters)
+        self.catalog = load_catalog()
+        self.daemons: list[Daemon] = []
+
+    def config(self, **kw) -> DaemonConfig:
+        opts = dict(staging_namespace=STAGING, clusters=self.entries, hub_context="hub", batch_window=0.05,
+                    retry_interval=30.0, resync_interval=60.0, time_limit=1.0, watch_retry=0.1,
+                    lease=LeaseTiming(duration=3.0, renew_deadline=2.0, retry_period=0.2))
+        opts.update(kw)
+        return DaemonConfig(**opts)
+
+    def daemon(self, clock: FakeClock | None = None, start: bool = True, **kw) -> Daemon:
+        kube = Kube(str(self.fleet.kubeconfig), retry=FAST_RETRY, timeout=10, max_workers=48)
+        d = Daemon(self.config(**kw), kube, self.catalog, clock=clock or FakeClock())
+        self.daemons.append(d)
+        if start:
+            d.start()
+        return d
+
+    def stop(self) -> None:
+        for d in self.daemons:
+            d.stop()
+
+    # -- staging side --
+    def create(self, obj: dict) -> dict:
+        return self.hub.create(self.hub.resource_for(obj["apiVersion"], obj["kind"]), obj, obj["metadata"]["namespace"])
+
+    def staged(self, obj: dict) -> dict:
+        return self.fleet["hub"].get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], STAGING)
+
+    def annotations(self, obj: dict) -> dict:
+        return (self.staged(obj).get("metadata") or {}).get("annotations") or {}
+
+    def copies(self, obj: dict) -> dict[str, dict]:
+        """cluster -> the remote copy, read straight from the stores."""
+        out = {}
+        for e in self.entries:
+            for o in self.fleet[e.name].objects(obj["apiVersion"], obj["kind"], STAGING):
+                if o["metadata"]["name"] == obj["metadata"]["name"]:
+                    out[e.name] = o
+        return out
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def gpu_nodes(prefix: str, count: int, gpus: int = 8) -> list[dict]:
+    return [gpu_node(f"{prefix}{i}", gpus=gpus) for i in range(count)]

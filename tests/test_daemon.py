@@ -1,0 +1,202 @@
+"""`placer daemon` end to end through the real client against the test API server: a hub
+with a staging namespace plus GPU clusters alpha and beta."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+
+import pytest
+
+from placer import daemon as D
+from placer.daemon_state import FakeClock
+from tests.daemon_helpers import (RUNNING_STATUS, STAGING, Env, gpu_nodes, jobset, leaderworkerset,
+                                  pytorchjob, raycluster, wait_for)
+from tests.kubeapi.builders import bound_pod, gpu_node
+
+
+@pytest.fixture
+def env(make_fleet):
+    fleet = make_fleet(names=("hub", "alpha", "beta"), bookmark_interval=0.5)
+    fleet["alpha"].seed(gpu_nodes("a", 2))
+    fleet["beta"].seed(gpu_nodes("b", 2))
+    e = Env(fleet)
+    yield e
+    e.stop()
+
+
+def _placed(env: Env, obj: dict) -> str | None:
+    return env.annotations(obj).get(D.ANN_CLUSTER)
+
+
+def test_end_to_end_four_kinds(env):
+    d = env.daemon()
+    objs = [jobset("train", pods=2, gpus=4, suspend=True), pytorchjob("ptj", workers=1, gpus=4),
+            raycluster("ray", workers=2, gpus=2), leaderworkerset("lws", size=2, gpus=2)]
+    for o in objs:
+        env.create(o)
+    assert d.wait_idle(20)
+    for o in objs:
+        copies = env.copies(o)
+        assert list(copies) == [_placed(env, o)], o["kind"]          # exactly one copy, where it says
+        staged = env.staged(o)
+        assert D.FINALIZER in staged["metadata"]["finalizers"]
+        assert staged["metadata"]["annotations"][D.ANN_PHASE] == "Pending"
+        assert staged["metadata"]["annotations"][D.ANN_MESSAGE].startswith(f"placed on {_placed(env, o)}")
+        remote = next(iter(copies.values()))
+        assert "uid" not in remote["metadata"].get("annotations", {})
+        assert remote["metadata"]["labels"]["placer.dev/managed"] == "true"
+    # suspended staging objects are created running
+    assert next(iter(env.copies(objs[0]).values()))["spec"]["suspend"] is False
+    assert next(iter(env.copies(objs[1]).values()))["spec"]["runPolicy"]["suspend"] is False
+
+    # the test plays each operator: status on the copy comes back to the staging object
+    for o in objs:
+        cluster = _placed(env, o)
+        client = env.kube.client(cluster)
+        res = client.resource_for(o["apiVersion"], o["kind"])
+        client.patch_status(res, o["metadata"]["name"], RUNNING_STATUS[o["kind"]], STAGING)
+    for o in objs:
+        wait_for(lambda o=o: env.annotations(o).get(D.ANN_PHASE) == "Running", what=f"{o['kind']} Running")
+        assert env.staged(o)["status"] == RUNNING_STATUS[o["kind"]]
+
+    # a field the operator drops from its status is dropped on the hub too
+    lws = objs[3]
+    client = env.kube.client(_placed(env, lws))
+    res = client.resource_for(lws["apiVersion"], lws["kind"])
+    client.patch_status(res, "lws", {"readyReplicas": None, "conditions": [
+        {"type": "Progressing", "status": "True", "reason": "GroupsProgressing", "message": "starting"}]}, STAGING)
+    wait_for(lambda: env.annotations(lws).get(D.ANN_PHASE) == "Initializing", what="LWS Initializing")
+    wait_for(lambda: "readyReplicas" not in env.staged(lws)["status"], what="readyReplicas dropped")
+
+    # spec change on the staging object reaches the copy
+    ray = objs[2]
+    res = env.hub.resource_for(ray["apiVersion"], ray["kind"])
+    env.hub.patch(res, "ray", {"spec": {"workerGroupSpecs": [{**ray["spec"]["workerGroupSpecs"][0],
+                                                              "replicas": 1, "minReplicas": 1}]}}, STAGING)
+    wait_for(lambda: next(iter(env.copies(ray).values()))["spec"]["workerGroupSpecs"][0]["replicas"] == 1,
+             what="spec propagated")
+    assert len(env.copies(ray)) == 1
+
+    # delete: the copy goes, then the finalizer, then the staging object itself
+    js = objs[0]
+    env.hub.delete(env.hub.resource_for(js["apiVersion"], js["kind"]), "train", STAGING)
+    wait_for(lambda: not env.fleet["hub"].objects(js["apiVersion"], "JobSet", STAGING), what="staging gone")
+    assert env.copies(js) == {}, json.dumps(env.copies(js)["alpha"]["metadata"], indent=1)
+    assert d.wait_idle(10)
+    assert all(len(env.copies(o)) == 1 for o in objs[1:])
+    assert d.metrics.value("placer_placements_total") == 4
+
+
+def test_unplaced_then_placed_when_capacity_appears(env):
+    d = env.daemon()
+    big = jobset("big", pods=3, gpus=8)                      # 3 whole nodes; each cluster has 2
+    env.create(big)
+    assert d.wait_idle(10)
+    msg = env.annotations(big)[D.ANN_MESSAGE]
+    assert msg.startswith("unplaced: ") and "alpha: " in msg and "beta: " in msg, msg
+    assert env.annotations(big)[D.ANN_PHASE] == "Pending" and env.copies(big) == {}
+    assert d.metrics.value("placer_unplaced") == 1
+    env.kube.client("beta").create("nodes", gpu_node("b-new", gpus=8))
+    wait_for(lambda: _placed(env, big) == "beta", what="placed once capacity appears")
+    assert list(env.copies(big)) == ["beta"]
+
+
+def test_unplaced_retried_at_interval(env):
+    clock = FakeClock()
+    d = env.daemon(clock=clock)
+    big = jobset("big", pods=3, gpus=8)
+    env.create(big)
+    assert d.wait_idle(10)
+    # capacity appears without any node event (pods finishing): the interval retry finds it
+    env.fleet["alpha"].seed([gpu_node("a-extra", gpus=8)])
+    d._fleet_changed = False
+    clock.advance(31)
+    wait_for(lambda: _placed(env, big) == "alpha", what="retry at interval")
+
+
+def test_reschedule_after_pending_too_long(env):
+    clock = FakeClock()
+    d = env.daemon(clock=clock, reschedule_after=120.0)
+    job = jobset("stuck", pods=2, gpus=8)                    # fits either cluster
+    env.create(job)
+    assert d.wait_idle(10)
+    first = _placed(env, job)
+    assert first in ("alpha", "beta")
+    # one pod runs, one stays Pending: still not all running when the delay expires
+    env.fleet[first].seed([bound_pod("stuck-0", f"{first[0]}0", gpus=8, namespace=STAGING, phase="Running",
+                                     labels={"jobset.sigs.k8s.io/jobset-name": "stuck",
+                                             "jobset.sigs.k8s.io/replicatedjob-name": "workers"})])
+    clock.advance(60)
+    assert d.wait_idle(5)
+    assert _placed(env, job) == first                       # not yet
+    clock.advance(61)
+    other = {"alpha": "beta", "beta": "alpha"}[first]
+    wait_for(lambda: _placed(env, job) == other, what="rescheduled")
+    assert list(env.copies(job)) == [other]
+    assert d.metrics.value("placer_withdrawals_total") == 1
+
+
+def test_reschedule_annotation_and_running_workloads_stay(env):
+    clock = FakeClock()
+    d = env.daemon(clock=clock)
+    opted = jobset("opted", pods=1, gpus=8, annotations={D.ANN_RESCHEDULE: "true"})
+    running = jobset("running", pods=1, gpus=8, annotations={D.ANN_RESCHEDULE: "true"})
+    plain = jobset("plain", pods=1, gpus=8)
+    for o in (opted, running, plain):
+        env.create(o)
+    assert d.wait_idle(10)
+    where = {o["metadata"]["name"]: _placed(env, o) for o in (opted, running, plain)}
+    client = env.kube.client(where["running"])
+    client.patch_status(client.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet"), "running",
+                        RUNNING_STATUS["JobSet"], STAGING)
+    wait_for(lambda: env.annotations(running).get(D.ANN_PHASE) == "Running", what="running")
+    clock.advance(D.DEFAULT_RESCHEDULE_AFTER + 1)
+    wait_for(lambda: _placed(env, opted) not in (None, where["opted"]), what="opted rescheduled")
+    assert d.wait_idle(10)
+    assert _placed(env, running) == where["running"] and _placed(env, plain) == where["plain"]
+
+
+def test_group_placed_together_with_companions(env):
+    d = env.daemon()
+    ann = {D.ANN_GROUP: "llm"}
+    a, b = jobset("prefill", pods=1, gpus=4, annotations=ann), leaderworkerset("decode", size=1, gpus=4,
+                                                                                annotations=ann)
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "llm-config", "namespace": STAGING, "annotations": ann}, "data": {"k": "v"}}
+    env.create(cm)
+    env.create(a)
+    env.create(b)
+    assert d.wait_idle(10)
+    cluster = _placed(env, a)
+    assert cluster and _placed(env, b) == cluster
+    assert [c["metadata"]["name"] for c in env.fleet[cluster].objects("v1", "ConfigMap", STAGING)] == ["llm-config"]
+    # the group's companion goes with its last workload
+    for o in (a, b):
+        env.hub.delete(env.hub.resource_for(o["apiVersion"], o["kind"]), o["metadata"]["name"], STAGING)
+    assert d.wait_idle(10)
+    wait_for(lambda: not env.fleet[cluster].objects("v1", "ConfigMap", STAGING), what="companion removed")
+
+
+def test_metrics_healthz_and_json_logs(env, capsys):
+    D.setup_logging("json")
+    try:
+        d = env.daemon(start=False)
+        d.start(metrics_addr="127.0.0.1:0")
+        env.create(jobset("m1", pods=1, gpus=1))
+        env.create(jobset("m2", pods=9, gpus=8))             # never fits
+        assert d.wait_idle(10)
+        base = f"http://{d.server.address}"
+        text = urllib.request.urlopen(f"{base}/metrics").read().decode()
+        assert "placer_placements_total 1" in text
+        assert "placer_unplaced 1" in text
+        assert "placer_leader 1" in text
+        assert "placer_solve_seconds_count" in text and "placer_queue_depth" in text
+        health = urllib.request.urlopen(f"{base}/healthz")
+        assert health.status == 200 and health.read().startswith(b"ok")
+    finally:
+        logging.getLogger("placer").handlers[:] = []
+        logging.getLogger("placer").propagate = True
+    lines = [json.loads(l) for l in capsys.readouterr().err.splitlines() if l.startswith("{")]
+    assert any("placed on" in l["msg"] for l in lines) and all("level" in l for l in lines)
