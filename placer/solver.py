@@ -467,11 +467,16 @@ class Agg:
     ub: list[int] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     cons: list[tuple[list[tuple[int, int]], int, int]] = field(default_factory=list)  # terms, lo, hi
-    x: dict[tuple[int, int], int] = field(default_factory=dict)        # (group, cluster) -> var
+    # interchangeable groups (same pods, predicates, priority, eligibility) share one
+    # count variable per cluster: z[(signature, cluster)] = how many of them go there
+    sigs: list["Sig"] = field(default_factory=list)
+    sig_of: dict[int, int] = field(default_factory=dict)               # group index -> signature
+    z: dict[tuple[int, int], int] = field(default_factory=dict)
     n: dict[tuple[int, tuple, int], int] = field(default_factory=dict)  # (cluster, type, class) -> var
     n_expr: dict[tuple[int, tuple, int], list[tuple[int, int]]] = field(default_factory=dict)
     opens: list[int] = field(default_factory=list)
-    part_type: dict[tuple[int, int, int], tuple] = field(default_factory=dict)  # (g, part, c) -> type
+    open_defs: list[tuple[int, list[tuple[int, int]], int]] = field(default_factory=list)  # var, terms, F
+    pattern_defs: list[tuple[int, int, str, list[dict[int, int]], list[int]]] = field(default_factory=list)
 
     def var(self, name: str, lb: int, ub: int) -> int:
         self.lb.append(lb)
@@ -486,32 +491,67 @@ class Agg:
 INF = 2**62
 
 
+@dataclass
+class Sig:
+    index: int
+    groups: list[GroupInfo]               # by name
+    pods: dict[tuple, int]                # (demand, predicates) -> pods of one group
+
+    @property
+    def rep(self) -> GroupInfo:
+        return self.groups[0]
+
+
+def signatures(groups: Sequence[GroupInfo]) -> list[Sig]:
+    by: dict[tuple, Sig] = {}
+    for g in sorted(groups, key=lambda g: g.rank):
+        pods: dict[tuple, int] = {}
+        for p in g.parts:
+            key = (tuple(sorted(p.demand.items())), p.pred_key)
+            pods[key] = pods.get(key, 0) + p.pods
+        key = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())))
+        if key not in by:
+            by[key] = Sig(len(by), [], pods)
+        by[key].groups.append(g)
+    return list(by.values())
+
+
+def part_type(info: ClusterInfo, p: Part) -> tuple:
+    """A pod kind on a cluster: its demand and the classes it may use."""
+    return (tuple(sorted(p.demand.items())), info.compat(p))
+
+
 def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
     agg = Agg()
-    for g in groups:
-        for c in g.eligible:
-            agg.x[(g.index, c)] = agg.var(f"x_{g.index}_{c}", 0, 1)
-        if len(g.eligible) > 1:
-            agg.add([(1, agg.x[(g.index, c)]) for c in g.eligible], 0, 1)
+    agg.sigs = signatures(groups)
+    for sg in agg.sigs:
+        m = len(sg.groups)
+        for g in sg.groups:
+            agg.sig_of[g.index] = sg.index
+        for c in sg.rep.eligible:
+            agg.z[(sg.index, c)] = agg.var(f"z_{sg.index}_{c}", 0, m)
+        if len(sg.rep.eligible) > 1:
+            agg.add([(1, agg.z[(sg.index, c)]) for c in sg.rep.eligible], 0, m)
     for c, info in problem.infos.items():
         # pod types on this cluster: demand + the classes they may use
         dem: dict[tuple, list[tuple[int, int]]] = {}
         tdemand: dict[tuple, dict[str, int]] = {}
-        for g in groups:
-            if c not in g.eligible:
+        bound: dict[tuple, int] = {}
+        for sg in agg.sigs:
+            if (sg.index, c) not in agg.z:
                 continue
             per: dict[tuple, int] = {}
-            for j, p in enumerate(g.parts):
-                t = (tuple(sorted(p.demand.items())), info.compat(p))
-                agg.part_type[(g.index, j, c)] = t
+            for p in sg.rep.parts:
+                t = part_type(info, p)
                 per[t] = per.get(t, 0) + p.pods
                 tdemand[t] = p.demand
             for t, cnt in per.items():
-                dem.setdefault(t, []).append((cnt, agg.x[(g.index, c)]))
+                dem.setdefault(t, []).append((cnt, agg.z[(sg.index, c)]))
+                bound[t] = bound.get(t, 0) + cnt * len(sg.groups)
         per_class: dict[int, list[tuple[tuple, list[tuple[int, int]], int]]] = {}
         for t in sorted(dem, key=lambda t: (_sort_key(tdemand[t]), t)):
             terms = dem[t]
-            total = sum(cnt for cnt, _ in terms)
+            total = bound[t]
             classes = t[1]
             if len(classes) == 1:
                 per_class.setdefault(classes[0], []).append((t, terms, total))
@@ -575,6 +615,7 @@ def _class_constraints(agg: Agg, info: ClusterInfo, c: int, k: int, items, tdema
             agg.add([(sz * a, v) for sz, ts, _ in sized for a, v in ts], 0, size * F)
             if pats is not None:
                 ys = [agg.var(f"y_{c}_{k}_{i}", 0, size) for i in range(len(pats))]
+                agg.pattern_defs.append((c, k, r, pats, ys))
                 agg.add([(1, y) for y in ys], 0, size)
                 for s in sizes:
                     terms = [(a, v) for sz, ts, _ in sized if sz == s for a, v in ts]
@@ -582,7 +623,9 @@ def _class_constraints(agg: Agg, info: ClusterInfo, c: int, k: int, items, tdema
         if info.classes[k].sample.used.get(r, 0) == 0:
             # a whole-node class: count the nodes broken open (fragmentation)
             o = agg.var(f"open_{c}_{k}", 0, size)
-            agg.add([(sz * a, v) for sz, ts, _ in sized for a, v in ts] + [(-F, o)], -INF, 0)
+            used_terms = [(sz * a, v) for sz, ts, _ in sized for a, v in ts]
+            agg.add(used_terms + [(-F, o)], -INF, 0)
+            agg.open_defs.append((o, used_terms, F))
             agg.opens.append(o)
 
 
@@ -615,66 +658,99 @@ def _values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], prob
     vals = [0] * len(agg.lb)
     by_idx = {g.index: g for g in problem.groups}
     counts: dict[tuple[int, tuple, int], int] = {}
-    gpu_per_class: dict[tuple[int, int], dict[int, int]] = {}
     for gi, (c, pods) in assignment.items():
-        if (gi, c) not in agg.x:
+        if gi not in agg.sig_of:
             continue
-        vals[agg.x[(gi, c)]] = 1
+        vals[agg.z[(agg.sig_of[gi], c)]] += 1
         st = states_nodes[c]
+        g = by_idx[gi]
         for j, i in pods:
-            t = agg.part_type[(gi, j, c)]
-            k = st.node_class[i]
-            counts[(c, t, k)] = counts.get((c, t, k), 0) + 1
+            key = (c, part_type(st.info, g.parts[j]), st.node_class[i])
+            counts[key] = counts.get(key, 0) + 1
     for key, v in agg.n.items():
         vals[v] = counts.get(key, 0)
-    return vals, counts
+    for o, terms, F in agg.open_defs:
+        vals[o] = -(-sum(a * vals[v] for a, v in terms) // F)
+    for c, k, r, pats, ys in agg.pattern_defs:
+        # each node's multiset of GPU sizes is covered by some maximal pattern
+        fills: dict[int, dict[int, int]] = {}
+        for gi, (cc, pods) in assignment.items():
+            if cc != c or gi not in agg.sig_of:
+                continue
+            for j, i in pods:
+                sz = by_idx[gi].parts[j].demand.get(r, 0)
+                if sz and states_nodes[c].node_class[i] == k:
+                    fill = fills.setdefault(i, {})
+                    fill[sz] = fill.get(sz, 0) + 1
+        for fill in fills.values():
+            y = next((y for p, y in zip(pats, ys) if all(p.get(s, 0) >= n for s, n in fill.items())), None)
+            if y is not None:
+                vals[y] += 1
+    return vals
 
 
 def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: list[int] | None,
-                  deadline: float, workers: int, seed: int, progress: Progress | None) -> Solution | None:
+                  deadline: float, workers: int, seed: int, progress: Progress | None,
+                  tie_cap: float = 1.0) -> Solution | None:
+    """Lexicographic stages on one model; `optimal` means every placement stage (priority
+    levels, GPUs, fragmentation) was proven; the final tie-break is a bounded polish."""
     m, vs = _to_cpsat(agg)
     levels = sorted({g.priority for g in groups}, reverse=True)
     ng = len(problem.groups) + 1
     stages: list[tuple[str, list[tuple[int, int]], bool]] = []
     for p in levels:
-        terms = [((g.gpus * ng + 1), agg.x[(g.index, c)]) for g in groups if g.priority == p
-                 for c in g.eligible]
+        terms = [((sg.rep.gpus * ng + 1), agg.z[(sg.index, c)]) for sg in agg.sigs
+                 if sg.rep.priority == p for c in sg.rep.eligible]
         stages.append((f"priority {p}", terms, True))
     nc = len(problem.clusters)
-    tie = [((c * ng + g.rank + 1), agg.x[(g.index, c)]) for g in groups for c in g.eligible]
-    weight = sum(a for a, _ in tie) + 1
-    stages.append(("fragmentation", [(weight, o) for o in agg.opens] + tie, False))
-    del nc
+    tie = [(c * ng + sg.rep.rank + 1, agg.z[(sg.index, c)]) for sg in agg.sigs for c in sg.rep.eligible]
+    if agg.opens:
+        stages.append(("fragmentation", [(1, o) for o in agg.opens], False))
+    stages.append(("tie-break", tie, False))
     best = hint
     all_optimal = True
     for si, (label, terms, maximize) in enumerate(stages):
-        left = deadline - time.monotonic()
-        if left <= 0.05:
-            all_optimal = False
-            break
-        budget = left / (len(stages) - si) if si < len(stages) - 1 else left
         expr = cp_model.LinearExpr.weighted_sum([vs[v] for _, v in terms], [a for a, _ in terms])
-        if maximize:
-            m.maximize(expr)
+        value = None if best is None else sum(a * best[v] for a, v in terms)
+        left = deadline - time.monotonic()
+        if left > 0.05:
+            # placing GPUs matters more than the fragmentation/tie-break polish: 3:1 time weights
+            weights = [3 if mx else 1 for _, _, mx in stages[si:]]
+            budget = left * weights[0] / sum(weights)
+            if label == "tie-break":
+                # a polish: proven quickly on small inputs, bounded on large ones
+                budget = min(budget, max(0.25, tie_cap))
+            if maximize:
+                m.maximize(expr)
+            else:
+                m.minimize(expr)
+            m.clear_hints()
+            if best is not None:
+                for v, val in zip(vs, best):
+                    m.add_hint(v, val)
+            solver = cp_model.CpSolver()
+            solver.parameters.max_time_in_seconds = max(0.05, budget)
+            solver.parameters.num_workers = workers
+            solver.parameters.random_seed = seed
+            if progress:
+                progress(f"solving: {label}")
+            st = solver.solve(m)
+            found = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+            if progress:
+                progress(f"{label}: {solver.status_name(st)} objective "
+                         f"{solver.objective_value if found else None} (incumbent {value})")
+            if label != "tie-break":
+                all_optimal &= st == cp_model.OPTIMAL
+            if found:
+                new = [int(solver.value(v)) for v in vs]
+                new_value = sum(a * new[v] for a, v in terms)
+                # keep the incumbent unless strictly better here: it may be better on later stages
+                if value is None or (new_value > value if maximize else new_value < value):
+                    best, value = new, new_value
         else:
-            m.minimize(expr)
-        m.clear_hints()
-        if best is not None:
-            for v, val in zip(vs, best):
-                m.add_hint(v, val)
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(0.05, budget)
-        solver.parameters.num_workers = workers
-        solver.parameters.random_seed = seed
-        if progress:
-            progress(f"solving: {label}")
-        st = solver.solve(m)
-        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             all_optimal = False
+        if value is None:
             break
-        all_optimal &= st == cp_model.OPTIMAL
-        best = [int(solver.value(v)) for v in vs]
-        value = sum(a * best[v] for a, v in terms)
         # fix this stage's value for the stages after it
         if maximize:
             m.add(expr >= value)
@@ -693,10 +769,12 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
     the best-fitting node of a class with quota left (else any class it may use). A group
     with a pod that finds no node is rolled back and returned as dropped."""
     by_cluster: dict[int, list[GroupInfo]] = {}
-    for g in groups:
-        for c in g.eligible:
-            if values[agg.x[(g.index, c)]]:
-                by_cluster.setdefault(c, []).append(g)
+    for sg in agg.sigs:
+        # interchangeable groups: the first by name are placed, on clusters in file order
+        todo = iter(sg.groups)
+        for c in sg.rep.eligible:
+            for _ in range(values[agg.z[(sg.index, c)]]):
+                by_cluster.setdefault(c, []).append(next(todo))
     out: dict[int, tuple[int, PodAssign]] = {}
     dropped: list[GroupInfo] = []
     for c in sorted(by_cluster):
@@ -714,7 +792,7 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
             if g.index in failed:
                 continue
             part = g.parts[j]
-            t = agg.part_type[(g.index, j, c)]
+            t = part_type(info, part)
             classes = t[1]
             with_quota = [k for k in classes if quota.get((t, k), 0) > 0]
             i = st.best_node(part.demand, part.gpu, with_quota) if with_quota else None
@@ -783,8 +861,9 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
         if progress:
             progress(f"greedy placed {len(seed_plan)} of {len(problem.groups)} groups; building model")
         agg = build_aggregate(problem, candidates)
-        hint, _ = _values_from(agg, seed_plan, problem, work)
-        sol = _solve_stages(agg, problem, candidates, hint, deadline, workers, seed, progress)
+        hint = _values_from(agg, seed_plan, problem, work)
+        sol = _solve_stages(agg, problem, candidates, hint, deadline, workers, seed, progress,
+                            tie_cap=0.1 * time_limit)
         if sol is not None:
             states = problem.state()
             decoded, dropped = decode(problem, states, agg, sol.values, candidates)

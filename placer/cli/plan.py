@@ -1,0 +1,124 @@
+"""`placer plan`: where would these workloads go, and why not the rest."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import List, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import InputError
+from ..plan import Plan
+from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, err, gpu_resources, out, run
+
+DEFAULT_TIME_LIMIT = 10.0
+MAX_NODES_SHOWN = 4
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: Plan
+    clusters_source: str
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.plan.all_placed else 3
+
+
+def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str | None = None,
+               time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: list[str] | None = None,
+               gpu: tuple[str, ...] | None = None, workers: int | None = None,
+               announce=None, progress=None) -> PlanResult:
+    """Load the clusters file and the files' placement groups, and solve."""
+    from ..catalog import load_catalog
+    from ..clusters_file import build_fleet, load_clusters
+    from ..manifests import load_groups
+    from ..solver import DEFAULT_WORKERS, solve
+
+    if time_limit <= 0:
+        raise InputError(f"--time-limit {time_limit}: must be positive")
+    loaded = load_clusters(clusters)
+    if announce and loaded.description.startswith("the bundled"):
+        announce(f"using {loaded.description}")
+    if not files:
+        if loaded.hub is None:
+            raise InputError("nothing to plan: pass -f FILE (with no files placer plans the hub's "
+                             "staging namespace, and the clusters file has no hub)")
+        raise InputError(f"planning the hub's staging namespace ({loaded.hub.stagingNamespace} on context "
+                         f"{loaded.hub.context}) is not supported by `placer plan` yet: pass -f FILE")
+    if progress:
+        progress("reading workloads")
+    catalog = load_catalog(catalog_dirs or ())
+    groups = load_groups(files, catalog, **({"gpu_resources": gpu} if gpu else {}))
+    if progress:
+        progress(f"inventorying {len(loaded.clusters)} clusters")
+    fleet = build_fleet(loaded.file, kubeconfig)
+    plan = solve(fleet, groups, time_limit=time_limit, workers=workers or DEFAULT_WORKERS, progress=progress)
+    return PlanResult(plan, loaded.description)
+
+
+@app.command()
+def plan(
+    files: List[str] = typer.Option([], "-f", "--filename", help=FILES_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only plan (placer plan never changes a cluster)."),
+    clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters file (default: $PLACER_CLUSTERS, "
+                                           "./clusters.yaml, else the bundled example fleet)."),
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig for live clusters."),
+    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Solver time limit, seconds."),
+    output: str = typer.Option("table", "-o", "--output", help="table, json or yaml"),
+    catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
+    gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Solver threads (the plan does not depend on it)."),
+) -> None:
+    """Plan where each workload of the files would go; print the placements, and for what
+    cannot be placed the reason per cluster. Exit 0 when everything is placed, 3 when
+    something is unplaced, 2 on bad input."""
+    del dry_run  # planning never acts; the flag reads well in scripts and the README
+    tty = sys.stderr.isatty()
+
+    def go() -> PlanResult:
+        check_output(output)
+        status = err.status("planning...") if tty else nullcontext()
+        with status as st:
+            update = (lambda msg: st.update(escape(msg))) if st is not None else None
+            return plan_files(files, clusters=clusters, kubeconfig=kubeconfig, time_limit=time_limit,
+                              catalog_dirs=catalog, gpu=gpu_resources(gpu) if gpu else None,
+                              workers=workers, announce=lambda m: err.print(escape(m), style="dim"),
+                              progress=update)
+
+    result = run(go)
+    if output == "table":
+        out.print(render_table(result.plan))
+        out.print(summary_line(result.plan))
+    else:
+        emit(result.plan.to_dict(), output)
+    raise typer.Exit(result.exit_code)
+
+
+def _nodes_text(nodes) -> str:
+    names = list(nodes)
+    shown = ", ".join(f"{n}({sum(nodes[n].values())})" for n in names[:MAX_NODES_SHOWN])
+    return shown + (f" +{len(names) - MAX_NODES_SHOWN} more" if len(names) > MAX_NODES_SHOWN else "")
+
+
+def render_table(p: Plan) -> Table:
+    t = Table(box=None, pad_edge=False)
+    for col in ("WORKLOAD", "KIND", "GPUS", "CLUSTER", "NODES (pods) / WHY NOT"):
+        t.add_column(col, no_wrap=col != "NODES (pods) / WHY NOT")
+    for pl in p.placements:
+        t.add_row(escape(pl.workload), pl.kind, str(pl.gpus), f"[green]{escape(pl.cluster)}[/green]",
+                  escape(_nodes_text(pl.nodes)))
+    for u in p.unplaced:
+        why = "\n".join(f"{c}: {r.render()}" for c, r in u.reasons.items()) or "no clusters"
+        t.add_row(escape(u.workload), u.kind, str(u.gpus), "[red]unplaced[/red]", escape(why))
+    return t
+
+
+def summary_line(p: Plan) -> str:
+    s = p.summary
+    return (f"placed {s.placed}/{s.workloads} workloads, {s.gpus_placed}/{s.gpus_requested} GPUs "
+            f"in {s.solve_seconds:.2f}s ({s.status})")

@@ -1,0 +1,298 @@
+"""The clusters file: which clusters placer places onto, live or simulated.
+
+    hub: {context: hub, stagingNamespace: placer-staging}      # optional
+    clusters:
+    - {name: east, context: kind-east, labels: {region: us-east}}   # live: inventoried
+    - name: west                                                     # simulated: nodes inline
+      labels: {region: us-west}
+      nodes:
+      - {namePrefix: h100-, count: 16, allocatable: {nvidia.com/gpu: 8, cpu: "96", memory: 1Ti, pods: 110},
+         used: {nvidia.com/gpu: 3}, labels: {...}, taints: [{key: k, value: v, effect: NoSchedule}]}
+
+Validated strictly (unknown fields are errors naming their path). Found, in order: the
+`--clusters` option, `$PLACER_CLUSTERS`, `./clusters.yaml`, else the bundled example fleet
+(`clusters.example.yaml` without its live entries).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal, NamedTuple
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import InputError
+from .fleet import Cluster, Fleet, Node, Taint
+from .quantity import canonical
+
+ENV = "PLACER_CLUSTERS"
+DEFAULT_NAME = "clusters.yaml"
+EXAMPLE_NAME = "clusters.example.yaml"
+
+_NATIVE = {"cpu", "memory", "pods", "ephemeral-storage"}
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _resource_name(name: str) -> str:
+    if name in _NATIVE or name.startswith("hugepages-") or "/" in name:
+        return name
+    raise ValueError(f"unknown resource {name!r}: use cpu, memory, pods, ephemeral-storage, "
+                     "hugepages-<size> or a domain-prefixed name such as nvidia.com/gpu")
+
+
+def _quantity_map(value: dict[str, Any]) -> dict[str, Any]:
+    for name, q in value.items():
+        try:
+            canonical(name, q)
+        except InputError as e:
+            raise ValueError(f"{name}: {e.message}") from None
+    return value
+
+
+ResourceName = Annotated[str, AfterValidator(_resource_name)]
+Resources = Annotated[dict[ResourceName, int | float | str], AfterValidator(_quantity_map)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaintSpec(_Strict):
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class NodeGroup(_Strict):
+    """`count` identical nodes named `namePrefix0..N-1`, or a single node `name`."""
+
+    name: str | None = None
+    namePrefix: str | None = None
+    count: int = Field(default=1, ge=1)
+    allocatable: Resources
+    used: Resources = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[TaintSpec] = Field(default_factory=list)
+    unschedulable: bool = False
+    ready: bool = True
+
+    @model_validator(mode="after")
+    def _naming(self) -> "NodeGroup":
+        if (self.name is None) == (self.namePrefix is None):
+            raise ValueError("give exactly one of name (a single node) or namePrefix (with count)")
+        if self.name is not None and self.count != 1:
+            raise ValueError("count applies to namePrefix; a node given by name is one node")
+        return self
+
+    def node_names(self) -> list[str]:
+        if self.name is not None:
+            return [self.name]
+        return [f"{self.namePrefix}{i}" for i in range(self.count)]
+
+
+class PodTemplatePatch(_Strict):
+    """Applied to every pod template of objects created on the cluster (hand-off to its
+    own scheduler or queue)."""
+
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    schedulerName: str | None = None
+    nodeSelector: dict[str, str] | None = None
+    tolerations: list[dict[str, Any]] | None = None
+
+
+class ObjectPatch(_Strict):
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class ClusterEntry(_Strict):
+    name: str
+    context: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    nodes: list[NodeGroup] | None = None
+    podTemplatePatch: PodTemplatePatch | None = None
+    objectPatch: ObjectPatch | None = None
+    suspend: Literal["unsuspend", "omit", "keep"] | None = None
+
+    @model_validator(mode="after")
+    def _kind(self) -> "ClusterEntry":
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"name {self.name!r}: use lower-case letters, digits, '-' and '.'")
+        if self.context and self.nodes is not None:
+            raise ValueError("give either context (a live cluster) or nodes (a simulated one), not both")
+        if not self.context and self.nodes is None:
+            raise ValueError("give context (a live cluster) or nodes (a simulated one)")
+        return self
+
+    @property
+    def live(self) -> bool:
+        return bool(self.context)
+
+
+class Hub(_Strict):
+    context: str
+    stagingNamespace: str = "placer-staging"
+
+
+class ClustersFile(_Strict):
+    hub: Hub | None = None
+    clusters: list[ClusterEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "ClustersFile":
+        seen: set[str] = set()
+        for i, c in enumerate(self.clusters):
+            if c.name in seen:
+                raise ValueError(f"clusters[{i}].name: duplicate cluster name {c.name!r}")
+            seen.add(c.name)
+        return self
+
+    def entry(self, name: str) -> ClusterEntry | None:
+        return next((c for c in self.clusters if c.name == name), None)
+
+    def without_live(self) -> "ClustersFile":
+        return ClustersFile(hub=None, clusters=[c for c in self.clusters if not c.live])
+
+
+class Loaded(NamedTuple):
+    """`(file, description)`; also exposes `.clusters` and `.hub` of the file."""
+
+    file: ClustersFile
+    description: str
+
+    @property
+    def clusters(self) -> list[ClusterEntry]:
+        return self.file.clusters
+
+    @property
+    def hub(self) -> Hub | None:
+        return self.file.hub
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("function-after", "[key]") or str(part).startswith(("function-", "int", "float", "str")):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _message(e: dict[str, Any]) -> str:
+    if e["type"] == "extra_forbidden":
+        return "unknown field"
+    msg = str(e["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.removeprefix(prefix)
+    return msg
+
+
+def parse_clusters(data: Any, source: str) -> ClustersFile:
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping with a `clusters:` list", source=source)
+    try:
+        return ClustersFile.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = _loc(e["loc"])
+        raise InputError(f"{where}: {_message(e)}" if where else _message(e), source=source) from None
+
+
+def read_clusters_file(path: str | Path) -> ClustersFile:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputError(f"cannot read clusters file: {e.strerror or e}", source=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise InputError(f"{where}invalid YAML: {getattr(e, 'problem', None) or e}", source=str(path)) from None
+    return parse_clusters(data, str(path))
+
+
+def example_path() -> Path:
+    """The bundled example: installed as package data, or at the root of a checkout."""
+    try:
+        res = resources.files("placer") / "_data" / EXAMPLE_NAME
+        if res.is_file():
+            return Path(str(res))
+    except (ModuleNotFoundError, FileNotFoundError):  # pragma: no cover
+        pass
+    return Path(__file__).resolve().parent.parent / EXAMPLE_NAME
+
+
+def load_clusters(path: str | None = None) -> Loaded:
+    """The clusters file in effect and a description of where it came from."""
+    if path:
+        return Loaded(read_clusters_file(path), path)
+    env = os.environ.get(ENV)
+    if env:
+        return Loaded(read_clusters_file(env), f"{env} (from ${ENV})")
+    local = Path.cwd() / DEFAULT_NAME
+    if local.is_file():
+        return Loaded(read_clusters_file(local), f"./{DEFAULT_NAME}")
+    example = example_path()
+    if not example.is_file():
+        raise InputError(f"no clusters file: pass --clusters, set ${ENV} or create ./{DEFAULT_NAME}")
+    return Loaded(read_clusters_file(example).without_live(),
+                  f"the bundled example fleet (simulated clusters of {EXAMPLE_NAME}; "
+                  f"pass --clusters, set ${ENV} or create ./{DEFAULT_NAME} to use your own)")
+
+
+# --- to the fleet ------------------------------------------------------------------------
+
+def _taint(t: TaintSpec) -> Taint:
+    return Taint(t.key, t.value, t.effect)
+
+
+def simulated_cluster(entry: ClusterEntry) -> Cluster:
+    """A cluster whose nodes are given inline."""
+    nodes: list[Node] = []
+    seen: set[str] = set()
+    for group in entry.nodes or ():
+        alloc = {r: canonical(r, q) for r, q in group.allocatable.items()}
+        used = {r: canonical(r, q) for r, q in group.used.items()}
+        taints = tuple(_taint(t) for t in group.taints)
+        for name in group.node_names():
+            if name in seen:
+                raise InputError(f"cluster {entry.name}: duplicate node name {name!r}")
+            seen.add(name)
+            nodes.append(Node(name, alloc, used, dict(group.labels), taints, group.unschedulable, group.ready))
+    return Cluster(entry.name, dict(entry.labels), tuple(nodes))
+
+
+LIVE_UNAVAILABLE = "live inventory not available"
+
+
+def build_fleet(file: ClustersFile, kubeconfig: str | None = None) -> Fleet:
+    """Simulated clusters from the file, live ones through `placer.inventory`, in file order."""
+    live_entries = [c for c in file.clusters if c.live]
+    live: dict[str, Cluster] = {}
+    if live_entries:
+        try:
+            from .inventory import live_clusters
+        except ImportError:
+            live = {c.name: Cluster(c.name, dict(c.labels), context=c.context, error=LIVE_UNAVAILABLE)
+                    for c in live_entries}
+        else:
+            live = live_clusters(live_entries, kubeconfig)
+    out = []
+    for c in file.clusters:
+        cl = live.get(c.name) if c.live else simulated_cluster(c)
+        if cl is None:
+            cl = Cluster(c.name, dict(c.labels), context=c.context, error=LIVE_UNAVAILABLE)
+        out.append(cl)
+    return Fleet(tuple(out))
