@@ -59,8 +59,12 @@ def test_creating_a_crd_registers_it_and_deleting_removes_it(fresh_fleet):
     assert code == 201 and "namespace" not in obj["metadata"]
     _, got = call(c, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
     assert {x["type"] for x in got["status"]["conditions"]} == {"Established", "NamesAccepted"}
-    assert call(c, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")[0] == 200
+    code, status = call(c, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+    assert code == 200 and status["status"] == "Success" and status["details"]["name"] == "widgets.example.com"
     assert call(c, "GET", "/apis/example.com/v1")[0] == 404
+    assert [e.type for e in c.store.events[-2:]] == ["DELETED", "DELETED"]     # the CRD, then its objects
+    rvs = [e.rv for e in c.store.events]
+    assert rvs == sorted(rvs)
     bad = crd("example.com", "Gadget", "gadgets")
     bad["metadata"]["name"] = "wrong"
     code, status = call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", bad)

@@ -131,3 +131,11 @@ def test_dropped_watches_end(cluster, abrupt):
     assert out and out[0].startswith(b"HTTP/1.1 200")
     assert out[0].endswith(b"0\r\n\r\n") is not abrupt     # clean end: the terminal chunk
     assert cluster.requests.count(verb="watch", resource="pods") == 1
+
+
+def test_send_initial_events_ends_with_a_marked_bookmark(cluster):
+    cluster.seed([bound_pod("a", "n1"), bound_pod("b", "n1")])
+    events = list(watch_lines(cluster, PODS, sendInitialEvents="true", allowWatchBookmarks="true",
+                              resourceVersionMatch="NotOlderThan", resourceVersion="", timeoutSeconds=0.1))
+    assert [e["type"] for e in events[:3]] == ["ADDED", "ADDED", "BOOKMARK"]
+    assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

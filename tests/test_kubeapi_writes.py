@@ -119,6 +119,9 @@ def test_delete_preconditions_namespaces_and_dry_run(fresh_fleet):
     code, cm = call(c, "POST", url, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})
     code, status = call(c, "DELETE", url + "/a", {"preconditions": {"uid": "other"}})
     assert code == 409 and "Precondition" in status["message"]
+    code, status = call(c, "DELETE", url + "/a", {"preconditions": {"uid": cm["metadata"]["uid"]}})
+    assert code == 200 and status["kind"] == "Status" and status["status"] == "Success"
+    code, cm = call(c, "POST", url, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})
     code, _ = call(c, "POST", url, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}, dryRun="All")
     assert code == 201 and call(c, "GET", url + "/dry")[0] == 404
     assert call(c, "GET", "/api/v1/namespaces/team")[1]["status"] == {"phase": "Active"}

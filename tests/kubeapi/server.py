@@ -158,6 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, code: int, obj, headers: dict | None = None) -> None:
         data = obj if isinstance(obj, bytes) else json.dumps(obj, separators=(",", ":")).encode()
+        self._req.code = code
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -165,7 +166,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
-        self._req.code = code
 
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -328,12 +328,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "invalid timeoutSeconds") from None
         events = cluster.store.watch(rt, ns, query.get("resourceVersion"), labels, fields,
                                      query.get("allowWatchBookmarks", "").lower() in ("1", "true"),
-                                     cluster.bookmark_interval, timeout)
+                                     cluster.bookmark_interval, timeout,
+                                     query.get("sendInitialEvents", "").lower() == "true")
+        self._req.code = 200
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self._req.code = 200
         cluster._track_watch(self.connection, True)
         try:
             self.wfile.flush()

@@ -246,16 +246,14 @@ class Store:
             gone = clone(old)
             gone["metadata"]["resourceVersion"] = str(self.rv)
             ev = Event(self.rv, rt.key, "DELETED", gone, old)
-            if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
-                self._crd_changed(old, None)
         else:
             new["metadata"]["resourceVersion"] = str(self.rv)
             bucket[key] = new
             ev = Event(self.rv, rt.key, "ADDED" if old is None else "MODIFIED", new, old)
-            if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
-                self._crd_changed(old, new)
         if record:
             self._record(ev)
+        if rt.key == "apiextensions.k8s.io/customresourcedefinitions":    # after: keeps events in rv order
+            self._crd_changed(old, new)
         return new if new is not None else ev.obj
 
     def _record(self, ev: Event) -> None:
@@ -542,7 +540,11 @@ class Store:
                     for k, o in list(self.objects.get(other.key, {}).items()):
                         if k[0] == name:
                             self._commit(other, k, None, o)
-            return self._view(rt, self._commit(rt, key, None, old, dry_run))
+            gone = self._view(rt, self._commit(rt, key, None, old, dry_run))
+            if rt.key == "/pods":
+                return gone
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": {"name": name, "group": rt.group, "kind": rt.plural, "uid": old["metadata"]["uid"]}}
 
     def delete_collection(self, rt: ResourceType, ns: str | None, labels=None, fields=None,
                           dry_run: bool = False) -> dict:
@@ -556,19 +558,20 @@ class Store:
 
     def watch(self, rt: ResourceType, ns: str | None = None, resource_version: str | None = None,
               labels: str | None = None, fields: str | None = None, bookmarks: bool = False,
-              bookmark_interval: float = 5.0, timeout: float = 1800.0) -> Iterator[dict]:
+              bookmark_interval: float = 5.0, timeout: float = 1800.0, send_initial: bool = False) -> Iterator[dict]:
         """Watch events ({type, object}) until timeout, a dropped watch or a too-old version (an ERROR
         event with a 410 Status). Bad selectors or versions raise here, before any event."""
         match = self._matcher(rt, ns, labels, fields)
         if resource_version not in (None, "", "0") and not str(resource_version).isdigit():
             raise ApiError(400, f"invalid resource version: {resource_version!r}")
-        return self._events(rt, match, resource_version, bookmarks, bookmark_interval, timeout)
+        return self._events(rt, match, resource_version, bookmarks, bookmark_interval, timeout, send_initial)
 
-    def _events(self, rt, match, resource_version, bookmarks, bookmark_interval, timeout) -> Iterator[dict]:
+    def _events(self, rt, match, resource_version, bookmarks, bookmark_interval, timeout,
+                send_initial) -> Iterator[dict]:
         deadline = time.monotonic() + timeout
         with self.cond:
             epoch, too_old = self.watch_epoch, False
-            if resource_version in (None, "", "0"):
+            if resource_version in (None, "", "0") or send_initial:     # (watch-list: state, then a bookmark)
                 cursor = self.rv
                 initial = [self._view(rt, o) for _, o in sorted(self.objects.get(rt.key, {}).items()) if match(o)]
             else:
@@ -580,6 +583,10 @@ class Store:
             return
         for obj in initial:
             yield {"type": "ADDED", "object": obj}
+        if send_initial and bookmarks:
+            yield {"type": "BOOKMARK", "object": {
+                "kind": rt.kind, "apiVersion": rt.group_version, "metadata": {
+                    "resourceVersion": str(cursor), "annotations": {"k8s.io/initial-events-end": "true"}}}}
         last_bookmark = time.monotonic()
         while True:
             batch: list | None = []
