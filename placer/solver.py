@@ -689,6 +689,20 @@ def _values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], prob
     return vals
 
 
+def _tie_weights(agg: Agg, ng: int) -> list[tuple[int, int]]:
+    """Prefer earlier clusters, then earlier names. When it fits in 2^53, mixed-radix weights
+    (each (signature, cluster) count a digit, later clusters and names more significant) make
+    the optimum unique, so the plan cannot depend on which optimum a worker finds first."""
+    pairs = sorted(((c, sg.rep.rank, sg) for sg in agg.sigs for c in sg.rep.eligible), key=lambda t: t[:2])
+    weights, w = [], 1
+    for c, _, sg in pairs:
+        weights.append((w, agg.z[(sg.index, c)]))
+        w *= len(sg.groups) + 1
+        if w > 2**53:
+            return [(c * ng + sg.rep.rank + 1, agg.z[(sg.index, c)]) for c, _, sg in pairs]
+    return weights
+
+
 def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: list[int] | None,
                   deadline: float, workers: int, seed: int, progress: Progress | None,
                   tie_cap: float = 1.0) -> Solution | None:
@@ -703,7 +717,7 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
                  if sg.rep.priority == p for c in sg.rep.eligible]
         stages.append((f"priority {p}", terms, True))
     nc = len(problem.clusters)
-    tie = [(c * ng + sg.rep.rank + 1, agg.z[(sg.index, c)]) for sg in agg.sigs for c in sg.rep.eligible]
+    tie = _tie_weights(agg, ng)
     if agg.opens:
         stages.append(("fragmentation", [(1, o) for o in agg.opens], False))
     stages.append(("tie-break", tie, False))
@@ -784,6 +798,11 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
             if cc == c:
                 quota[(t, k)] = sum(a * values[v] for a, v in terms)
         members = greedy_order(by_cluster[c])
+        plain = _ffd_cluster(st, members)
+        if plain is not None:
+            # canonical: depends only on which groups are on the cluster
+            out.update({gi: (c, a) for gi, a in plain.items()})
+            continue
         pods = [(g, j) for g in members for j in _expand(g)]
         pods.sort(key=lambda gj: (_sort_key(gj[0].parts[gj[1]].demand), members.index(gj[0]), gj[1]))
         placed: dict[int, PodAssign] = {g.index: [] for g in members}
@@ -813,8 +832,29 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
                 dropped.append(g)
             else:
                 out[g.index] = (c, placed[g.index])
-    del info
     return out, dropped
+
+
+def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo]) -> dict[int, PodAssign] | None:
+    """All pods of the cluster's groups, biggest first, best fit; None (state unchanged)
+    unless every pod finds a node."""
+    pods = [(g, j) for g in members for j in _expand(g)]
+    order = {g.index: n for n, g in enumerate(members)}
+    pods.sort(key=lambda gj: (_sort_key(gj[0].parts[gj[1]].demand), order[gj[0].index], gj[1]))
+    done: list[tuple[GroupInfo, int, int]] = []
+    for g, j in pods:
+        part = g.parts[j]
+        i = st.best_node(part.demand, part.gpu, st.info.compat(part))
+        if i is None:
+            for gg, jj, ii in reversed(done):
+                st.give(ii, gg.parts[jj].demand)
+            return None
+        st.take(i, part.demand)
+        done.append((g, j, i))
+    out: dict[int, PodAssign] = {g.index: [] for g in members}
+    for g, j, i in done:
+        out[g.index].append((j, i))
+    return out
 
 
 # --- the entry point ----------------------------------------------------------------------

@@ -1,0 +1,251 @@
+"""Solver: table-driven placement cases built with one-line fleets and workloads."""
+
+from dataclasses import replace
+
+import pytest
+
+from placer import reasons as R
+from placer.errors import VerificationError
+from placer.plan import Placement
+from placer.solver import solve
+from placer.verify import verify
+
+from .builders import cluster, fleet, group, groups, wl
+
+TOL = ({"key": "dedicated", "operator": "Exists"},)
+T = 2.0          # time limit: every case here is proven optimal well within it
+
+
+def placed(plan):
+    return {p.workload: p.cluster for p in plan.placements}
+
+
+def reason(plan, workload, cluster_name):
+    return plan.unplaced_entry(workload).reasons[cluster_name]
+
+
+# name, fleet, groups, expected {workload: cluster or None}
+CASES = [
+    ("greedy-fails-optimum-exists",
+     fleet("east: 1x8", "west: 2x4"),
+     groups(wl("ml/a", "2x4"), wl("ml/b", "1x8")),
+     {"ml/a": "west", "ml/b": "east"}),
+    ("aggregate-suffices-no-node-fits",
+     fleet("east: 10x8 used=5 gpu=h100", "west: 2x8 gpu=a100"),
+     groups(wl("ml/x", "3x4 gpu=h100")),
+     {"ml/x": None}),
+    ("cluster-selector",
+     fleet(cluster("east", "2x8", labels={"region": "us-east"}),
+           cluster("west", "2x8", labels={"region": "us-west"})),
+     groups(wl("ml/x", "1x8", selector="region=us-west")),
+     {"ml/x": "west"}),
+    ("node-affinity",
+     fleet("east: 2x8 gpu=h100 | 1x8 gpu=a100"),
+     groups(wl("ml/x", "1x8", affinity=[{"matchExpressions": [
+         {"key": "gpu", "operator": "NotIn", "values": ["h100"]}]}])),
+     {"ml/x": "east"}),
+    ("taint-tolerated-only-where-needed",
+     fleet("east: 2x8 taint=dedicated=ml:NoSchedule", "west: 1x8"),
+     groups(wl("ml/tol", "2x8", tolerations=TOL), wl("ml/plain", "1x8")),
+     {"ml/tol": "east", "ml/plain": "west"}),
+    ("priority-wins",
+     fleet("east: 2x8"),
+     groups(wl("ml/a-low", "2x8"), wl("ml/z-high", "2x8", prio=10)),
+     {"ml/a-low": None, "ml/z-high": "east"}),
+    ("pin",
+     fleet("east: 2x8", "west: 2x8"),
+     groups(wl("ml/x", "1x8", pin="west")),
+     {"ml/x": "west"}),
+    ("cluster-order-tie-break",
+     fleet("east: 2x8", "west: 2x8"),
+     groups(wl("ml/x", "1x8")),
+     {"ml/x": "east"}),
+    ("group-lands-whole-or-not-at-all",
+     fleet("east: 1x8", "west: 1x8"),
+     [group(wl("ml/a", "1x8"), wl("ml/b", "1x8"), key="file.yaml")],
+     {"ml/a": None, "ml/b": None}),
+    ("non-divisible-gpu-sizes-exact",
+     fleet("east: 2x8"),
+     groups(wl("ml/threes", "4x3"), wl("ml/twos", "2x2")),
+     {"ml/threes": "east", "ml/twos": "east"}),
+    ("cordoned-and-notready-nodes-take-nothing",
+     fleet("east: 1x8 unschedulable | 1x8 notready", "west: 1x8"),
+     groups(wl("ml/x", "1x8")),
+     {"ml/x": "west"}),
+    ("cpu-binds-not-gpu",
+     fleet("east: 2x8 cpu=64"),
+     groups(wl("ml/big-cpu", "2x4 cpu=40"), wl("ml/more", "2x4 cpu=20")),
+     {"ml/big-cpu": "east", "ml/more": "east"}),
+    ("pod-slots",
+     fleet("east: 1x8 pods=3 usedpods=1", "west: 1x8"),
+     groups(wl("ml/x", "4x1")),
+     {"ml/x": "west"}),
+]
+
+
+@pytest.mark.parametrize("name,f,gs,want", CASES, ids=[c[0] for c in CASES])
+def test_placement_cases(name, f, gs, want):
+    plan = solve(f, gs, time_limit=T, workers=2)
+    got = {w: placed(plan).get(w) for w in want}
+    assert got == want
+    assert plan.summary.optimal
+    verify(f, gs, plan)          # solve already verified; re-check independently
+
+
+def test_greedy_baseline_is_worse_where_the_optimum_exists():
+    f, gs = CASES[0][1], CASES[0][2]
+    assert solve(f, gs, use_solver=False).summary.gpus_placed == 8
+    assert solve(f, gs, time_limit=T).summary.gpus_placed == 16
+
+
+def test_fill_partly_used_nodes_first_and_keep_whole_nodes_whole():
+    f = fleet("east: 1x8 | 1x8 used=4")
+    plan = solve(f, groups(wl("ml/x", "1x4")), time_limit=T)
+    assert list(plan.placement("ml/x").nodes) == ["east-1-0"]
+    plan = solve(f, groups(wl("ml/a", "2x2"), wl("ml/b", "1x8")), time_limit=T)
+    assert list(plan.placement("ml/a").nodes) == ["east-1-0"]
+    assert list(plan.placement("ml/b").nodes) == ["east-0-0"]
+
+
+def test_cpu_exactness_after_decoding():
+    # GPUs alone would allow two 4-GPU pods per node; CPU allows one 40-CPU pod per node
+    f = fleet("east: 2x8 cpu=64")
+    plan = solve(f, groups(wl("ml/x", "3x4 cpu=40")), time_limit=T)
+    assert plan.unplaced_entry("ml/x") is not None
+    assert "40 CPU" in reason(plan, "ml/x", "east").render()
+
+
+def test_committed_groups_take_capacity_first():
+    f = fleet("east: 2x8", "west: 2x8")
+    promised = group(wl("ml/old", "2x8"))
+    plan = solve(f, groups(wl("ml/new", "1x8")), time_limit=T, committed=[(promised, "east")])
+    assert plan.cluster_of("ml/new") == "west"
+    assert plan.committed[0].cluster == "east" and not plan.overcommitted
+
+
+def test_overcommitted_group_is_reported():
+    f = fleet("east: 1x8")
+    plan = solve(f, [], time_limit=T, committed=[(group(wl("ml/old", "2x8")), "east")])
+    assert "ml/old" in plan.overcommitted
+
+
+@pytest.mark.parametrize("seed_groups", [
+    groups(*[wl(f"ml/w{i}", f"{1 + i % 3}x{(1, 2, 4, 8)[i % 4]}", prio=i % 2) for i in range(24)]),
+])
+def test_deterministic_across_worker_counts(seed_groups):
+    f = fleet("east: 4x8 used=3 | 2x8", "west: 3x8 used=1 | 2x4", "north: 2x8 used=6")
+    a = solve(f, seed_groups, time_limit=T, workers=1)
+    b = solve(f, seed_groups, time_limit=T, workers=8)
+    c = solve(f, seed_groups, time_limit=T, workers=2, seed=0)
+    assert a.summary.optimal and b.summary.optimal
+    assert [p.to_dict() for p in a.placements] == [p.to_dict() for p in b.placements] \
+        == [p.to_dict() for p in c.placements]
+    assert [u.to_dict() for u in a.unplaced] == [u.to_dict() for u in b.unplaced]
+
+
+def test_verifier_rejects_corrupted_assignments():
+    f = fleet("east: 2x8")
+    gs = groups(wl("ml/x", "2x8"))
+    plan = solve(f, gs, time_limit=T)
+    p = plan.placements[0]
+    both_on_one = replace(p, nodes={"east-0-0": {"c0/0": 2}})
+    with pytest.raises(VerificationError, match="over-committed"):
+        verify(f, gs, replace(plan, placements=(both_on_one,)))
+    missing_pod = replace(p, nodes={"east-0-0": {"c0/0": 1}})
+    with pytest.raises(VerificationError, match="needs 2"):
+        verify(f, gs, replace(plan, placements=(missing_pod,)))
+    ghost = replace(p, nodes={"east-0-0": {"c0/0": 1}, "nope": {"c0/0": 1}})
+    with pytest.raises(VerificationError, match="does not exist"):
+        verify(f, gs, replace(plan, placements=(ghost,)))
+
+
+def test_verifier_rejects_predicate_and_policy_violations():
+    f = fleet("east: 1x8 taint=dedicated=ml:NoSchedule", "west: 1x8")
+    gs = groups(wl("ml/x", "1x8", pin="west"))
+    plan = solve(f, gs, time_limit=T)
+    moved = Placement("ml/x", "JobSet", "ml/x", "east", 8, 1, 0, {"east-0-0": {"c0/0": 1}})
+    with pytest.raises(VerificationError, match="pinned to west"):
+        verify(f, gs, replace(plan, placements=(moved,)))
+    gs2 = groups(wl("ml/x", "1x8"))
+    with pytest.raises(VerificationError, match="taint"):
+        verify(f, gs2, replace(plan, placements=(moved,)))
+
+
+# --- explanations: one case per reason, with the exact words --------------------------------
+
+def test_reason_insufficient_capacity_wording():
+    f = fleet("east: 10x8 used=5 gpu=h100")
+    plan = solve(f, groups(wl("ml/x", "3x4 gpu=h100")), time_limit=T)
+    assert reason(plan, "ml/x", "east").render() == \
+        "needs 3 pods x 4 GPUs on nodes matching gpu=h100; largest free block is 3 GPUs (30 GPUs free)"
+
+
+def test_reason_excluded_unreachable_pinned_taint_selector_wording():
+    f = fleet(cluster("east", "1x8", labels={"region": "us-east"}),
+              cluster("west", "1x8", labels={"region": "us-west"}),
+              cluster("north", error="connection refused"),
+              cluster("south", "1x8 taint=dedicated=ml:NoSchedule", labels={"region": "us-east"}),
+              cluster("dev", "1x8 gpu=l40s", labels={"region": "us-east"}))
+    gs = groups(wl("ml/x", "1x8 gpu=h100", selector="region=us-east"),
+                wl("ml/p", "9x8", pin="west"))
+    plan = solve(f, gs, time_limit=T)
+    rx = {c: r.render() for c, r in plan.unplaced_entry("ml/x").reasons.items()}
+    assert rx["west"] == "excluded by cluster-selector region=us-east"
+    assert rx["north"] == "excluded by cluster-selector region=us-east" or rx["north"].startswith("unreachable")
+    assert rx["east"] == "no schedulable node matches the nodeSelector of c0/0 (gpu=h100)"
+    assert rx["south"] == "no schedulable node matches the nodeSelector of c0/0 (gpu=h100)"
+    rp = {c: r.render() for c, r in plan.unplaced_entry("ml/p").reasons.items()}
+    assert rp["east"] == "pinned to west by placer.dev/cluster"
+    assert rp["west"] == "needs 9 pods x 8 GPUs; largest free block is 8 GPUs (8 GPUs free)"
+    f2 = fleet(cluster("north", error="connection refused"), "south: 1x8 taint=dedicated=ml:NoSchedule")
+    plan2 = solve(f2, groups(wl("ml/y", "1x8")), time_limit=T)
+    ry = {c: r.render() for c, r in plan2.unplaced_entry("ml/y").reasons.items()}
+    assert ry["north"] == "unreachable (connection refused)"
+    assert ry["south"] == "pods of c0/0 do not tolerate taint dedicated=ml:NoSchedule on the nodes they select"
+
+
+def test_reason_capacity_went_to_higher_priority():
+    f = fleet("south: 2x8")
+    plan = solve(f, groups(wl("research/llm-pretrain", "2x8", prio=100), wl("ml/x", "1x8")), time_limit=T)
+    assert reason(plan, "ml/x", "south").render() == \
+        "fits alone, but its capacity went to higher-priority research/llm-pretrain"
+
+
+def test_reason_capacity_went_to_others_at_same_priority():
+    f = fleet("east: 2x8")
+    plan = solve(f, groups(wl("ml/a", "2x8"), wl("ml/b", "1x8")), time_limit=T)
+    assert reason(plan, "ml/b", "east").render() == \
+        "fits alone, but its capacity went to ml/a (more GPUs placed overall)"
+
+
+def test_reason_pod_too_large_and_conflicting_pins_and_not_together():
+    f = fleet("east: 2x8", "west: 1x8")
+    plan = solve(f, [group(wl("ml/a", "1x8", pin="east"), wl("ml/b", "1x8", pin="west"), key="g"),
+                     group(wl("ml/huge", "1x16")), group(wl("ml/c", "2x8"), wl("ml/d", "1x8"), key="h")],
+                 time_limit=T)
+    assert reason(plan, "ml/a", "east").render() == \
+        "its workloads are pinned to different clusters (ml/a -> east, ml/b -> west)"
+    assert reason(plan, "ml/huge", "east").render() == \
+        "a pod of c0/0 needs 16 GPUs; the largest node has 8 GPUs allocatable"
+    assert reason(plan, "ml/c", "east").render() == "needs 3 pods (24 GPUs) at once; only 2 fit together (16 GPUs free)"
+
+
+@pytest.mark.parametrize("r,text", [
+    (R.Unreachable("connection refused"), "unreachable (connection refused)"),
+    (R.ExcludedBySelector("region=us-east"), "excluded by cluster-selector region=us-east"),
+    (R.PinnedElsewhere("east"), "pinned to east by placer.dev/cluster"),
+    (R.UnknownPin("mars"), "pinned to mars by placer.dev/cluster, which is not in the fleet"),
+    (R.NoSchedulableNodes(), "has no schedulable nodes"),
+    (R.NoMatchingNodes("w/0", "affinity", "gpu in (a100)"),
+     "no schedulable node matches the required node affinity of w/0 (gpu in (a100))"),
+    (R.InsufficientCapacity(2, "cpu", 40000, "", 24000, 48000),
+     "needs 2 pods x 40 CPU; most free on one node is 24 CPU (48 CPU free)"),
+    (R.InsufficientCapacity(1, "nvidia.com/gpu", 1, "", 0, 0),
+     "needs 1 pod x 1 GPU; largest free block is 0 GPUs (0 GPUs free)"),
+    (R.CapacityTaken(("a", "b", "c", "d"), True),
+     "fits alone, but its capacity went to higher-priority a, b, c and 1 more"),
+    (R.CommittedOverflow(),
+     "fits alone, but its capacity is promised to workloads placed earlier that are not running yet"),
+])
+def test_reason_rendering(r, text):
+    assert r.render() == text
