@@ -30,9 +30,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 from urllib.parse import quote
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config as k8s_kube_config
 from kubernetes.config.config_exception import ConfigException
 
 from .errors import (Conflict, Forbidden, Gone, InputError, Invalid, KubeError, NotFound,
@@ -56,19 +57,51 @@ def kubeconfig_paths(kubeconfig: str | None = None) -> str:
 
 def list_contexts(kubeconfig: str | None = None) -> tuple[list[str], str | None]:
     """All context names and the current one."""
-    path = kubeconfig_paths(kubeconfig)
-    try:
-        contexts, current = k8s_config.list_kube_config_contexts(config_file=path)
-    except (ConfigException, OSError) as e:
-        raise InputError(f"cannot read kubeconfig: {e}", source=path) from None
-    return [c["name"] for c in contexts], _first_current_context(path) or (current or {}).get("name")
+    return KubeConfig(kubeconfig).contexts()
+
+
+class KubeConfig:
+    """The merged kubeconfig, read once (parsing YAML per client is costly with many
+    contexts); builds the library's client configuration for any of its contexts."""
+
+    def __init__(self, kubeconfig: str | None = None):
+        self.path = kubeconfig_paths(kubeconfig)
+        try:
+            self._merged = k8s_kube_config.KubeConfigMerger(self.path)
+            if self._merged.config is None:
+                raise ConfigException("no kubeconfig file found")
+            loader = self._loader(None)
+            self._contexts = [c["name"] for c in loader.list_contexts()]
+            current = loader.current_context
+        except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
+            raise InputError(f"cannot read kubeconfig: {e}", source=self.path) from None
+        self._current = _first_current_context(self.path) or (current or {}).get("name")
+
+    def _loader(self, context: str | None):
+        return k8s_kube_config.KubeConfigLoader(config_dict=self._merged.config, config_base_path=None,
+                                                active_context=context)
+
+    def contexts(self) -> tuple[list[str], str | None]:
+        return list(self._contexts), self._current
+
+    def configure(self, context: str) -> tuple[k8s_client.Configuration, str]:
+        """The client configuration for `context`, and the context's default namespace."""
+        if context not in self._contexts:
+            raise InputError(f"context {context!r} not found (known: {', '.join(self._contexts) or 'none'})",
+                             source=self.path)
+        configuration = type.__call__(k8s_client.Configuration)
+        try:
+            loader = self._loader(context)
+            loader.load_and_set(configuration)
+        except (ConfigException, OSError, ValueError) as e:
+            raise InputError(f"context {context}: {e}", source=self.path) from None
+        namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
+        return configuration, namespace
 
 
 def _first_current_context(paths: str) -> str | None:
     """kubectl's rule: the first file that sets current-context wins (the client
     library lets the last one win)."""
-    import yaml
-
     for path in paths.split(os.pathsep):
         path = os.path.expanduser(path)
         if not path or not os.path.exists(path):
@@ -352,15 +385,11 @@ class KubeClient:
                 candidates = [gv for gv in self._preferred or () if gv.rpartition("/")[0] == qualifier]
         else:
             candidates = list(self._preferred or ())
-        for exact_kind in (True, False):
-            for gv in candidates:
-                for r in self.group_version(gv):
-                    if "/" in r.plural:
-                        continue
-                    if exact_kind and arg.partition(".")[0] == r.kind:
-                        return r
-                    if not exact_kind and name in r.names():
-                        return r
+        # group versions in server order, core first (kubectl's precedence), fetched lazily
+        for gv in candidates:
+            for r in self.group_version(gv):
+                if name in r.names():
+                    return r
         return None
 
     def _res(self, resource: Resource | str) -> Resource:
@@ -545,37 +574,33 @@ class Kube:
         self.max_workers = max_workers
         self.stats = Stats()
         self._clients: dict[str | None, KubeClient] = {}
+        self._config: KubeConfig | None = None
         self._lock = threading.Lock()
 
+    @property
+    def config(self) -> KubeConfig:
+        with self._lock:
+            if self._config is None:
+                self._config = KubeConfig(self.kubeconfig)
+            return self._config
+
     def contexts(self) -> tuple[list[str], str | None]:
-        return list_contexts(self.kubeconfig)
+        return self.config.contexts()
 
     def client(self, context: str | None = None, *, cluster: str | None = None) -> KubeClient:
         """The client for `context` (the current context when None)."""
+        config = self.config
         with self._lock:
             cached = self._clients.get(context)
             if cached is None:
-                cached = self._clients[context] = self._new_client(context, cluster)
+                cached = self._clients[context] = self._new_client(config, context, cluster)
             return cached
 
-    def _new_client(self, context: str | None, cluster: str | None) -> KubeClient:
-        names, current = self.contexts()
-        ctx = context or current
+    def _new_client(self, config: KubeConfig, context: str | None, cluster: str | None) -> KubeClient:
+        ctx = context or config.contexts()[1]
         if ctx is None:
-            raise InputError("kubeconfig has no current context; pass --context",
-                             source=self.kubeconfig)
-        if ctx not in names:
-            raise InputError(f"context {ctx!r} not found (known: {', '.join(names) or 'none'})",
-                             source=self.kubeconfig)
-        configuration = type.__call__(k8s_client.Configuration)
-        try:
-            k8s_config.load_kube_config(config_file=self.kubeconfig, context=ctx,
-                                        client_configuration=configuration, persist_config=False)
-            loader = k8s_config.kube_config._get_kube_config_loader(filename=self.kubeconfig,
-                                                                    active_context=ctx)
-            namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
-        except (ConfigException, OSError, ValueError) as e:
-            raise InputError(f"context {ctx}: {e}", source=self.kubeconfig) from None
+            raise InputError("kubeconfig has no current context; pass --context", source=config.path)
+        configuration, namespace = config.configure(ctx)
         # placer retries itself (with backoff and Retry-After); urllib3 must not retry too
         configuration.retries = False
         configuration.connection_pool_maxsize = max(4, self.max_workers)
