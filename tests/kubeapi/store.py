@@ -5,11 +5,11 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+import os
 import re
 import secrets
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -65,6 +65,12 @@ def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiEr
 
 def expired(message: str) -> ApiError:
     return ApiError(410, message, "Expired")
+
+
+def _uid() -> str:
+    """A random RFC 4122 v4 UUID string (uuid.uuid4() costs more than the rest of a seeded object)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) % 4]}{h[17:20]}-{h[20:32]}"
 
 
 def now_rfc3339() -> str:
@@ -291,7 +297,7 @@ class Store:
             meta["namespace"] = ns or meta.get("namespace") or "default"
         else:
             meta.pop("namespace", None)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = _uid()
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
         for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
