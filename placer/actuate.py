@@ -29,10 +29,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import jq
 
 from .catalog import Catalog, CompiledDefinition
-from .errors import EvaluationError, InputError, KubeError, NotFound, PlacerError
+from .errors import (EvaluationError, InputError, KubeError, NotFound, PlacerError, ServerError,
+                     Unreachable)
 from .fleet import Cluster
 from .interpret import definition_for, interpret, patch_pod_templates
-from .inventory import error_reason, snapshot
+from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from .quantity import add
@@ -168,7 +169,10 @@ def planning_view(group: PlacementGroup, catalog: Catalog, *,
     workloads = []
     for w in group.workloads:
         if w.suspended:
-            w = interpret(set_suspend(w.obj, catalog), catalog, gpu_resources=gpu_resources, source=w.source)
+            running = interpret(set_suspend(w.obj, catalog), catalog, gpu_resources=gpu_resources,
+                                source=w.source)
+            # keep policy set on the Workload itself (a --cluster pin is not in the object)
+            w = dataclasses.replace(running, annotations=w.annotations, labels=w.labels)
             changed = True
         workloads.append(w)
     return dataclasses.replace(group, workloads=tuple(workloads)) if changed else group
@@ -381,17 +385,20 @@ def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, gro
             created = existing is None
             result = client.apply(obj, res, ns, force=force)
         except KubeError as e:
-            # a create that failed on the wire may still have happened: remove it too
-            failed = AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], True) if created else None
-            raise _group_error(e, group_key, applied + ([failed] if failed else []), client) from None
+            # a create whose answer was lost (5xx, connection) may still have happened: remove it too
+            maybe = AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], True) \
+                if created and isinstance(e, (ServerError, Unreachable)) else None
+            raise _group_error(e, group_key, applied, client, maybe) from None
         applied.append(AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], created,
                                   ((result or {}).get("metadata") or {}).get("uid", "")))
     return applied
 
 
-def _group_error(e: KubeError, group_key: str, applied: Sequence[AppliedRef], client: KubeClient) -> KubeError:
-    leftovers = rollback(client, applied)
-    removed = sum(1 for a in applied if a.created) - len(leftovers)
+def _group_error(e: KubeError, group_key: str, applied: Sequence[AppliedRef], client: KubeClient,
+                 maybe: AppliedRef | None = None) -> KubeError:
+    left_applied = rollback(client, applied)
+    removed = sum(1 for a in applied if a.created) - len(left_applied)
+    leftovers = rollback(client, [maybe] if maybe else []) + left_applied
     note = f"group {group_key} not applied"
     if removed:
         note += f"; removed the {removed} object(s) it had created"
@@ -540,9 +547,9 @@ class LiveState:
 def read_cluster_state(client: KubeClient, name: str, catalog: Catalog, *,
                        labels: Mapping[str, str] | None = None, context: str | None = None
                        ) -> tuple[Cluster, list[dict[str, Any]], list[dict[str, Any]]]:
-    """Nodes, all pods (bound usage counts non-terminated ones) and placer's objects."""
+    """Nodes, non-terminated pods (as the inventory reads them) and placer's objects."""
     nodes = client.list("nodes").items
-    pods = list(client.list("pods").items)
+    pods = list(client.list("pods", field_selector=ACTIVE_PODS).items)
     managed = managed_objects(client, catalog)
     return snapshot(name, nodes, pods, labels=labels, context=context), pods, managed
 
