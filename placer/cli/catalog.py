@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 from rich.table import Table
@@ -51,4 +51,22 @@ def validate(files: List[Path] = typer.Argument(..., help="Definition files to c
                 err.print(f"error: {e}", markup=False, highlight=False)
         if failed:
             raise typer.Exit(2)
+    run(go)
+
+
+@catalog_app.command("apply")
+def apply_(files: List[Path] = typer.Argument(None, help="Definition files. Default: the built-in catalog."),
+           context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: current)"),
+           kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig")) -> None:
+    """Register definitions in a cluster as WorkloadDefinition objects (placer.dev), installing
+    placer's CRD when missing. Every placer command reading that cluster then uses them."""
+    from ..kube import Kube
+    from ..registry import apply_definitions, builtin_definition_files, read_definition_files
+
+    def go() -> None:
+        docs = read_definition_files(files or builtin_definition_files())   # all valid, or exit 2
+        client = Kube(kubeconfig).client(context)
+        for a in apply_definitions(client, docs):
+            out.print(f"workloaddefinition.placer.dev/{a.name} applied ({', '.join(a.kinds)}) "
+                      f"on {client.cluster}", markup=False, highlight=False)
     run(go)
