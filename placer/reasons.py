@@ -50,7 +50,8 @@ class Unreachable(Reason):
     code = "Unreachable"
 
     def render(self) -> str:
-        return f"unreachable ({self.error})"
+        # the inventory's own wording may already say "unreachable (...)"
+        return self.error if self.error.startswith("unreachable") else f"unreachable ({self.error})"
 
 
 @dataclass(frozen=True)

@@ -378,16 +378,19 @@ def _static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
     if not info.classes:
         return R.NoSchedulableNodes()
     for p in g.parts:
-        if not info.matching(p):
-            return _no_match(p, info)
-        if not info.compat(p):
-            return _too_large(p, info)
+        if info.compat(p):
+            continue
+        # nodes with room for one such pod: if there are some, predicates keep it off them
+        roomy = [k.index for k in info.classes if fits_resources(p.demand, info.class_free[k.index])]
+        if roomy or not info.matching(p):
+            return _no_match(p, info, roomy or None)
+        return _too_large(p, info)
     return None
 
 
-def _no_match(p: Part, info: ClusterInfo) -> R.Reason:
+def _no_match(p: Part, info: ClusterInfo, among: Sequence[int] | None = None) -> R.Reason:
     shape = p.instance.pod
-    samples = [k.sample for k in info.classes]
+    samples = [k.sample for k in info.classes if among is None or k.index in among]
     sel_ok = [n for n in samples if matches_node_selector(shape.node_selector, n.labels)]
     aff_ok = [n for n in sel_ok if matches_affinity(shape.affinity_terms, n)]
     if aff_ok:
