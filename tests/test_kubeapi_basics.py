@@ -89,6 +89,8 @@ def test_create_get_update_bookkeeping(kube_fleet, kube_ns):
     assert same["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]   # no-op write
     code, status = call(c, "PUT", url, {**changed, "metadata": {**changed["metadata"], "resourceVersion": "1"}})
     assert code == 409 and status["reason"] == "Conflict" and "modified" in status["message"]
+    unconditional = {**changed, "metadata": {k: v for k, v in changed["metadata"].items() if k != "resourceVersion"}}
+    assert call(c, "PUT", url, unconditional)[0] == 422       # CRDs require resourceVersion on update
     code, put = call(c, "PUT", url, {**changed, "spec": {"a": 3}})
     assert code == 200 and put["metadata"]["generation"] == 3 and put["metadata"]["uid"] == meta["uid"]
     code, status = call(c, "POST", JOBSETS.format(kube_ns), custom_object("jobset.x-k8s.io/v1alpha2", "JobSet", "js", kube_ns))

@@ -295,7 +295,8 @@ class _Handler(BaseHTTPRequestHandler):
                 limit = int(query.get("limit") or 0)
             except ValueError:
                 raise ApiError(400, f"invalid limit: {query['limit']!r}") from None
-            return self._send(200, store.list(rt, ns, labels, fields, limit, query.get("continue")))
+            listing = store.list(rt, ns, labels, fields, limit, query.get("continue"))
+            return self._send(200, store.encode_list(rt, listing))
         if verb == "watch":
             if name:
                 fields = ",".join(f for f in (fields, f"metadata.name={name}") if f)
