@@ -113,3 +113,20 @@ def test_unsupported_selectors_are_400(cluster):
 def test_limit_larger_than_list_has_no_continue(cluster):
     _, listing = call(cluster, "GET", "/api/v1/nodes", limit=100)
     assert len(listing["items"]) == 10 and "continue" not in listing["metadata"]
+
+
+def test_lists_reflect_modifications_after_being_served(cluster):
+    call(cluster, "GET", "/api/v1/pods")               # warms the per-object JSON cache
+    call(cluster, "PATCH", "/api/v1/namespaces/b/pods/p01", {"metadata": {"labels": {"new": "1"}}},
+         "application/merge-patch+json")
+    _, listing = call(cluster, "GET", "/api/v1/pods", labelSelector="new=1")
+    assert names(listing) == ["p01"]
+    p01 = next(o for o in call(cluster, "GET", "/api/v1/pods")[1]["items"] if o["metadata"]["name"] == "p01")
+    assert p01["metadata"]["labels"]["new"] == "1"
+    # a continued list still shows the object as it was when the first page was served
+    _, first = call(cluster, "GET", "/api/v1/namespaces/b/pods", limit=1)
+    call(cluster, "PATCH", "/api/v1/namespaces/b/pods/p03", {"metadata": {"labels": {"later": "1"}}},
+         "application/merge-patch+json")
+    _, rest = call(cluster, "GET", "/api/v1/namespaces/b/pods", **{"continue": first["metadata"]["continue"]})
+    p03 = next(o for o in rest["items"] if o["metadata"]["name"] == "p03")
+    assert "later" not in p03["metadata"]["labels"]

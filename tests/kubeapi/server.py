@@ -482,6 +482,12 @@ class ApiFleet:
     def __getitem__(self, name: str) -> ApiServer:
         return self.clusters[name]
 
+    def __enter__(self) -> "ApiFleet":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     def __iter__(self):
         return iter(self.clusters.values())
 
