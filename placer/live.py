@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import InputError
 from .kube import Kube, KubeClient, run_concurrently
+from .podspec import DEFAULT_GPU_RESOURCES
 from .registry import with_cluster_definitions
 from .workload import Workload
 
@@ -41,7 +42,8 @@ def parse_ref(ref: str) -> tuple[str, str]:
 
 def describe_live(ref: str, namespace: str | None, context: str | None, kubeconfig: str | None,
                   catalog: Any, *, kube: Kube | None = None,
-                  warn: Callable[[str], None] | None = None) -> tuple[Workload, PodsByComponent]:
+                  warn: Callable[[str], None] | None = None,
+                  gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> tuple[Workload, PodsByComponent]:
     """The live object's interpretation and its pods by `component/instance`. Definitions
     registered in the cluster override the catalog's."""
     from .interpret import interpret
@@ -52,7 +54,7 @@ def describe_live(ref: str, namespace: str | None, context: str | None, kubeconf
     catalog = with_cluster_definitions(catalog, client, warn or _stderr)
     res = client.resolve(kind)
     obj = client.get(res, name, namespace)
-    workload = interpret(obj, catalog, source=f"cluster {client.cluster}")
+    workload = interpret(obj, catalog, gpu_resources=gpu_resources, source=f"cluster {client.cluster}")
     return workload, find_pods(client, workload)
 
 

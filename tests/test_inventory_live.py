@@ -140,3 +140,31 @@ def test_summary_counts_match_snapshot(four):
     alpha = live_clusters([Entry("alpha", "alpha")], kube=fast_kube(four))["alpha"]
     s = summarize(alpha)
     assert (s.gpus_allocatable, s.gpus_free, s.largest_free_block) == (24, 9, 7)
+
+
+def test_placer_clusters_with_a_clusters_file_live_and_simulated(four, tmp_path):
+    path = tmp_path / "clusters.yaml"
+    path.write_text(f"""
+clusters:
+- name: prod-east
+  context: alpha
+  labels: {{region: us-east}}
+- name: lab
+  nodes:
+  - namePrefix: h100-
+    count: 2
+    allocatable: {{cpu: "96", memory: 1Ti, nvidia.com/gpu: 8}}
+    used: {{nvidia.com/gpu: 3}}
+    labels: {{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}
+- name: gone
+  context: down
+""")
+    res = CliRunner().invoke(app, ["clusters", "--clusters", str(path), "--kubeconfig", str(four.kubeconfig),
+                                   "-o", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["clusters"]
+    assert [(r["name"], r["source"], r["reachable"]) for r in rows] == [
+        ("prod-east", "live", True), ("lab", "simulated", True), ("gone", "live", False)]
+    assert rows[0]["gpus"]["free"] == 9 and rows[0]["labels"] == {"region": "us-east"}
+    assert rows[1]["gpus"] == {"allocatable": 16, "free": 10, "largestFreeBlock": 5, "reserved": 0}
+    assert rows[2]["error"] == "unreachable (connection refused)"
