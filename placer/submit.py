@@ -157,6 +157,14 @@ def groups_by_cluster(plan: Plan) -> dict[str, list[str]]:
     return out
 
 
+def check_cluster(cluster: str | None, entries: Sequence[Any]) -> None:
+    names = [A._field(e, "name") for e in entries]
+    if not entries:
+        raise InputError("no clusters to submit to (give --clusters FILE or a kubeconfig with contexts)")
+    if cluster is not None and cluster not in names:
+        raise InputError(f"--cluster {cluster}: no such cluster (known: {', '.join(names)})")
+
+
 # --- the command -----------------------------------------------------------------------
 
 def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, kube: Kube,
@@ -166,11 +174,7 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
            gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
            progress: Callable[[str], None] | None = None) -> SubmitResult:
     """Plan the files' workloads on the live clusters of `entries` and create them."""
-    names = [A._field(e, "name") for e in entries]
-    if not entries:
-        raise InputError("no clusters to submit to (give --clusters FILE or a kubeconfig with contexts)")
-    if cluster is not None and cluster not in names:
-        raise InputError(f"--cluster {cluster}: no such cluster (known: {', '.join(names)})")
+    check_cluster(cluster, entries)
     for e in entries:
         A.handoff_of(e)                                   # bad hand-off settings are bad input
     groups = load_groups(paths, catalog, gpu_resources=gpu_resources)

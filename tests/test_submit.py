@@ -311,12 +311,12 @@ def test_cli_submit_json_then_unplaced_exit_3_and_bad_input_exit_2(env, tmp_path
     runner = CliRunner()
     kubeconfig = str(env.fleet.kubeconfig)
     a = write(tmp_path, "a.yaml", jobset("big", "ml", replicas=4))
-    res = runner.invoke(app, ["submit", "-f", a, "--kubeconfig", kubeconfig, "-o", "json"])
+    res = runner.invoke(app, ["submit", "-f", a, "--kubeconfig", kubeconfig, "-o", "json", "--time-limit", "2"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["placements"][0]["status"] == "created" and data["placements"][0]["cluster"] == "alpha"
     b = write(tmp_path, "b.yaml", jobset("next", "ml", replicas=4))
-    res = runner.invoke(app, ["submit", "-f", b, "--kubeconfig", kubeconfig])
+    res = runner.invoke(app, ["submit", "-f", b, "--kubeconfig", kubeconfig, "--time-limit", "2"])
     assert res.exit_code == 3, res.output
     assert "unplaced" in res.stdout and "ml/next" in res.stdout
     res = runner.invoke(app, ["submit", "-f", str(tmp_path / "missing.yaml"), "--kubeconfig", kubeconfig])

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..fleet import Cluster
-from ..inventory import ClusterSummary, live_clusters, summarize
+from ..inventory import ClusterSummary, summarize
 from ..kube import list_contexts
 from .common import app, out, run
 
@@ -42,7 +42,7 @@ def clusters(
 def cluster_summaries(clusters_file: str | None, kubeconfig: str | None) -> list[ClusterSummary]:
     """Live clusters inventoried concurrently, simulated ones from the file, in file order."""
     entries = _entries(clusters_file, kubeconfig)
-    live = live_clusters(entries, kubeconfig)
+    live = _live_with_reserved(entries, kubeconfig)
     result = []
     for e in entries:
         if getattr(e, "context", None):
@@ -50,6 +50,20 @@ def cluster_summaries(clusters_file: str | None, kubeconfig: str | None) -> list
         else:
             result.append(summarize(_simulated(e), "simulated"))
     return result
+
+
+def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str, Cluster]:
+    """Live snapshots with `reserved` filled in: capacity promised to workloads placer
+    placed whose pods are not all bound yet (read in the same pass as the inventory)."""
+    from ..actuate import read_live
+    from ..catalog import load_catalog
+    from ..kube import Kube
+
+    kube = Kube(kubeconfig)
+    try:
+        return dict(read_live(kube, entries, load_catalog()).clusters)
+    finally:
+        kube.close()
 
 
 def _entries(clusters_file: str | None, kubeconfig: str | None) -> list[Any]:

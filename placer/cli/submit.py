@@ -37,12 +37,16 @@ def submit(
     def go() -> SubmitResult:
         from ..catalog import load_catalog
         from ..kube import Kube
+        from ..manifests import expand_paths
+        from ..submit import check_cluster
         from ..submit import submit as do_submit
 
         check_output(output, ("table", "json"))
         if time_limit <= 0:
             raise InputError(f"--time-limit {time_limit}: must be positive")
+        expand_paths(files)                                # bad paths fail before the slow parts
         entries = cluster_entries(clusters_file, kubeconfig)
+        check_cluster(cluster, entries)
         kube = Kube(kubeconfig)
         try:
             return do_submit(files, entries=entries, catalog=load_catalog(catalog), kube=kube,
