@@ -143,7 +143,7 @@ class Daemon:
         self.excluded: dict[ObjKey, set[str]] = {}
         self._window_opened: float | None = None
         self._retry_at: float | None = None
-        self._fleet_changed = False
+        self._fleet_changed: float | None = None     # when a capacity-relevant node change was seen
         self._next_resync = 0.0
         self._failed: dict[ObjKey, float] = {}
         self._node_sigs: dict[tuple[str, tuple[str, str]], tuple | None] = {}
@@ -302,7 +302,8 @@ class Daemon:
             for key in keys:
                 self._reconcile_safely(key)
             did = did or bool(keys)
-            if self._plan_due() is not None and self.clock.now() >= self._plan_due():
+            due = self._plan_due()
+            if due is not None and self.clock.now() >= due:
                 self._plan_round()
                 did = True
             self._update_gauges()
@@ -317,7 +318,8 @@ class Daemon:
                 return did
             did = True
             if item == "fleet":
-                self._fleet_changed = True
+                if self._fleet_changed is None:
+                    self._fleet_changed = now
             else:
                 self.queue.add(item, now)
 
@@ -346,8 +348,8 @@ class Daemon:
         if self._window_opened is not None:
             due.append(self._window_opened + self.config.batch_window)
         if any(not self._is_new(p) for p in self.pending.values()):
-            if self._fleet_changed:
-                due.append(self.clock.now())
+            if self._fleet_changed is not None:
+                due.append(self._fleet_changed)
             if self._retry_at is not None:
                 due.append(self._retry_at)
         return min(due) if due else None
@@ -734,7 +736,7 @@ class Daemon:
     def _plan_round(self) -> None:
         now = self.clock.now()
         self._window_opened = None
-        self._fleet_changed = False
+        self._fleet_changed = None
         self._retry_at = now + self.config.retry_interval
         groups, members, pins = self._pending_groups()
         if not groups:
@@ -979,3 +981,63 @@ def setup_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+
+
+# --- running it from the command line ----------------------------------------------------
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, option: str = "--reschedule-after") -> float:
+    """`90`, `90s`, `15m`, `1h30m`, `500ms` -> seconds."""
+    import re
+
+    s = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", s):
+        return float(s)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", s)
+    if not parts or "".join(n + u for n, u in parts) != s:
+        raise InputError(f"{option} {text!r}: expected a duration such as 90s, 15m or 1h30m")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+def config_from_file(clusters_file: str | None, *, batch_window: float, reschedule_after: float | None,
+                     time_limit: float) -> DaemonConfig:
+    """The daemon's configuration from the clusters file's `hub:` section and live entries."""
+    from .clusters_file import load_clusters
+
+    loaded = load_clusters(clusters_file)
+    hub = loaded.hub
+    if hub is None:
+        raise InputError("the clusters file has no `hub:` section (hub.context, hub.stagingNamespace): "
+                         "the daemon needs to know where to watch", source=loaded.description)
+    live = tuple(c for c in loaded.clusters if c.context)
+    if not live:
+        raise InputError("no cluster entry names a context: the daemon only places on live clusters",
+                         source=loaded.description)
+    if batch_window < 0:
+        raise InputError(f"--batch-window {batch_window}: must not be negative")
+    return DaemonConfig(staging_namespace=hub.stagingNamespace, clusters=live, hub_context=hub.context,
+                        batch_window=batch_window, reschedule_after=reschedule_after, time_limit=time_limit)
+
+
+def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog,
+               metrics_addr: str | None) -> None:
+    """Run until SIGTERM or SIGINT, then stop cleanly (giving the lease up)."""
+    import signal
+
+    kube = Kube(kubeconfig, max_workers=64)
+    daemon = Daemon(config, kube, catalog)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    log.info("watching %s on %s; placing on %s", config.staging_namespace, config.hub_context or "(current)",
+             ", ".join(daemon.entries))
+    daemon.start(metrics_addr=metrics_addr)
+    try:
+        while not done.wait(1.0):
+            pass
+    finally:
+        log.info("stopping")
+        daemon.stop()
+        kube.close()

@@ -104,14 +104,17 @@ def test_unplaced_then_placed_when_capacity_appears(env):
 
 
 def test_unplaced_retried_at_interval(env):
+    # a third alpha node whose GPUs a running pod holds; pods are not watched, so only the
+    # bounded retry interval can notice when that pod goes
+    env.fleet["alpha"].seed([gpu_node("a-extra", gpus=8), bound_pod("hog", "a-extra", gpus=8)])
     clock = FakeClock()
     d = env.daemon(clock=clock)
     big = jobset("big", pods=3, gpus=8)
     env.create(big)
     assert d.wait_idle(10)
-    # capacity appears without any node event (pods finishing): the interval retry finds it
-    env.fleet["alpha"].seed([gpu_node("a-extra", gpus=8)])
-    d._fleet_changed = False
+    assert env.annotations(big)[D.ANN_MESSAGE].startswith("unplaced: ")
+    env.kube.client("alpha").delete("pods", "hog", "default")
+    assert d.wait_idle(5) and _placed(env, big) is None
     clock.advance(31)
     wait_for(lambda: _placed(env, big) == "alpha", what="retry at interval")
 

@@ -1,0 +1,43 @@
+"""`placer daemon`: place what arrives in the hub's staging namespace, and keep it placed."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from .common import CATALOG_HELP, app, run
+
+
+@app.command()
+def daemon(
+    clusters_file: Optional[str] = typer.Option(
+        None, "--clusters", envvar="PLACER_CLUSTERS",
+        help="Clusters file with a `hub:` section (context, stagingNamespace) and live cluster entries."),
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig file(s), ':'-separated."),
+    metrics_addr: Optional[str] = typer.Option(
+        None, "--metrics-addr", help="Serve /metrics and /healthz on HOST:PORT (e.g. :9090)."),
+    log_format: str = typer.Option("text", "--log-format", help="text or json"),
+    reschedule_after: Optional[str] = typer.Option(
+        None, "--reschedule-after",
+        help="Withdraw and re-place any workload whose pods are not all running after this long "
+             "(e.g. 15m). Without it, only workloads annotated placer.dev/reschedule=\"true\" (after 10m)."),
+    batch_window: float = typer.Option(0.2, "--batch-window", help="Seconds arrivals wait to be planned together."),
+    time_limit: float = typer.Option(2.0, "--time-limit", help="Solver time limit per planning round, seconds."),
+    catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
+) -> None:
+    """Watch the hub's staging namespace; place each arriving workload (batched, planned with
+    everything still unplaced) on a live cluster; mirror status back; apply spec changes;
+    delete copies when staging objects go. One active daemon per hub (Lease leader election)."""
+    def go() -> None:
+        from ..catalog import load_catalog
+        from ..daemon import config_from_file, parse_duration, run_daemon, setup_logging
+        from ..metrics import parse_address
+
+        setup_logging(log_format)
+        addr = parse_address(metrics_addr) if metrics_addr else None
+        after = parse_duration(reschedule_after) if reschedule_after else None
+        config = config_from_file(clusters_file, batch_window=batch_window, reschedule_after=after,
+                                  time_limit=time_limit)
+        run_daemon(config, kubeconfig=kubeconfig, catalog=load_catalog(catalog), metrics_addr=addr)
+    run(go)
