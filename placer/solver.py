@@ -715,10 +715,23 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
     levels = sorted({g.priority for g in groups}, reverse=True)
     ng = len(problem.groups) + 1
     stages: list[tuple[str, list[tuple[int, int]], bool]] = []
+    per_level = []
     for p in levels:
         terms = [((sg.rep.gpus * ng + 1), agg.z[(sg.index, c)]) for sg in agg.sigs
                  if sg.rep.priority == p for c in sg.rep.eligible]
-        stages.append((f"priority {p}", terms, True))
+        per_level.append((p, terms))
+    # one weighted stage when exact in doubles (each level outweighs all below it), else
+    # one stage per level: the same lexicographic optimum, fewer proofs to wait for
+    scale, combined = 1, []
+    for p, terms in reversed(per_level):
+        combined += [(a * scale, v) for a, v in terms]
+        scale *= sum((sg.rep.gpus * ng + 1) * len(sg.groups) for sg in agg.sigs if sg.rep.priority == p) + 1
+    # (measured: the weighted form's huge coefficients slowed CP-SAT's search on the large
+    # benchmark, so it is only used when small)
+    if len(per_level) > 1 and scale < 2**31:
+        stages.append(("priorities " + ",".join(str(p) for p in levels), combined, True))
+    else:
+        stages += [(f"priority {p}", terms, True) for p, terms in per_level]
     nc = len(problem.clusters)
     tie = _tie_weights(agg, ng)
     if agg.opens:
@@ -731,8 +744,8 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
         value = None if best is None else sum(a * best[v] for a, v in terms)
         left = deadline - time.monotonic()
         if left > 0.05:
-            # placing GPUs matters more than the fragmentation/tie-break polish: 3:1 time weights
-            weights = [3 if mx else 1 for _, _, mx in stages[si:]]
+            # placing GPUs matters more than the fragmentation/tie-break polish: 8:1 time weights
+            weights = [8 if mx else 1 for _, _, mx in stages[si:]]
             budget = left * weights[0] / sum(weights)
             if label == "tie-break":
                 # a polish: proven quickly on small inputs, bounded on large ones
