@@ -203,3 +203,18 @@ def test_metrics_healthz_and_json_logs(env, capsys):
         logging.getLogger("placer").propagate = True
     lines = [json.loads(l) for l in capsys.readouterr().err.splitlines() if l.startswith("{")]
     assert any("placed on" in l["msg"] for l in lines) and all("level" in l for l in lines)
+
+
+def test_cli_bad_input_exits_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from placer.cli import app
+
+    no_hub = tmp_path / "clusters.yaml"
+    no_hub.write_text("clusters:\n- {name: east, context: east}\n")
+    runner = CliRunner()
+    r = runner.invoke(app, ["daemon", "--clusters", str(no_hub)])
+    assert r.exit_code == 2 and "no `hub:` section" in r.output
+    r = runner.invoke(app, ["daemon", "--clusters", str(no_hub), "--reschedule-after", "soon"])
+    assert r.exit_code == 2 and "--reschedule-after" in r.output
+    assert D.parse_duration("1h30m") == 5400 and D.parse_duration("90") == 90 and D.parse_duration("500ms") == 0.5
