@@ -86,7 +86,8 @@ def builtin_catalog_dir() -> Path:
 
 def read_yaml_documents(path: Path) -> list[Any]:
     try:
-        return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        return [d for d in yaml.load_all(path.read_text(), Loader=loader) if d is not None]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""

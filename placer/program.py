@@ -8,7 +8,7 @@ replays the expressions one by one to name the field and expression that broke.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Any
 
 import jq
 
@@ -186,11 +186,3 @@ def _getpath(obj: Any, path: list[Any]) -> Any:
             return None
         obj = obj[part] if isinstance(obj, list) and isinstance(part, int) else (obj or {}).get(part)
     return obj
-
-
-def iter_expressions(defn: Definition) -> Iterator[tuple[str, str]]:
-    """(field path, expression) for every expression of the definition."""
-    for i, comp in enumerate(defn.components):
-        yield f"components[{i}].instances", _instances(comp)
-        for field, expr in component_fields(comp).values():
-            yield f"components[{i}].{field}", expr
