@@ -585,16 +585,12 @@ def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
 _TERMINAL = Phase.COMPLETED, Phase.FAILED
 
 
-def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.items())
-
-
 def _instance_pods(inst: Instance, w: Workload, pods: Sequence[Mapping[str, Any]], many: bool,
                    cache: dict[int, dict[str, int]]) -> list[Mapping[str, Any]]:
     """The pods of one instance: by the definition's pod selector; without one, the pods
     carrying the workload's label, split between instances by their requests."""
-    if inst.selector:
-        return [p for p in pods if _matches((p.get("metadata") or {}).get("labels") or {}, inst.selector)]
+    if inst.has_selector:
+        return [p for p in pods if inst.selects((p.get("metadata") or {}).get("labels") or {})]
     tag = workload_label(key_of(w))
     tagged = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(WORKLOAD) == tag]
     if not many:

@@ -594,7 +594,7 @@ class Daemon:
         for p in pods:
             labels = (p.get("metadata") or {}).get("labels") or {}
             mine = labels.get(A.WORKLOAD) == tag or any(
-                i.selector and all(labels.get(k) == v for k, v in i.selector.items()) for i in workload.instances)
+                i.has_selector and i.selects(labels) for i in workload.instances)
             if mine and (p.get("status") or {}).get("phase") in ("Running", "Succeeded"):
                 count += 1
         return count

@@ -19,7 +19,7 @@ def instance_json(inst: Instance) -> dict[str, Any]:
     return {"component": inst.component, "instance": inst.instance, "replicas": inst.replicas,
             "podsPerReplica": inst.pods_per_replica, "pods": inst.pods,
             "podResources": resources_json(inst.pod.requests), "gpusPerPod": inst.gpus_per_pod,
-            "gpus": inst.gpus, "selector": dict(inst.selector)}
+            "gpus": inst.gpus, "selector": inst.selector_string()}
 
 
 def workload_json(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[str, Any]]] | None = None

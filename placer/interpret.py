@@ -95,12 +95,33 @@ def _instance(compiled: CompiledDefinition, i: int, row: Mapping[str, Any],
     effective = effective if hi is None else min(effective, hi)
     where = f"{comp.name}/{row['id']}"
     shape = _pod_shape(row, where, name, source)
-    selector = row["sel"] or {}
-    if not isinstance(selector, dict):
-        raise _bad(compiled, f"components[{i}].podSelector", comp.podSelector or "", "expected a label map", name, source)
+    labels, expressions = _selector(compiled, i, row["sel"], name, source)
     return Instance(component=comp.name, instance=str(row["id"]), replicas=effective, pods_per_replica=ppr,
                     pods=effective * ppr, pod=shape, gpus_per_pod=gpu_count(shape.requests, gpu_resources),
-                    selector={str(k): str(v) for k, v in selector.items()})
+                    selector=labels, selector_expressions=expressions)
+
+
+_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _selector(compiled, i: int, raw: Any, name: str, source: str | None):
+    """A podSelector result: a label map, or a LabelSelector {matchLabels, matchExpressions}."""
+    def bad(msg: str):
+        expr = compiled.definition.components[i].podSelector or ""
+        return _bad(compiled, f"components[{i}].podSelector", expr, msg, name, source)
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise bad("expected a label map or a LabelSelector")
+    if set(raw) & {"matchLabels", "matchExpressions"}:
+        labels, expressions = raw.get("matchLabels") or {}, raw.get("matchExpressions") or []
+    else:
+        labels, expressions = raw, []
+    out = []
+    for e in expressions:
+        if not isinstance(e, dict) or e.get("operator") not in _SELECTOR_OPS or not isinstance(e.get("key"), str):
+            raise bad(f"bad matchExpressions entry {e!r}: needs key and operator ({', '.join(_SELECTOR_OPS)})")
+        out.append({"key": e["key"], "operator": e["operator"], "values": [str(v) for v in e.get("values") or ()]})
+    return {str(k): str(v) for k, v in labels.items()}, tuple(out)
 
 
 def _pod_shape(row: Mapping[str, Any], where: str, name: str, source: str | None) -> PodShape:

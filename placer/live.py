@@ -60,9 +60,9 @@ def describe_live(ref: str, namespace: str | None, context: str | None, kubeconf
 
 def find_pods(client: KubeClient, workload: Workload) -> PodsByComponent:
     """Pods of each instance (by selector, concurrently), each pod under one instance."""
-    instances = [i for i in workload.instances if i.selector]
+    instances = [i for i in workload.instances if i.has_selector]
     listed = run_concurrently({
-        i.key: (lambda i=i: client.list("pods", workload.namespace, label_selector=dict(i.selector)).items)
+        i.key: (lambda i=i: client.list("pods", workload.namespace, label_selector=i.selector_string()).items)
         for i in instances})
     owner: dict[str, tuple[int, str]] = {}      # pod name -> (selector size, instance key)
     pods: dict[str, dict] = {}
@@ -70,7 +70,7 @@ def find_pods(client: KubeClient, workload: Workload) -> PodsByComponent:
         for pod in listed[inst.key]:
             pname = pod["metadata"]["name"]
             pods[pname] = pod
-            size = len(inst.selector)
+            size = len(inst.selector) + len(inst.selector_expressions)
             if pname not in owner or size > owner[pname][0]:
                 owner[pname] = (size, inst.key)
     out: PodsByComponent = {i.key: [] for i in workload.instances}

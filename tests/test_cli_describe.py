@@ -58,7 +58,7 @@ def test_json_contract(tmp_path, catdir):
     assert w["resources"] == {"cpu": 1, "nvidia.com/gpu": 8}
     assert w["components"] == [{"component": "main", "instance": "0", "replicas": 2, "podsPerReplica": 1,
                                 "pods": 2, "podResources": {"cpu": 0.5, "nvidia.com/gpu": 4}, "gpusPerPod": 4,
-                                "gpus": 8, "selector": {}}]
+                                "gpus": 8, "selector": ""}]
     assert w["gangs"] == [{"name": "w1", "members": [{"component": "main", "instance": "0", "pods": 2}],
                            "pods": 2, "minMember": 2, "gpus": 8}]
 

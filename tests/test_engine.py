@@ -274,3 +274,20 @@ def test_two_files_of_one_directory_claiming_a_kind_is_an_error(tmp_path: Path):
     (tmp_path / "b.yaml").write_text(yaml.safe_dump({**TRAINER, "name": "trainer2"}))
     with pytest.raises(DefinitionError, match="also defined in"):
         load_catalog([tmp_path], builtin=False)
+
+
+def test_pod_selectors_may_be_label_selectors(cat):
+    doc = yaml.safe_load(yaml.safe_dump(TRAINER))
+    doc["components"][0]["podSelector"] = (
+        '{matchLabels: {"example.com/job": $root.metadata.name}, matchExpressions: ['
+        '{key: "example.com/index", operator: "NotIn", values: ["0"]}, {key: "example.com/role", operator: "Exists"}]}')
+    c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
+    inst = interpret(trainer(), c).instances[0]
+    assert inst.selector_string() == "example.com/job=t1,example.com/index notin (0),example.com/role"
+    assert inst.selects({"example.com/job": "t1", "example.com/index": "1", "example.com/role": "w"})
+    assert not inst.selects({"example.com/job": "t1", "example.com/index": "0", "example.com/role": "w"})
+    assert not inst.selects({"example.com/job": "t1", "example.com/index": "1"})
+    doc["components"][0]["podSelector"] = '{matchExpressions: [{key: "x", operator: "Near"}]}'
+    c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
+    with pytest.raises(EvaluationError, match="podSelector.*bad matchExpressions entry"):
+        interpret(trainer(), c)
