@@ -111,6 +111,13 @@ def test_replicas_default_to_one_and_select_by_match_labels(cat, kind, replicas,
     assert w.suspended is None                  # nothing to suspend
 
 
+def test_apps_selector_keeps_match_expressions():
+    obj = workload("Deployment", replicas=2)
+    obj["spec"]["selector"]["matchExpressions"] = [{"key": "tier", "operator": "In", "values": ["gpu"]}]
+    inst = interpret(obj, DEPLOYMENT).instances[0]
+    assert inst.selects({"app": "srv", "tier": "gpu"}) and not inst.selects({"app": "srv", "tier": "cpu"})
+
+
 def test_statefulset_pod_requests_take_init_containers_into_account():
     tpl = template(container("triton", cpu="4", memory="24Gi", gpu=1),
                    init=[container("fetch", cpu="8", memory="4Gi"),
