@@ -42,6 +42,7 @@ from .interpret import interpret
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .leader import LeaderElector, LeaseTiming
 from .metrics import Metrics, MetricsServer
+from .registry import with_fleet_definitions
 from .solver import ANN_SELECTOR, solve
 from .workload import Phase, PlacementGroup, Workload
 
@@ -1027,6 +1028,10 @@ def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog
     import signal
 
     kube = Kube(kubeconfig, max_workers=64)
+    # definitions registered on the hub (first: they win) and the target clusters
+    catalog = with_fleet_definitions(catalog, kube, [config.hub_context, *(A._field(e, "context")
+                                                                           for e in config.clusters)],
+                                     lambda m: log.warning("%s", m))
     daemon = Daemon(config, kube, catalog)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

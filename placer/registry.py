@@ -142,3 +142,18 @@ def with_cluster_definitions(catalog: Any, client: KubeClient, warn: Callable[[s
     """The catalog plus the cluster's registered definitions (which win for their kinds)."""
     defs = cluster_definitions(client, warn)
     return catalog.with_definitions(defs) if defs else catalog
+
+
+def with_fleet_definitions(catalog: Any, kube: Any, contexts: Iterable[str | None],
+                           warn: Callable[[str], None]) -> Any:
+    """The catalog plus the definitions registered in each of these clusters, read
+    concurrently. The first context wins a kind claimed by several (list the hub
+    first, then clusters in file order). A cluster that cannot be read adds nothing:
+    the inventory reports why."""
+    order = list(dict.fromkeys(contexts))
+    found = kube.each(lambda client: cluster_definitions(client, warn), order)
+    for ctx in reversed(order):
+        defs = found.get(ctx)
+        if isinstance(defs, list) and defs:
+            catalog = catalog.with_definitions(defs)
+    return catalog

@@ -13,7 +13,7 @@ from rich.table import Table
 from ..fleet import Cluster
 from ..inventory import ClusterSummary, summarize
 from ..kube import list_contexts
-from .common import app, out, run
+from .common import app, err, out, run
 
 
 class ClustersOutput(str, Enum):
@@ -58,10 +58,14 @@ def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str,
     from ..actuate import read_live
     from ..catalog import load_catalog
     from ..kube import Kube
+    from ..registry import with_fleet_definitions
 
     kube = Kube(kubeconfig)
     try:
-        return dict(read_live(kube, entries, load_catalog()).clusters)
+        contexts = [e.get("context") if isinstance(e, dict) else getattr(e, "context", None) for e in entries]
+        catalog = with_fleet_definitions(load_catalog(), kube, [c for c in contexts if c],
+                                         lambda m: err.print(f"warning: {m}", markup=False, highlight=False))
+        return dict(read_live(kube, entries, catalog).clusters)
     finally:
         kube.close()
 

@@ -36,8 +36,10 @@ def submit(
     1 when an API call failed (nothing of that group is left behind), 2 on bad input."""
     def go() -> SubmitResult:
         from ..catalog import load_catalog
+        from ..actuate import _field
         from ..kube import Kube
         from ..manifests import expand_paths
+        from ..registry import with_fleet_definitions
         from ..submit import check_cluster
         from ..submit import submit as do_submit
 
@@ -49,7 +51,9 @@ def submit(
         check_cluster(cluster, entries)
         kube = Kube(kubeconfig)
         try:
-            return do_submit(files, entries=entries, catalog=load_catalog(catalog), kube=kube,
+            cat = with_fleet_definitions(load_catalog(catalog), kube, [_field(e, "context") for e in entries
+                                                                       if _field(e, "context")], _warn)
+            return do_submit(files, entries=entries, catalog=cat, kube=kube,
                              dry_run=dry_run, cluster=cluster, time_limit=time_limit,
                              skip_unreachable=skip_unreachable, gpu_resources=gpu_resources(gpu),
                              progress=_progress if output == "table" and sys.stderr.isatty() else None)
@@ -76,6 +80,10 @@ def cluster_entries(clusters_file: str | None, kubeconfig: str | None) -> list[A
 
     names, _ = list_contexts(kubeconfig)
     return [{"name": n, "context": n} for n in names]
+
+
+def _warn(message: str) -> None:
+    err.print(f"warning: {message}", markup=False, highlight=False)
 
 
 def _progress(message: str) -> None:
