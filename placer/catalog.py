@@ -16,7 +16,7 @@ import yaml
 
 from .definitions import Definition, parse_definition
 from .errors import DefinitionError, InputError
-from .program import build_paths_program, build_program, compile_program
+from .program import Layout, build_paths_program, build_program, compile_program, layout
 
 COMPANIONS_FILE = "companions.yaml"
 
@@ -26,6 +26,7 @@ class CompiledDefinition:
     definition: Definition
     source: str
     program: Any                                  # the fused jq program
+    layout: Layout                                # where the program puts each field
     _paths_program: Any = field(default=None, repr=False)
 
     @property
@@ -42,7 +43,7 @@ class CompiledDefinition:
 
 def compile_definition(data: Any, source: str) -> CompiledDefinition:
     defn = parse_definition(data, source)
-    return CompiledDefinition(defn, source, compile_program(build_program(defn), defn.name))
+    return CompiledDefinition(defn, source, compile_program(build_program(defn), defn.name), layout(defn))
 
 
 @dataclass(frozen=True)

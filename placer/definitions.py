@@ -149,10 +149,24 @@ class Suspend(_Strict):
     path: Expr                                # path expression; truthy = suspended
 
 
+# jq variables the engine binds itself; a `let` may not shadow them
+RESERVED_VARS = frozenset({"root", "key", "instances", "c", "conds", "p", "x", "r", "lo", "hi"})
+
+
+def _let_names(lets: dict[str, str]) -> dict[str, str]:
+    for name in lets:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in RESERVED_VARS:
+            raise ValueError(f"let name {name!r} must be an identifier other than {', '.join(sorted(RESERVED_VARS))}")
+    return lets
+
+
 class Definition(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")]
     description: str = ""
     matches: Annotated[list[Match], Field(min_length=1)]
+    # values computed once per object (`.` is the object) and bound as $name in every
+    # later expression: for what several components or rules need (a version, a mode)
+    let: Annotated[dict[str, Expr], AfterValidator(_let_names)] = {}
     components: Annotated[list[Component], Field(min_length=1)]
     status: Status = Status()
     gangs: Expr | None = None                 # -> [{name, members:[{component, instance, pods?}], minMember?}]
@@ -204,31 +218,36 @@ def _best_error(errors: list[dict[str, Any]]) -> dict[str, Any]:
 def expressions(defn: Definition) -> list[tuple[str, str, tuple[str, ...]]]:
     """(field path, expression, variables it may use) for every expression."""
     out: list[tuple[str, str, tuple[str, ...]]] = []
+    lets: tuple[str, ...] = ()
+    for name, expr in defn.let.items():
+        out.append((f"let.{name}", expr, _OBJECT_VARS + lets))
+        lets += (name,)
+    obj_vars, comp_vars, gang_vars = _OBJECT_VARS + lets, _COMPONENT_VARS + lets, _GANG_VARS + lets
     for i, comp in enumerate(defn.components):
         at = f"components[{i}]"
         if comp.instances:
-            out.append((f"{at}.instances", comp.instances, _OBJECT_VARS))
+            out.append((f"{at}.instances", comp.instances, obj_vars))
         for name in ("instanceId", "replicas", "minReplicas", "maxReplicas", "podsPerReplica", "podSelector"):
             if getattr(comp, name):
-                out.append((f"{at}.{name}", getattr(comp, name), _COMPONENT_VARS))
+                out.append((f"{at}.{name}", getattr(comp, name), comp_vars))
         for name in ("template", "spec", "metadata"):
             if getattr(comp.pod, name):
-                out.append((f"{at}.pod.{name}", getattr(comp.pod, name), _COMPONENT_VARS))
+                out.append((f"{at}.pod.{name}", getattr(comp.pod, name), comp_vars))
         for name, value in (comp.pod.fields or PodFields()):
             if isinstance(value, FieldExpr):
-                out.append((f"{at}.pod.fields.{name}.read", value.read, _COMPONENT_VARS))
+                out.append((f"{at}.pod.fields.{name}.read", value.read, comp_vars))
                 if value.write:
-                    out.append((f"{at}.pod.fields.{name}.write", value.write, _COMPONENT_VARS))
+                    out.append((f"{at}.pod.fields.{name}.write", value.write, comp_vars))
             elif value:
-                out.append((f"{at}.pod.fields.{name}", value, _COMPONENT_VARS))
+                out.append((f"{at}.pod.fields.{name}", value, comp_vars))
     for j, rule in enumerate(defn.status.rules):
         for name in ("when", "reason", "message"):
             if getattr(rule, name):
-                out.append((f"status.rules[{j}].{name}", getattr(rule, name), _OBJECT_VARS))
+                out.append((f"status.rules[{j}].{name}", getattr(rule, name), obj_vars))
     if defn.suspend:
-        out.append(("suspend.path", defn.suspend.path, _OBJECT_VARS))
+        out.append(("suspend.path", defn.suspend.path, obj_vars))
     if defn.gangs:
-        out.append(("gangs", defn.gangs, _GANG_VARS))
+        out.append(("gangs", defn.gangs, gang_vars))
     return out
 
 

@@ -38,29 +38,35 @@ def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
     compiled = definition_for(obj, catalog, source)
     defn = compiled.definition
     name = object_name(obj)
+    keys = compiled.layout.keys
     try:
         out = compiled.program.input_value(obj).first()
+        rows = [[dict(zip(keys[i], row)) for row in out[i] if len(row) == len(keys[i]) or _uneven()]
+                for i in range(len(keys))]
     except ValueError as e:
         err = diagnose(defn, obj, str(e), name)
         err.source = source
         raise err from None
     meta = obj.get("metadata") or {}
-    instances = []
-    for i, comp in enumerate(defn.components):
-        for row in out["components"][f"c{i}"]:
-            instances.append(_instance(compiled, i, row, gpu_resources, name, source))
+    instances = [_instance(compiled, i, row, gpu_resources, name, source)
+                 for i, comp_rows in enumerate(rows) for row in comp_rows]
     by_key = {inst.key: inst for inst in instances}
-    status = out["status"] or {}
+    phase, reason, message = out[len(keys)]
+    suspended = out[len(keys) + 1]
     return Workload(
         api_version=obj["apiVersion"], kind=obj["kind"],
         namespace=meta.get("namespace") or "default", name=meta.get("name") or meta.get("generateName") or "",
-        definition=defn.name, phase=Phase(status.get("phase", "Unknown")),
-        reason=_text(status.get("reason")), message=_text(status.get("message")),
+        definition=defn.name, phase=Phase(phase), reason=_text(reason), message=_text(message),
         instances=tuple(instances),
-        gangs=tuple(_gangs(compiled, out["gangs"], by_key, gpu_resources, name, source)),
+        gangs=tuple(_gangs(compiled, out[len(keys) + 2], by_key, gpu_resources, name, source)),
         labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
-        suspended=None if out["suspended"] is None else bool(out["suspended"]),
+        suspended=None if suspended is None else bool(suspended),
         source=source, obj=obj)
+
+
+def _uneven() -> bool:
+    # an expression yielded no value or several, so a row is misaligned: diagnose names it
+    raise ValueError("an expression produced no value or several")
 
 
 def _text(v: Any) -> str:
@@ -87,15 +93,15 @@ def _count(compiled, i: int, field: str, value: Any, name: str, source: str | No
 def _instance(compiled: CompiledDefinition, i: int, row: Mapping[str, Any],
               gpu_resources: Sequence[str], name: str, source: str | None) -> Instance:
     comp = compiled.definition.components[i]
-    replicas = _count(compiled, i, "replicas", row["replicas"], name, source)
-    lo = _count(compiled, i, "minReplicas", row["min"], name, source, optional=True)
-    hi = _count(compiled, i, "maxReplicas", row["max"], name, source, optional=True)
-    ppr = _count(compiled, i, "podsPerReplica", row["ppr"], name, source)
+    replicas = _count(compiled, i, "replicas", row.get("replicas", 1), name, source)
+    lo = _count(compiled, i, "minReplicas", row.get("min"), name, source, optional=True)
+    hi = _count(compiled, i, "maxReplicas", row.get("max"), name, source, optional=True)
+    ppr = _count(compiled, i, "podsPerReplica", row.get("ppr", 1), name, source)
     effective = replicas if lo is None else max(replicas, lo)
     effective = effective if hi is None else min(effective, hi)
     where = f"{comp.name}/{row['id']}"
     shape = _pod_shape(row, where, name, source)
-    labels, expressions = _selector(compiled, i, row["sel"], name, source)
+    labels, expressions = _selector(compiled, i, row.get("sel"), name, source)
     return Instance(component=comp.name, instance=str(row["id"]), replicas=effective, pods_per_replica=ppr,
                     pods=effective * ppr, pod=shape, gpus_per_pod=gpu_count(shape.requests, gpu_resources),
                     selector=labels, selector_expressions=expressions)
@@ -125,9 +131,9 @@ def _selector(compiled, i: int, raw: Any, name: str, source: str | None):
 
 
 def _pod_shape(row: Mapping[str, Any], where: str, name: str, source: str | None) -> PodShape:
-    tpl = row["tpl"] if isinstance(row["tpl"], dict) else {}
-    spec = dict(tpl.get("spec") or row["spec"] or {})
-    meta = dict(tpl.get("metadata") or row["meta"] or {})
+    tpl = row.get("tpl") if isinstance(row.get("tpl"), dict) else {}
+    spec = dict(tpl.get("spec") or row.get("spec") or {})
+    meta = dict(tpl.get("metadata") or row.get("meta") or {})
     fields = {key[2:]: value for key, value in row.items() if key.startswith("f.") and value is not None}
     for field in ("labels", "annotations"):
         if field in fields:

@@ -1,13 +1,21 @@
 """Fuse a definition's jq expressions into one compiled program.
 
 Evaluating one program per object is several times faster than one call per expression
-(each jq call re-serialises the whole object). When the fused program fails, `diagnose`
+(each jq call re-serialises the whole object). jq builds objects slowly (about a
+microsecond per key), so the program emits positional arrays holding only the fields the
+definition sets; Python applies the defaults. When the fused program fails, `diagnose`
 replays the expressions one by one to name the field and expression that broke.
+
+Output of the fused program, per object:
+    [rows of component 0, rows of component 1, ..., status, suspended, gangs]
+where a row is `[id, <value of each field in Layout.keys order>]` and status is
+`[phase, reason, message]`.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import jq
@@ -20,10 +28,9 @@ PATCHABLE = ("labels", "annotations", "nodeSelector", "tolerations", "schedulerN
 NOT_A_PATH = "<not a path expression>"
 
 _DEFAULT_ID = '(if $key == null then "0" else ($key | tostring) end)'
-
-# pods = clamp(replicas, min, max) x podsPerReplica, in jq so the gang expression sees it
-_PODS = ("((.replicas) as $r | (if .min != null and $r < .min then .min else $r end) as $r"
-         " | (if .max != null and $r > .max then .max else $r end) as $r | $r * .ppr)")
+# output key -> (definition field, default applied in jq for $instances rows)
+_COUNTS = {"replicas": ("replicas", "1"), "min": ("minReplicas", "null"),
+           "max": ("maxReplicas", "null"), "ppr": ("podsPerReplica", "1")}
 
 
 def _read(f: str | FieldExpr | None) -> str | None:
@@ -34,91 +41,92 @@ def _write(f: str | FieldExpr | None) -> str | None:
     return (f.write or None) if isinstance(f, FieldExpr) else f
 
 
-# Project pod templates onto what scheduling reads, so jq hands back little JSON
-# (commands, env and volumes are most of a template and none of its demand).
-_PROJECT = (
-    'def _ctrs: if type == "array" then [.[] | if type == "object" then {name, resources, restartPolicy}'
-    ' else . end] else . end;'
-    ' def _spec: if type == "object" then {containers: (.containers | _ctrs),'
-    ' initContainers: (.initContainers | _ctrs), nodeSelector, tolerations, schedulerName,'
-    ' priorityClassName, overhead, affinity: (if (.affinity | type) == "object" and'
-    ' (.affinity.nodeAffinity | type) == "object" then {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution:'
-    ' .affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution}} else null end)} else . end;'
-    ' def _meta: if type == "object" then {labels, annotations} else . end;'
-    ' def _tpl: if type == "object" then {metadata: (.metadata | _meta), spec: (.spec | _spec)} else . end; ')
-_PROJECTIONS = {"tpl": "_tpl", "spec": "_spec", "meta": "_meta",
-                "f.containers": "_ctrs", "f.initContainers": "_ctrs"}
-
-
 def component_fields(comp: Component) -> dict[str, tuple[str, str]]:
-    """key in the program's output -> (field path in the definition, jq expression)."""
+    """Output key -> (field path in the definition, jq expression), for the fields the
+    component sets; `id` always comes first."""
     pod = comp.pod
-    fields = {
-        "id": ("instanceId", comp.instanceId or _DEFAULT_ID),
-        "replicas": ("replicas", comp.replicas or "1"),
-        "min": ("minReplicas", comp.minReplicas or "null"),
-        "max": ("maxReplicas", comp.maxReplicas or "null"),
-        "ppr": ("podsPerReplica", comp.podsPerReplica or "1"),
-        "sel": ("podSelector", comp.podSelector or "{}"),
-        "tpl": ("pod.template", pod.template or "null"),
-        "spec": ("pod.spec", pod.spec or "null"),
-        "meta": ("pod.metadata", pod.metadata or "null"),
-    }
-    if pod.fields:
-        for name in POD_FIELDS:
-            expr = _read(getattr(pod.fields, name))
-            if expr:
-                fields[f"f.{name}"] = (f"pod.fields.{name}", expr)
+    fields = {"id": ("instanceId", comp.instanceId or _DEFAULT_ID)}
+    for key, (field, _) in _COUNTS.items():
+        if getattr(comp, field):
+            fields[key] = (field, getattr(comp, field))
+    for key, field, expr in (("sel", "podSelector", comp.podSelector), ("tpl", "pod.template", pod.template),
+                             ("spec", "pod.spec", pod.spec), ("meta", "pod.metadata", pod.metadata)):
+        if expr:
+            fields[key] = (field, expr)
+    for name in POD_FIELDS if pod.fields else ():
+        expr = _read(getattr(pod.fields, name))
+        if expr:
+            fields[f"f.{name}"] = (f"pod.fields.{name}", expr)
     return fields
 
 
-def _obj(fields: dict[str, tuple[str, str]]) -> str:
-    def value(k: str, expr: str) -> str:
-        return f"(({expr}) | {_PROJECTIONS[k]})" if k in _PROJECTIONS else f"({expr})"
-    return "{" + ", ".join(f"{json.dumps(k)}: {value(k, expr)}" for k, (_, expr) in fields.items()) + "}"
+@dataclass(frozen=True)
+class Layout:
+    """Where each field sits in a component's rows."""
+
+    keys: tuple[tuple[str, ...], ...]         # per component: output keys in row order
+
+
+def layout(defn: Definition) -> Layout:
+    return Layout(tuple(tuple(component_fields(c)) for c in defn.components))
 
 
 def _instances(comp: Component) -> str:
     return comp.instances or "."
 
 
+def _lets(defn: Definition) -> str:
+    return "".join(f"({expr}) as ${name} | " for name, expr in defn.let.items())
+
+
 def _rule(rule: StatusRule) -> str:
-    out = (f'{{phase: {json.dumps(rule.phase)}, reason: (({rule.reason or "null"}) // $c.reason // ""),'
-           f' message: (({rule.message or "null"}) // $c.message // "")}}')
+    out = f'[{json.dumps(rule.phase)}, (({rule.reason or "null"}) // $c.reason), (({rule.message or "null"}) // $c.message)]'
     if rule.condition:
-        return (f'(((.status.conditions // []) | map(select(.type == {json.dumps(rule.condition)})) | last)'
-                f' as $c | if $c != null and $c.status == {json.dumps(rule.conditionStatus)}'
-                f' then {out} else empty end)')
+        return (f'($conds[{json.dumps(rule.condition)}] as $c | if $c != null and $c.status == '
+                f'{json.dumps(rule.conditionStatus)} then {out} else empty end)')
     return f"(null as $c | if ({rule.when}) then {out} else empty end)"
 
 
-_NO_STATUS = ('(if ((.status // {}) | length) == 0 then {phase: "Pending", reason: "NotStarted",'
-              ' message: "no status reported yet"} else empty end)')
-_UNKNOWN = '{phase: "Unknown", reason: "", message: "no status rule matched"}'
+# The last condition of each type, indexed once per object (training operators append).
+_CONDS = ('(reduce ((.status.conditions // []) | .[]? | select(type == "object" and (.type | type) == "string"))'
+          ' as $x ({}; .[$x.type] = $x)) as $conds | ')
+_NO_STATUS = '(if ((.status // {}) | length) == 0 then ["Pending", "NotStarted", "no status reported yet"] else empty end)'
+_UNKNOWN = '["Unknown", "", "no status rule matched"]'
+
+
+def _gang_rows(defn: Definition, keys: Layout) -> str:
+    """`$instances` for the gang expression, built only when it uses them."""
+    rows = []
+    for i, comp in enumerate(defn.components):
+        col = {k: n for n, k in enumerate(keys.keys[i])}
+        get = {k: (f".[{col[k]}]" if k in col else default) for k, (_, default) in _COUNTS.items()}
+        rows.append(f'($c[{i}][] | {{component: {json.dumps(comp.name)}, instance: .[0], replicas: {get["replicas"]},'
+                    f' podsPerReplica: {get["ppr"]}, pods: (({get["replicas"]}) as $r | ({get["min"]}) as $lo'
+                    f' | ({get["max"]}) as $hi | (if $lo != null and $r < $lo then $lo else $r end) as $r'
+                    f' | (if $hi != null and $r > $hi then $hi else $r end) * {get["ppr"]})}})')
+    return f"[{', '.join(rows)}] as $instances | "
 
 
 def build_program(defn: Definition) -> str:
+    keys = layout(defn)
     comps = []
-    rows = []
     for i, comp in enumerate(defn.components):
-        comps.append(f'"c{i}": [path({_instances(comp)}) as $p'
-                     f' | ($p | if length > 0 then .[-1] else null end) as $key'
-                     f' | $root | getpath($p) | {_obj(component_fields(comp))}]')
-        rows.append(f'($c.c{i}[] | {{component: {json.dumps(comp.name)}, instance: .id,'
-                    f' replicas: .replicas, podsPerReplica: .ppr, pods: {_PODS}}})')
-    status = "first(" + ", ".join([*(_rule(r) for r in defn.status.rules), _NO_STATUS, _UNKNOWN]) + ")"
+        row = ", ".join(f"({expr})" for _, expr in component_fields(comp).values())
+        comps.append(f"[path({_instances(comp)}) as $p | ($p | if length > 0 then .[-1] else null end) as $key"
+                     f" | $root | getpath($p) | [{row}]]")
+    rules = ", ".join([*(_rule(r) for r in defn.status.rules), _NO_STATUS, _UNKNOWN])
+    conds = _CONDS if any(r.condition for r in defn.status.rules) else ""
     suspended = f"(({defn.suspend.path}) // false)" if defn.suspend else "null"
     gangs = defn.gangs or "[]"
-    return (_PROJECT + ". as $root | {" + ", ".join(comps) + "} as $c"
-            f" | [{', '.join(rows)}] as $instances"
-            f" | {{components: $c, instances: $instances, status: {status},"
-            f" suspended: {suspended}, gangs: ({gangs})}}")
+    instances = _gang_rows(defn, keys) if defn.gangs and "$instances" in defn.gangs else ""
+    return (f". as $root | {_lets(defn)}[{', '.join(comps)}] as $c | {instances}"
+            f"$c + [({conds}first({rules})), {suspended}, ({gangs})]")
 
 
 def build_paths_program(defn: Definition) -> str:
     """Absolute paths of every instance's pod template parts, for mutation."""
     comps = []
-    for i, comp in enumerate(defn.components):
+    for comp in defn.components:
         pod = comp.pod
         parts = {"template": pod.template, "spec": pod.spec, "metadata": pod.metadata}
         if pod.fields:
@@ -129,7 +137,7 @@ def build_paths_program(defn: Definition) -> str:
                             for k, v in parts.items() if v)
         comps.append(f'[path({_instances(comp)}) as $p | ($p | if length > 0 then .[-1] else null end) as $key'
                      f' | $root | getpath($p) | {{base: $p, {entries}}}]' if entries else "[]")
-    return ". as $root | [" + ", ".join(comps) + "]"
+    return f". as $root | {_lets(defn)}[" + ", ".join(comps) + "]"
 
 
 def compile_program(text: str, name: str) -> Any:
@@ -139,8 +147,9 @@ def compile_program(text: str, name: str) -> Any:
         raise DefinitionError(f"definition {name}: fused program does not compile: {e}") from None
 
 
-def _eval(expr: str, value: Any, **args: Any) -> Any:
-    return jq.compile(expr, args={"root": None, "key": None, "instances": None, **args}).input_value(value).all()
+def _eval(expr: str, value: Any, lets: dict[str, Any], **args: Any) -> Any:
+    return jq.compile(expr, args={"root": None, "key": None, "instances": None, **lets, **args}
+                      ).input_value(value).all()
 
 
 def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> EvaluationError:
@@ -148,10 +157,16 @@ def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> Eva
     def fail(field: str, expr: str, msg: str) -> EvaluationError:
         return EvaluationError(msg.split("\n")[0], definition=defn.name, field=field, expression=expr, obj=objname)
 
+    lets: dict[str, Any] = {}
+    for name, expr in defn.let.items():
+        try:
+            lets[name] = _eval(expr, obj, lets, root=obj)[0]
+        except (ValueError, IndexError) as e:
+            return fail(f"let.{name}", expr, str(e) or "produced no value")
     for i, comp in enumerate(defn.components):
         inst = _instances(comp)
         try:
-            paths = _eval(f"[path({inst})]", obj, root=obj)[0]
+            paths = _eval(f"[path({inst})]", obj, lets, root=obj)[0]
         except ValueError as e:
             return fail(f"components[{i}].instances", inst, str(e))
         for p in paths:
@@ -159,21 +174,23 @@ def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> Eva
             element = _getpath(obj, p)
             for field, expr in component_fields(comp).values():
                 try:
-                    _eval(expr, element, root=obj, key=key)
+                    values = _eval(expr, element, lets, root=obj, key=key)
                 except ValueError as e:
                     return fail(f"components[{i}].{field}", expr, str(e))
+                if len(values) != 1:
+                    return fail(f"components[{i}].{field}", expr, f"produced {len(values)} values, expected one")
     for j, rule in enumerate(defn.status.rules):
         for field in ("when", "reason", "message"):
             expr = getattr(rule, field)
             if expr:
                 try:
-                    _eval(expr, obj, root=obj)
+                    _eval(expr, obj, lets, root=obj)
                 except ValueError as e:
                     return fail(f"status.rules[{j}].{field}", expr, str(e))
     for field, expr in (("suspend.path", defn.suspend.path if defn.suspend else None), ("gangs", defn.gangs)):
         if expr:
             try:
-                _eval(expr, obj, root=obj, instances=[])
+                _eval(expr, obj, lets, root=obj, instances=[])
             except ValueError as e:
                 return fail(field, expr, str(e))
     return EvaluationError(error.split("\n")[0], definition=defn.name, field="<program>",

@@ -291,3 +291,27 @@ def test_pod_selectors_may_be_label_selectors(cat):
     c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
     with pytest.raises(EvaluationError, match="podSelector.*bad matchExpressions entry"):
         interpret(trainer(), c)
+
+
+def test_let_values_are_computed_once_and_shared(cat):
+    doc = yaml.safe_load(yaml.safe_dump(TRAINER))
+    doc["let"] = {"scale": ".spec.scale // 1", "double": "$scale * 2"}
+    doc["components"][0]["replicas"] = "(.replicas // 1) * $double"
+    c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
+    master = interpret(trainer(scale=3), c).instances_of("role")[0]
+    assert master.replicas == 6
+    doc["let"] = {"root": "1"}
+    with pytest.raises(DefinitionError, match="let name 'root' must be an identifier"):
+        compile_definition(doc, "t.yaml")
+    doc["let"] = {"later": "$sooner", "sooner": "1"}
+    with pytest.raises(DefinitionError, match=r"let.later: jq does not compile"):
+        compile_definition(doc, "t.yaml")
+
+
+def test_an_expression_yielding_several_values_is_named(cat):
+    doc = yaml.safe_load(yaml.safe_dump(TRAINER))
+    doc["components"][0]["podsPerReplica"] = "(1, 2)"
+    c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
+    with pytest.raises(EvaluationError, match=r"components\[0\].podsPerReplica: expression '\(1, 2\)' failed: "
+                                              r"produced 2 values, expected one"):
+        interpret(trainer(), c)
