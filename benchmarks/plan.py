@@ -36,7 +36,7 @@ SCENARIOS = {
                             MixSpec(workloads=120, priorities=(0, 100, 1000), priority_weights=(5, 3, 2))),
     # 1,000 workloads; 20 clusters x 500 nodes x 8 GPUs; demand above supply
     "large": (FleetSpec(clusters=20, nodes=500, fragmentation=0.5),
-              MixSpec(workloads=1000, size_weights=(2, 2, 4, 6, 10, 16, 25, 35),
+              MixSpec(workloads=1000, size_weights=(1, 1, 2, 3, 5, 10, 30, 70),
                       priorities=(0, 100), priority_weights=(4, 1))),
 }
 

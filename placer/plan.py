@@ -61,12 +61,18 @@ class Summary:
     status: str                       # optimal | feasible | greedy (fallback) | trivial
     groups: int = 0
     groups_placed: int = 0
+    # the wall-clock limit ended the search before its deterministic effort: the plan is
+    # valid but may differ between runs
+    time_limit_hit: bool = False
+    timings: Mapping[str, float] = field(default_factory=dict)    # phase -> seconds
 
     def to_dict(self) -> dict[str, Any]:
         return {"workloads": self.workloads, "placed": self.placed,
                 "gpusRequested": self.gpus_requested, "gpusPlaced": self.gpus_placed,
                 "solveSeconds": round(self.solve_seconds, 3), "optimal": self.optimal,
-                "status": self.status, "groups": self.groups, "groupsPlaced": self.groups_placed}
+                "status": self.status, "groups": self.groups, "groupsPlaced": self.groups_placed,
+                "timeLimitHit": self.time_limit_hit,
+                "timings": {k: round(v, 3) for k, v in self.timings.items()}}
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,10 @@ GPU_RESOURCES = tuple(DEFAULT_GPU_RESOURCES)
 UNLIMITED = 10**15                 # pod slots on nodes that declare no `pods` allocatable
 MAX_PATTERNS = 400                 # beyond that a class keeps only necessary GPU constraints
 DEFAULT_WORKERS = max(1, min(8, os.cpu_count() or 1))
+# the search configuration, fixed so that the plan does not depend on the thread count
+SEARCH_SUBSOLVERS = 4
+SEARCH_BATCH = 8
+DEFAULT_EFFORT = 2.0               # CP-SAT deterministic time for all stages together
 
 Progress = Callable[[str], None]
 
@@ -638,6 +642,7 @@ def _class_constraints(agg: Agg, info: ClusterInfo, c: int, k: int, items, tdema
 class Solution:
     values: list[int]
     status: str                      # optimal | feasible
+    timed_out: bool = False          # the wall-clock limit (not the effort) ended a stage
 
 
 def _to_cpsat(agg: Agg) -> tuple[cp_model.CpModel, list]:
@@ -708,7 +713,7 @@ def _tie_weights(agg: Agg, ng: int) -> list[tuple[int, int]]:
 
 def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: list[int] | None,
                   deadline: float, workers: int, seed: int, progress: Progress | None,
-                  tie_cap: float = 1.0) -> Solution | None:
+                  effort: float = 1.0) -> Solution | None:
     """Lexicographic stages on one model; `optimal` means every placement stage (priority
     levels, GPUs, fragmentation) was proven; the final tie-break is a bounded polish."""
     m, vs = _to_cpsat(agg)
@@ -738,18 +743,13 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
         stages.append(("fragmentation", [(1, o) for o in agg.opens], False))
     stages.append(("tie-break", tie, False))
     best = hint
-    all_optimal = True
+    all_optimal, timed_out = True, False
+    shares = [8 if mx else 1 for _, _, mx in stages]
     for si, (label, terms, maximize) in enumerate(stages):
         expr = cp_model.LinearExpr.weighted_sum([vs[v] for _, v in terms], [a for a, _ in terms])
         value = None if best is None else sum(a * best[v] for a, v in terms)
         left = deadline - time.monotonic()
         if left > 0.05:
-            # placing GPUs matters more than the fragmentation/tie-break polish: 8:1 time weights
-            weights = [8 if mx else 1 for _, _, mx in stages[si:]]
-            budget = left * weights[0] / sum(weights)
-            if label == "tie-break":
-                # a polish: proven quickly on small inputs, bounded on large ones
-                budget = min(budget, max(0.25, tie_cap))
             if maximize:
                 m.maximize(expr)
             else:
@@ -759,16 +759,18 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
                 for v, val in zip(vs, best):
                     m.add_hint(v, val)
             solver = cp_model.CpSolver()
-            solver.parameters.max_time_in_seconds = max(0.05, budget)
-            solver.parameters.num_workers = workers
-            solver.parameters.random_seed = seed
+            _search_parameters(solver.parameters, workers, seed,
+                               effort * shares[si] / sum(shares), left)
             if progress:
                 progress(f"solving: {label}")
             st = solver.solve(m)
             found = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+            if st != cp_model.OPTIMAL and solver.wall_time >= left * 0.98:
+                timed_out = True             # the wall clock, not the effort, ended this stage
             if progress:
                 progress(f"{label}: {solver.status_name(st)} objective "
-                         f"{solver.objective_value if found else None} (incumbent {value})")
+                         f"{solver.objective_value if found else None} (incumbent {value}, "
+                         f"{solver.deterministic_time:.2f} effort, {solver.wall_time:.2f}s)")
             if label != "tie-break":
                 all_optimal &= st == cp_model.OPTIMAL
             if found:
@@ -778,7 +780,7 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
                 if value is None or (new_value > value if maximize else new_value < value):
                     best, value = new, new_value
         else:
-            all_optimal = False
+            all_optimal, timed_out = False, True
         if value is None:
             break
         # fix this stage's value for the stages after it
@@ -788,7 +790,23 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
             m.add(expr <= value)
     if best is None:
         return None
-    return Solution(best, "optimal" if all_optimal else "feasible")
+    return Solution(best, "optimal" if all_optimal else "feasible", timed_out)
+
+
+def _search_parameters(p, workers: int, seed: int, effort: float, wall: float) -> None:
+    """Deterministic search whatever the thread count: CP-SAT interleaves a fixed set of
+    subsolvers in batches of fixed size (`interleave_search`), `workers` threads only run
+    a batch's tasks, and each stage stops on deterministic time (`effort`, an operation
+    count in ~seconds), not on the clock. The wall-clock limit stays as a safety net; a
+    plan it cuts short may depend on machine load."""
+    p.interleave_search = True
+    # one worker takes a different (sequential) code path: two is the least for the same search
+    p.num_workers = max(2, workers)
+    p.num_full_subsolvers = SEARCH_SUBSOLVERS
+    p.interleave_batch_size = SEARCH_BATCH
+    p.random_seed = seed
+    p.max_deterministic_time = max(0.01, effort)
+    p.max_time_in_seconds = max(0.05, wall)
 
 
 # --- decoding -------------------------------------------------------------------------------
@@ -887,11 +905,16 @@ def _lex_value(groups_by_idx: Mapping[int, GroupInfo], placed: Iterable[int], ng
 def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float = 10.0,
           workers: int = DEFAULT_WORKERS, seed: int = 0,
           committed: Sequence[tuple[PlacementGroup, str]] = (),
-          progress: Progress | None = None, use_solver: bool = True) -> Plan:
+          progress: Progress | None = None, use_solver: bool = True,
+          effort: float = DEFAULT_EFFORT) -> Plan:
     """Plan `groups` onto `fleet`. `committed` groups are already placed on the named
     cluster but their pods are not bound yet: they take their capacity first.
+    `effort` bounds the search in CP-SAT deterministic time (the same plan for the same
+    input, whatever `workers` or the machine's load); `time_limit` (wall seconds) is a
+    safety net: a plan it cuts short says so (`summary.timeLimitHit`) and may vary.
     `use_solver=False` returns the greedy plan (a baseline for benchmarks)."""
     t0 = time.monotonic()
+    clock = _Clock(t0)
     deadline = t0 + max(0.1, time_limit)
     problem = prepare(fleet, groups, committed)
     if progress:
@@ -907,20 +930,24 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
             committed_assign.append((g, c, assign))
     # the capacity left after committed groups is what the groups compete for
     problem = _rebase(problem, base)
+    clock.lap("prepare")
     work = problem.state()
     seed_plan = greedy(problem, work)
+    clock.lap("greedy")
     by_idx = {g.index: g for g in problem.groups}
     ng = len(problem.groups) + 1
-    result, status = seed_plan, "greedy"
+    result, status, timed_out = seed_plan, "greedy", False
     candidates = [g for g in problem.groups if g.eligible]
     if use_solver and candidates:
         if progress:
             progress(f"greedy placed {len(seed_plan)} of {len(problem.groups)} groups; building model")
         agg = build_aggregate(problem, candidates)
         hint = _values_from(agg, seed_plan, problem, work)
-        sol = _solve_stages(agg, problem, candidates, hint, deadline, workers, seed, progress,
-                            tie_cap=0.1 * time_limit)
+        clock.lap("model")
+        sol = _solve_stages(agg, problem, candidates, hint, deadline, workers, seed, progress, effort=effort)
+        clock.lap("cpsat")
         if sol is not None:
+            timed_out = sol.timed_out
             states = problem.state()
             decoded, dropped = decode(problem, states, agg, sol.values, candidates)
             st = sol.status
@@ -929,13 +956,32 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
                 decoded.update(greedy(problem, states, dropped))
             if _lex_value(by_idx, decoded, ng) >= _lex_value(by_idx, seed_plan, ng):
                 result, status = decoded, st
+        else:
+            timed_out = time.monotonic() >= deadline
+        clock.lap("decode")
     elif not candidates:
         status = "optimal"
     plan = _build_plan(problem, result, committed_assign, overcommitted, base_infos=problem.infos,
                        status=status, seconds=time.monotonic() - t0)
+    clock.lap("explain")
     from .verify import verify
     verify(fleet, groups, plan, committed=committed)
-    return plan
+    clock.lap("verify")
+    from dataclasses import replace as _replace
+    summary = _replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
+                       timings=dict(clock.laps))
+    return _replace(plan, summary=summary)
+
+
+class _Clock:
+    def __init__(self, t0: float):
+        self.last = t0
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self.last, 4)
+        self.last = now
 
 
 def _rebase(problem: Problem, states: Mapping[int, ClusterState]) -> Problem:

@@ -143,6 +143,27 @@ def test_deterministic_across_worker_counts(seed_groups):
     assert [u.to_dict() for u in a.unplaced] == [u.to_dict() for u in b.unplaced]
 
 
+def _contended():
+    """Fragmented nodes, mixed sizes, demand about twice the supply: not provable quickly."""
+    specs = ["12x8 used=5", "10x8 used=3", "8x8 used=1", "6x8", "6x8 used=6"]
+    f = fleet(*(f"c{c}: " + " | ".join(specs[c:] + specs[:c]) for c in range(3)))
+    sizes = ("3x4", "2x8", "5x2", "1x8", "6x1", "2x4", "4x4", "1x2", "7x2", "3x8")
+    gs = groups(*[wl(f"ml/w{i:02d}", sizes[i % len(sizes)], prio=(i % 3 == 0) * 5) for i in range(70)])
+    return f, gs
+
+
+def test_deterministic_across_worker_counts_when_the_effort_limit_ends_the_search():
+    # a deterministic-time budget (not seconds): the same work is done whatever the load
+    f, gs = _contended()
+    log: list[str] = []
+    plans = [solve(f, gs, time_limit=60, workers=w, effort=0.1, progress=log.append) for w in (1, 8, 2)]
+    # the premise: the effort limit, not a proof, ended a stage (here the tie-break)
+    assert any(m.startswith("tie-break: FEASIBLE") for m in log), log
+    assert not any(p.summary.time_limit_hit for p in plans)
+    dumps = [([p.to_dict() for p in plan.placements], [u.to_dict() for u in plan.unplaced]) for plan in plans]
+    assert dumps[0] == dumps[1] == dumps[2]
+
+
 def test_verifier_rejects_corrupted_assignments():
     f = fleet("east: 2x8")
     gs = groups(wl("ml/x", "2x8"))
