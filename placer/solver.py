@@ -100,12 +100,13 @@ def group_policy(group: PlacementGroup) -> Policy:
 
 # --- problem preparation --------------------------------------------------------------------
 
-def _gpus(demand: Mapping[str, int]) -> int:
-    return sum(demand.get(r, 0) for r in GPU_RESOURCES)
+def _gpus(demand: Mapping[str, int], names: Sequence[str] = GPU_RESOURCES) -> int:
+    """GPUs of a demand or a free capacity: every resource name configured as a GPU."""
+    return sum(demand.get(r, 0) for r in names)
 
 
-def _sort_key(demand: Mapping[str, int]) -> tuple:
-    return (-_gpus(demand), -demand.get("cpu", 0), -demand.get("memory", 0))
+def _sort_key(demand: Mapping[str, int], names: Sequence[str] = GPU_RESOURCES) -> tuple:
+    return (-_gpus(demand, names), -demand.get("cpu", 0), -demand.get("memory", 0))
 
 
 @dataclass
@@ -117,6 +118,7 @@ class Part:
     demand: dict[str, int]
     pred_key: tuple
     gpu: int
+    sort_key: tuple = ()
 
     @property
     def pods(self) -> int:
@@ -164,8 +166,9 @@ def _free(node) -> dict[str, int]:
 class ClusterInfo:
     """A reachable cluster's nodes, classes and which classes each pod kind may use."""
 
-    def __init__(self, index: int, cluster: Cluster, by_name: bool):
+    def __init__(self, index: int, cluster: Cluster, by_name: bool, gpu_names: Sequence[str] = GPU_RESOURCES):
         self.index = index
+        self.gpu_names = tuple(gpu_names)
         self.cluster = cluster
         self.nodes = [n for n in cluster.nodes if n.schedulable]
         self.classes: list[NodeClass] = node_classes(self.nodes, by_name=by_name)
@@ -200,7 +203,7 @@ class ClusterState:
     def __init__(self, info: ClusterInfo):
         self.info = info
         self.free = [dict(info.class_free[k]) for k in self._class_of_nodes()]
-        self.gpu = [_gpus(f) for f in self.free]
+        self.gpu = [_gpus(f, info.gpu_names) for f in self.free]
         self.buckets: list[dict[int, list[int]]] = []
         for k, members in enumerate(info.class_nodes):
             b: dict[int, list[int]] = {}
@@ -262,13 +265,13 @@ class ClusterState:
         f = self.free[i]
         for r, v in demand.items():
             f[r] = f.get(r, 0) - v
-        self._move(i, _gpus(f))
+        self._move(i, _gpus(f, self.info.gpu_names))
 
     def give(self, i: int, demand: Mapping[str, int]) -> None:
         f = self.free[i]
         for r, v in demand.items():
             f[r] = f.get(r, 0) + v
-        self._move(i, _gpus(f))
+        self._move(i, _gpus(f, self.info.gpu_names))
 
 
 PodAssign = list[tuple[int, int]]          # (part index in group, node index in cluster)
@@ -276,7 +279,7 @@ PodAssign = list[tuple[int, int]]          # (part index in group, node index in
 
 def _expand(g: GroupInfo) -> list[int]:
     """Pod list of a group as part indices, biggest pods first (first-fit decreasing)."""
-    order = sorted(range(len(g.parts)), key=lambda j: (_sort_key(g.parts[j].demand), j))
+    order = sorted(range(len(g.parts)), key=lambda j: (g.parts[j].sort_key, j))
     return [j for j in order for _ in range(g.parts[j].pods)]
 
 
@@ -313,19 +316,20 @@ class Problem:
     infos: dict[int, ClusterInfo]               # reachable clusters only
     groups: list[GroupInfo]
     committed: list[tuple[GroupInfo, int]]
+    gpu_names: tuple[str, ...] = GPU_RESOURCES
 
     def state(self) -> dict[int, ClusterState]:
         return {c: ClusterState(info) for c, info in self.infos.items()}
 
 
-def _group_info(index: int, group: PlacementGroup) -> GroupInfo:
+def _group_info(index: int, group: PlacementGroup, names: Sequence[str] = GPU_RESOURCES) -> GroupInfo:
     parts = []
     for w in group.workloads:
         for inst in w.instances:
             if inst.pods <= 0:
                 continue
             demand = pod_demand(inst.pod)
-            parts.append(Part(w, inst, demand, _pred_key(inst.pod), _gpus(demand)))
+            parts.append(Part(w, inst, demand, _pred_key(inst.pod), _gpus(demand, names), _sort_key(demand, names)))
     return GroupInfo(index, group, group_policy(group), parts)
 
 
@@ -334,12 +338,14 @@ def _uses_match_fields(groups: Iterable[GroupInfo]) -> bool:
 
 
 def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
-            committed: Sequence[tuple[PlacementGroup, str]] = ()) -> Problem:
-    ginfos = [_group_info(i, g) for i, g in enumerate(groups)]
-    cinfos = [_group_info(len(ginfos) + i, g) for i, (g, _) in enumerate(committed)]
+            committed: Sequence[tuple[PlacementGroup, str]] = (),
+            gpu_resources: Sequence[str] = GPU_RESOURCES) -> Problem:
+    gpu_names = tuple(gpu_resources)
+    ginfos = [_group_info(i, g, gpu_names) for i, g in enumerate(groups)]
+    cinfos = [_group_info(len(ginfos) + i, g, gpu_names) for i, (g, _) in enumerate(committed)]
     by_name = _uses_match_fields(ginfos + cinfos)
     clusters = list(fleet.clusters)
-    infos = {c: ClusterInfo(c, cl, by_name) for c, cl in enumerate(clusters) if cl.reachable}
+    infos = {c: ClusterInfo(c, cl, by_name, gpu_names) for c, cl in enumerate(clusters) if cl.reachable}
     names = {cl.name: c for c, cl in enumerate(clusters)}
     for rank, g in enumerate(sorted(ginfos, key=lambda g: g.key)):
         g.rank = rank
@@ -357,7 +363,7 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
         if cname not in names:
             raise InputError(f"committed group {g.key} is on cluster {cname!r}, which is not in the fleet")
         com.append((g, names[cname]))
-    return Problem(fleet, clusters, infos, ginfos, com)
+    return Problem(fleet, clusters, infos, ginfos, com, gpu_names)
 
 
 def _policy_reason(g: GroupInfo, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:
@@ -410,7 +416,7 @@ def _no_match(p: Part, info: ClusterInfo, among: Sequence[int] | None = None) ->
 
 def _too_large(p: Part, info: ClusterInfo) -> R.Reason:
     matching = info.matching(p)
-    order = sorted(p.demand, key=lambda r: (r not in GPU_RESOURCES, r != "cpu", r != "memory", r))
+    order = sorted(p.demand, key=lambda r: (r not in info.gpu_names, r != "cpu", r != "memory", r))
     for r in order:
         largest = max(info.class_free[k].get(r, 0) for k in matching)
         if p.demand[r] > largest:
@@ -556,7 +562,7 @@ def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
                 dem.setdefault(t, []).append((cnt, agg.z[(sg.index, c)]))
                 bound[t] = bound.get(t, 0) + cnt * len(sg.groups)
         per_class: dict[int, list[tuple[tuple, list[tuple[int, int]], int]]] = {}
-        for t in sorted(dem, key=lambda t: (_sort_key(tdemand[t]), t)):
+        for t in sorted(dem, key=lambda t: (_sort_key(tdemand[t], info.gpu_names), t)):
             terms = dem[t]
             total = bound[t]
             classes = t[1]
@@ -593,13 +599,13 @@ def _class_constraints(agg: Agg, info: ClusterInfo, c: int, k: int, items, tdema
         if ub > cap:
             agg.add(list(terms), 0, cap)
     # aggregate non-GPU resources (skipped when they cannot bind)
-    resources = sorted({r for t, _, _ in items for r in tdemand[t] if r not in GPU_RESOURCES})
+    resources = sorted({r for t, _, _ in items for r in tdemand[t] if r not in info.gpu_names})
     for r in resources:
         cap = free.get(r, 0) * size
         terms = [(tdemand[t].get(r, 0) * a, v) for t, ts, _ in items for a, v in ts if tdemand[t].get(r, 0)]
         if sum(tdemand[t].get(r, 0) * ub for t, _, ub in items) > cap:
             agg.add(terms, 0, cap)
-    for r in GPU_RESOURCES:
+    for r in info.gpu_names:
         F = free.get(r, 0)
         sized = [(tdemand[t].get(r, 0), ts, ub) for t, ts, ub in items if tdemand[t].get(r, 0)]
         if not sized or F <= 0:
@@ -838,7 +844,7 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
             out.update({gi: (c, a) for gi, a in plain.items()})
             continue
         pods = [(g, j) for g in members for j in _expand(g)]
-        pods.sort(key=lambda gj: (_sort_key(gj[0].parts[gj[1]].demand), members.index(gj[0]), gj[1]))
+        pods.sort(key=lambda gj: (gj[0].parts[gj[1]].sort_key, members.index(gj[0]), gj[1]))
         placed: dict[int, PodAssign] = {g.index: [] for g in members}
         failed: set[int] = set()
         for g, j in pods:
@@ -874,7 +880,7 @@ def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo]) -> dict[int, Po
     unless every pod finds a node."""
     pods = [(g, j) for g in members for j in _expand(g)]
     order = {g.index: n for n, g in enumerate(members)}
-    pods.sort(key=lambda gj: (_sort_key(gj[0].parts[gj[1]].demand), order[gj[0].index], gj[1]))
+    pods.sort(key=lambda gj: (gj[0].parts[gj[1]].sort_key, order[gj[0].index], gj[1]))
     done: list[tuple[GroupInfo, int, int]] = []
     for g, j in pods:
         part = g.parts[j]
@@ -906,7 +912,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
           workers: int = DEFAULT_WORKERS, seed: int = 0,
           committed: Sequence[tuple[PlacementGroup, str]] = (),
           progress: Progress | None = None, use_solver: bool = True,
-          effort: float = DEFAULT_EFFORT) -> Plan:
+          effort: float = DEFAULT_EFFORT, gpu_resources: Sequence[str] = GPU_RESOURCES) -> Plan:
     """Plan `groups` onto `fleet`. `committed` groups are already placed on the named
     cluster but their pods are not bound yet: they take their capacity first.
     `effort` bounds the search in CP-SAT deterministic time (the same plan for the same
@@ -916,7 +922,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     t0 = time.monotonic()
     clock = _Clock(t0)
     deadline = t0 + max(0.1, time_limit)
-    problem = prepare(fleet, groups, committed)
+    problem = prepare(fleet, groups, committed, gpu_resources)
     if progress:
         progress(f"prepared {len(problem.groups)} groups on {len(problem.infos)} reachable clusters")
     base = problem.state()
@@ -1004,7 +1010,7 @@ def _rebase(problem: Problem, states: Mapping[int, ClusterState]) -> Problem:
         nodes += [n for n in cl.nodes if not n.schedulable]
         clusters[c] = Cluster(cl.name, cl.labels, tuple(nodes), cl.context, cl.error, cl.reserved)
     fleet = Fleet(tuple(clusters), problem.fleet.taken_at)
-    fresh = prepare(fleet, [g.group for g in problem.groups])
+    fresh = prepare(fleet, [g.group for g in problem.groups], gpu_resources=problem.gpu_names)
     fresh.committed = problem.committed
     return fresh
 
@@ -1083,14 +1089,14 @@ def explain(problem: Problem, g: GroupInfo, states: Mapping[int, ClusterState],
 
 def _capacity_reason(g: GroupInfo, st: ClusterState) -> R.Reason:
     info = st.info
-    for p in sorted(g.parts, key=lambda p: _sort_key(p.demand)):
+    for p in sorted(g.parts, key=lambda p: p.sort_key):
         classes = info.compat(p)
         nodes = [i for k in classes for i in info.class_nodes[k]]
         fit = sum(_per_node(p.demand, st.free[i]) for i in nodes)
         if fit >= p.pods:
             continue
         # the resource that runs out first for this pod kind
-        order = sorted(p.demand, key=lambda r: (r not in GPU_RESOURCES, r != "cpu", r != "memory", r))
+        order = sorted(p.demand, key=lambda r: (r not in info.gpu_names, r != "cpu", r != "memory", r))
         binding = next((r for r in order if r != "pods" and
                         sum(st.free[i].get(r, 0) // p.demand[r] for i in nodes) < p.pods), None)
         if binding is None:

@@ -127,8 +127,74 @@ def test_given_clusters_file_with_live_entry(tmp_path, monkeypatch):
 
 def test_no_files_and_bad_options_exit_2(tmp_path):
     r = plan()
-    assert r.exit_code == 2 and "pass -f FILE" in r.stderr
+    assert r.exit_code == 2 and "pass -f FILE" in r.stderr and "hub:" in r.stderr
+    assert r.stderr.count("\n") == 1
     r = plan("-f", EXAMPLES, "-o", "xml")
     assert r.exit_code == 2 and "-o xml" in r.stderr
     r = runner.invoke(app, ["plan", "-f", EXAMPLES, "--time-limit", "0"])
     assert r.exit_code == 2
+
+
+# --- no files: the pending objects of the hub's staging namespace -------------------------------
+
+def _job(name, ns, gpus, pods=1, annotations=None):
+    meta = {"name": name, "namespace": ns, **({"annotations": annotations} if annotations else {})}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
+        "parallelism": pods, "completions": pods, "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "m", "image": "i", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}}}
+
+
+WIDGET_DEF = {
+    "name": "widget", "description": "a type registered on the hub only",
+    "matches": [{"apiVersion": "example.com/v1", "kind": "Widget"}],
+    "components": [{"name": "worker", "pod": {"template": ".spec.template"}, "replicas": ".spec.replicas // 1"}],
+}
+
+
+def test_no_files_plans_the_hub_staging_namespace(make_fleet, tmp_path):
+    from placer.kube import Kube
+    from placer.registry import apply_definitions, ensure_crd
+    from tests.kubeapi import crd, custom_object
+
+    kf = make_fleet(names=("hub",))
+    hub = kf["hub"]
+    hub.install_crds([crd("example.com", "Widget", "widgets")])
+    client = Kube(str(kf.kubeconfig)).client("hub")
+    ensure_crd(client)
+    apply_definitions(client, [("widget.yaml", WIDGET_DEF)])
+    widget = custom_object("example.com/v1", "Widget", "w1", "placer-staging", {
+        "replicas": 2, "template": {"spec": {"containers": [
+            {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}})
+    hub.seed([_job("solo", "placer-staging", 4, pods=2),
+              _job("done", "placer-staging", 8, annotations={"placer.dev/cluster": "sim"}),   # placed already
+              _job("c1", "placer-staging", 2, annotations={"placer.dev/group": "pair"}),
+              _job("c2", "placer-staging", 2, annotations={"placer.dev/group": "pair"}),
+              _job("elsewhere", "default", 8), widget])
+    (tmp_path / "c.yaml").write_text(
+        "hub: {context: hub, stagingNamespace: placer-staging}\n"
+        "clusters:\n- name: sim\n  nodes:\n"
+        "  - {namePrefix: n-, count: 2, allocatable: {nvidia.com/gpu: 8, cpu: '64', memory: 512Gi}}\n")
+    r = plan("--clusters", str(tmp_path / "c.yaml"), "--kubeconfig", str(kf.kubeconfig), "-o", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    got = {p["workload"]: (p["group"], p["gpus"]) for p in doc["placements"]}
+    assert got == {"placer-staging/solo": ("placer-staging/solo", 8),
+                   "placer-staging/c1": ("placer-staging/pair", 2), "placer-staging/c2": ("placer-staging/pair", 2),
+                   "placer-staging/w1": ("placer-staging/w1", 2)}
+    assert "planning the pending objects of namespace placer-staging on hub context hub" in r.stderr
+
+
+def test_gpu_resource_option_and_env_reach_the_solver(tmp_path, monkeypatch):
+    (tmp_path / "c.yaml").write_text(
+        "clusters:\n- name: sim\n  nodes:\n"
+        "  - {namePrefix: n-, count: 1, allocatable: {amd.com/gpu: 8, cpu: '64', memory: 512Gi}}\n")
+    job = SMALL.replace("nvidia.com/gpu: 2", "amd.com/gpu: 2").replace(
+        'annotations: {placer.dev/cluster-selector: "region=us-west"}', "")
+    (tmp_path / "amd.yaml").write_text(job)
+    args = ("--clusters", str(tmp_path / "c.yaml"), "-f", str(tmp_path / "amd.yaml"), "-o", "json")
+    summary = json.loads(plan(*args).stdout)["summary"]
+    assert (summary["gpusRequested"], summary["placed"]) == (0, 1)          # not a GPU by default
+    r = plan(*args, "--gpu-resource", "nvidia.com/gpu", "--gpu-resource", "amd.com/gpu")
+    assert json.loads(r.stdout)["summary"]["gpusPlaced"] == 2
+    monkeypatch.setenv("PLACER_GPU_RESOURCES", "amd.com/gpu")
+    assert json.loads(plan(*args).stdout)["summary"]["gpusPlaced"] == 2

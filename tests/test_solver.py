@@ -270,3 +270,28 @@ def test_reason_pod_too_large_and_conflicting_pins_and_not_together():
 ])
 def test_reason_rendering(r, text):
     assert r.render() == text
+
+
+def _amd(w, gpus_per_pod):
+    """The workload with its GPUs requested as amd.com/gpu instead."""
+    insts = tuple(replace(i, pod=replace(i.pod, requests={**{k: v for k, v in i.pod.requests.items()
+                                                             if k != "nvidia.com/gpu"},
+                                                          "amd.com/gpu": gpus_per_pod}))
+                  for i in w.instances)
+    return replace(w, instances=insts)
+
+
+def test_configured_gpu_resources_count_in_objective_and_totals():
+    node = fleet("east: 1x0")
+    amd = replace(node.clusters[0].nodes[0], allocatable={**node.clusters[0].nodes[0].allocatable, "amd.com/gpu": 8})
+    f = replace(node, clusters=(replace(node.clusters[0], nodes=(amd,)),))
+    gs = groups(_amd(wl("ml/big", "1x8"), 8), _amd(wl("ml/s1", "1x1"), 1), _amd(wl("ml/s2", "1x1"), 1))
+    # amd.com/gpu as a GPU: the 8-GPU workload wins over two 1-GPU ones
+    plan = solve(f, gs, time_limit=T, gpu_resources=("nvidia.com/gpu", "amd.com/gpu"))
+    assert placed(plan) == {"ml/big": "east"}
+    assert (plan.summary.gpus_requested, plan.summary.gpus_placed) == (10, 8)
+    # not configured: it is a plain resource, and more workloads placed wins
+    plain = solve(f, gs, time_limit=T)
+    assert set(placed(plain)) == {"ml/s1", "ml/s2"} and plain.summary.gpus_requested == 0
+    why = reason(plan, "ml/s1", "east").render()
+    assert why == "fits alone, but its capacity went to ml/big (more GPUs placed overall)"

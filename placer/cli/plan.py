@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional
 
 import typer
@@ -32,33 +33,52 @@ class PlanResult:
 def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str | None = None,
                time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: list[str] | None = None,
                gpu: tuple[str, ...] | None = None, workers: int | None = None,
-               announce=None, progress=None) -> PlanResult:
-    """Load the clusters file and the files' placement groups, and solve."""
+               effort: float | None = None, announce=None, progress=None) -> PlanResult:
+    """Load the clusters file and the files' placement groups (with no files: the pending
+    objects of the hub's staging namespace), and solve."""
     from ..catalog import load_catalog
     from ..clusters_file import build_fleet, load_clusters
-    from ..manifests import load_groups
-    from ..solver import DEFAULT_WORKERS, solve
+    from ..podspec import DEFAULT_GPU_RESOURCES
+    from ..solver import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
 
     if time_limit <= 0:
         raise InputError(f"--time-limit {time_limit}: must be positive")
+    if effort is not None and effort <= 0:
+        raise InputError(f"--effort {effort}: must be positive")
+    gpu = tuple(gpu or DEFAULT_GPU_RESOURCES)
+    timings: dict[str, float] = {}
+    t = time.monotonic()
     loaded = load_clusters(clusters)
     if announce and loaded.description.startswith("the bundled"):
         announce(f"using {loaded.description}")
-    if not files:
-        if loaded.hub is None:
-            raise InputError("nothing to plan: pass -f FILE (with no files placer plans the hub's "
-                             "staging namespace, and the clusters file has no hub)")
-        raise InputError(f"planning the hub's staging namespace ({loaded.hub.stagingNamespace} on context "
-                         f"{loaded.hub.context}) is not supported by `placer plan` yet: pass -f FILE")
+    if not files and loaded.hub is None:
+        raise InputError(f"nothing to plan: pass -f FILE, or give the clusters file ({loaded.description}) "
+                         "a hub: {context, stagingNamespace} to plan the pending objects of its staging namespace")
     if progress:
         progress("reading workloads")
     catalog = load_catalog(catalog_dirs or ())
-    groups = load_groups(files, catalog, **({"gpu_resources": gpu} if gpu else {}))
+    timings["catalog"] = time.monotonic() - t
+    t = time.monotonic()
+    if files:
+        from ..manifests import load_groups
+        groups = load_groups(files, catalog, gpu_resources=gpu)
+    else:
+        from ..hub import staging_groups
+        hub = loaded.hub
+        if announce:
+            announce(f"planning the pending objects of namespace {hub.stagingNamespace} on hub context {hub.context}")
+        groups = staging_groups(hub.context, hub.stagingNamespace, catalog, kubeconfig=kubeconfig,
+                                gpu_resources=gpu, warn=announce or (lambda m: None))
+    timings["load"] = time.monotonic() - t
+    t = time.monotonic()
     if progress:
         progress(f"inventorying {len(loaded.clusters)} clusters")
     fleet = build_fleet(loaded.file, kubeconfig)
-    plan = solve(fleet, groups, time_limit=time_limit, workers=workers or DEFAULT_WORKERS, progress=progress)
-    return PlanResult(plan, loaded.description)
+    timings["fleet"] = time.monotonic() - t
+    plan = solve(fleet, groups, time_limit=time_limit, workers=workers or DEFAULT_WORKERS,
+                 effort=effort or DEFAULT_EFFORT, gpu_resources=gpu, progress=progress)
+    summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
+    return PlanResult(replace(plan, summary=summary), loaded.description)
 
 
 @app.command()
@@ -73,6 +93,9 @@ def plan(
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", help="Solver threads (the plan does not depend on it)."),
+    effort: Optional[float] = typer.Option(None, "--effort", help="Search effort in CP-SAT deterministic seconds "
+                                           "(default 2): the same input gives the same plan."),
+    timings: bool = typer.Option(False, "--timings", help="Print per-phase seconds on stderr."),
 ) -> None:
     """Plan where each workload of the files would go; print the placements, and for what
     cannot be placed the reason per cluster. Exit 0 when everything is placed, 3 when
@@ -86,16 +109,20 @@ def plan(
         with status as st:
             update = (lambda msg: st.update(escape(msg))) if st is not None else None
             return plan_files(files, clusters=clusters, kubeconfig=kubeconfig, time_limit=time_limit,
-                              catalog_dirs=catalog, gpu=gpu_resources(gpu) if gpu else None,
-                              workers=workers, announce=lambda m: err.print(escape(m), style="dim"),
-                              progress=update)
+                              catalog_dirs=catalog, gpu=gpu_resources(gpu),
+                              workers=workers, effort=effort,
+                              announce=lambda m: err.print(escape(m), style="dim"), progress=update)
 
     result = run(go)
+    t = time.monotonic()
     if output == "table":
         out.print(render_table(result.plan))
         out.print(summary_line(result.plan))
     else:
         emit(result.plan.to_dict(), output)
+    if timings:
+        phases = {**result.plan.summary.timings, "render": time.monotonic() - t}
+        print("timings: " + " ".join(f"{k}={v:.3f}s" for k, v in phases.items()), file=sys.stderr)
     raise typer.Exit(result.exit_code)
 
 
