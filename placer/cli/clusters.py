@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from enum import Enum
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ..errors import InputError
 from ..fleet import Cluster
 from ..inventory import ClusterSummary, summarize
 from ..kube import list_contexts
@@ -25,7 +27,8 @@ class ClustersOutput(str, Enum):
 def clusters(
     clusters_file: Optional[str] = typer.Option(
         None, "--clusters", envvar="PLACER_CLUSTERS",
-        help="Clusters file. Default: every context of the kubeconfig."),
+        help="Clusters file. Default: ./clusters.yaml, else every kubeconfig context, "
+             "else the bundled example fleet."),
     kubeconfig: Optional[str] = typer.Option(
         None, "--kubeconfig", help="Kubeconfig file(s), ':'-separated. Default: $KUBECONFIG."),
     output: ClustersOutput = typer.Option(ClustersOutput.table, "-o", "--output"),
@@ -71,13 +74,23 @@ def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str,
 
 
 def _entries(clusters_file: str | None, kubeconfig: str | None) -> list[Any]:
-    if clusters_file:
-        from ..clusters_file import load_clusters
+    """The clusters file (--clusters, $PLACER_CLUSTERS, ./clusters.yaml); else every
+    kubeconfig context; with neither, the bundled example fleet, as `placer plan` does."""
+    from ..clusters_file import DEFAULT_NAME, load_clusters
 
-        loaded = load_clusters(clusters_file)
-        return list(getattr(loaded, "clusters", loaded))
-    names, _ = list_contexts(kubeconfig)
-    return [_ContextEntry(n) for n in names]
+    if clusters_file or (Path.cwd() / DEFAULT_NAME).is_file():
+        return list(load_clusters(clusters_file).clusters)
+    try:
+        names, _ = list_contexts(kubeconfig)
+    except InputError:
+        if kubeconfig:                           # asked for explicitly: its error stands
+            raise
+        names = []
+    if names:
+        return [_ContextEntry(n) for n in names]
+    loaded = load_clusters(None)
+    err.print(f"no kubeconfig contexts; using {loaded.description}", markup=False, highlight=False)
+    return list(loaded.clusters)
 
 
 class _ContextEntry:
