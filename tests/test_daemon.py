@@ -11,19 +11,11 @@ import pytest
 
 from placer import daemon as D
 from placer.daemon_state import FakeClock
-from tests.daemon_helpers import (RUNNING_STATUS, STAGING, Env, gpu_nodes, jobset, leaderworkerset,
+from tests.daemon_helpers import (env,  # noqa: F401 (fixture)
+                                  RUNNING_STATUS, STAGING, Env, gpu_nodes, jobset, leaderworkerset,
                                   pytorchjob, raycluster, wait_for)
 from tests.kubeapi.builders import bound_pod, gpu_node
 
-
-@pytest.fixture
-def env(make_fleet):
-    fleet = make_fleet(names=("hub", "alpha", "beta"), bookmark_interval=0.5)
-    fleet["alpha"].seed(gpu_nodes("a", 2))
-    fleet["beta"].seed(gpu_nodes("b", 2))
-    e = Env(fleet)
-    yield e
-    e.stop()
 
 
 def _placed(env: Env, obj: dict) -> str | None:

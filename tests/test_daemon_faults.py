@@ -10,17 +10,8 @@ import pytest
 
 from placer import actuate
 from placer import daemon as D
-from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
+from tests.daemon_helpers import env, STAGING, Env, gpu_nodes, jobset, wait_for  # noqa: F401 (env: fixture)
 
-
-@pytest.fixture
-def env(make_fleet):
-    fleet = make_fleet(names=("hub", "alpha", "beta"), bookmark_interval=0.5)
-    fleet["alpha"].seed(gpu_nodes("a", 2))
-    fleet["beta"].seed(gpu_nodes("b", 2))
-    e = Env(fleet)
-    yield e
-    e.stop()
 
 
 def _cluster(env: Env, obj: dict) -> str | None:
