@@ -21,18 +21,16 @@ import copy
 import dataclasses
 import hashlib
 import random
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import jq
 
-from .catalog import Catalog, CompiledDefinition
+from .catalog import Catalog
 from .errors import (EvaluationError, InputError, KubeError, NotFound, PlacerError, ServerError,
                      Unreachable)
 from .fleet import Cluster
-from .interpret import definition_for, interpret, patch_pod_templates
+from .interpret import interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
@@ -102,36 +100,6 @@ def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_SUSPEND_PATHS: dict[str, Any] = {}
-_SUSPEND_LOCK = threading.Lock()
-
-
-def _suspend_program(compiled: CompiledDefinition) -> Any:
-    """A compiled jq program giving the absolute path of the definition's suspend field."""
-    defn = compiled.definition
-    if defn.suspend is None:
-        return None
-    with _SUSPEND_LOCK:
-        prog = _SUSPEND_PATHS.get(defn.name + "\0" + defn.suspend.path)
-        if prog is None:
-            prog = jq.compile(f"[path({defn.suspend.path})] | first // null",
-                              args={"root": None, "key": None, "instances": None})
-            _SUSPEND_PATHS[defn.name + "\0" + defn.suspend.path] = prog
-    return prog
-
-
-def _suspend_location(obj: Mapping[str, Any], compiled: CompiledDefinition) -> list[Any] | None:
-    prog = _suspend_program(compiled)
-    if prog is None:
-        return None
-    try:
-        path = prog.input_value(obj).first()
-    except ValueError as e:
-        raise InputError(f"definition {compiled.name}: suspend.path {compiled.definition.suspend.path!r} "
-                         f"is not a path expression: {str(e).splitlines()[0]}") from None
-    return list(path) if path else None
-
-
 def set_suspend(obj: Mapping[str, Any], catalog: Catalog, mode: str = SUSPEND_UNSUSPEND) -> dict[str, Any]:
     """A copy of `obj` with its suspend field handled per `mode`: `unsuspend` sets a truthy
     suspend field to false, `omit` removes it, `keep` leaves it. Objects whose definition has
@@ -139,8 +107,7 @@ def set_suspend(obj: Mapping[str, Any], catalog: Catalog, mode: str = SUSPEND_UN
     out = copy.deepcopy(dict(obj))
     if mode == SUSPEND_KEEP:
         return out
-    compiled = definition_for(out, catalog)
-    path = _suspend_location(out, compiled)
+    path = suspend_path(out, catalog)
     if not path:
         return out
     parent: Any = out

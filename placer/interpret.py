@@ -203,11 +203,7 @@ def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping
                          source=source)
     compiled = definition_for(obj, catalog, source)
     name = object_name(obj)
-    try:
-        per_component = compiled.paths_program.input_value(obj).first()
-    except ValueError as e:
-        raise EvaluationError(str(e).split("\n")[0], definition=compiled.name, field="pod paths",
-                              expression="path(...)", obj=name, source=source) from None
+    per_component = _paths(compiled, obj, name, source)[:-1]
     result = copy.deepcopy(dict(obj))
     for i, rows in enumerate(per_component):
         comp = compiled.definition.components[i]
@@ -261,3 +257,21 @@ def _apply(obj: dict, path: list[Any], key: str, value: Any) -> None:
         parent[last] = merged
     else:
         parent[last] = value
+
+
+def _paths(compiled: CompiledDefinition, obj: Mapping[str, Any], name: str, source: str | None) -> list[Any]:
+    try:
+        return compiled.paths_program.input_value(obj).first()
+    except ValueError as e:
+        raise EvaluationError(str(e).split("\n")[0], definition=compiled.name, field="paths",
+                              expression="path(...)", obj=name, source=source) from None
+
+
+def suspend_path(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> list[Any] | None:
+    """Where the object's suspend field lives (its definition's `suspend.path`), or None
+    when the definition has none."""
+    compiled = definition_for(obj, catalog, source)
+    if compiled.definition.suspend is None:
+        return None
+    path = _paths(compiled, obj, object_name(obj), source)[-1]
+    return list(path) if path else None

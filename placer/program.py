@@ -124,7 +124,8 @@ def build_program(defn: Definition) -> str:
 
 
 def build_paths_program(defn: Definition) -> str:
-    """Absolute paths of every instance's pod template parts, for mutation."""
+    """Absolute paths of every instance's pod template parts, per component, then the
+    path of the suspend field: what mutation writes through."""
     comps = []
     for comp in defn.components:
         pod = comp.pod
@@ -137,7 +138,8 @@ def build_paths_program(defn: Definition) -> str:
                             for k, v in parts.items() if v)
         comps.append(f'[path({_instances(comp)}) as $p | ($p | if length > 0 then .[-1] else null end) as $key'
                      f' | $root | getpath($p) | {{base: $p, {entries}}}]' if entries else "[]")
-    return f". as $root | {_lets(defn)}[" + ", ".join(comps) + "]"
+    suspend = f"([path({defn.suspend.path})] | first // null)" if defn.suspend else "null"
+    return f". as $root | {_lets(defn)}[" + ", ".join(comps) + f"] + [{suspend}]"
 
 
 def compile_program(text: str, name: str) -> Any:

@@ -315,3 +315,9 @@ def test_an_expression_yielding_several_values_is_named(cat):
     with pytest.raises(EvaluationError, match=r"components\[0\].podsPerReplica: expression '\(1, 2\)' failed: "
                                               r"produced 2 values, expected one"):
         interpret(trainer(), c)
+
+
+def test_suspend_path_comes_from_the_definition(cat):
+    from placer.interpret import suspend_path
+    assert suspend_path(trainer(suspend=True), cat) == ["spec", "suspend"]
+    assert suspend_path(trainer(), cat) == ["spec", "suspend"]       # where it would go
