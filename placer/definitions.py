@@ -29,7 +29,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationEr
 from .errors import DefinitionError
 
 # Which jq variables each kind of expression may use.
-_COMPONENT_VARS = ("root", "key")
+_COMPONENT_VARS = ("root", "key", "path")
 _OBJECT_VARS = ("root",)
 _GANG_VARS = ("root", "instances")
 
@@ -59,10 +59,13 @@ class Match(_Strict):
 
 
 class FieldExpr(_Strict):
-    """A pod field read by one expression and written (by mutation) through a path."""
+    """A pod field read by one expression and written (by mutation) through a path,
+    relative to the instance element, or with `writeFrom: object` relative to the whole
+    object (to reach a parent's field: `getpath($path[:-2]) | .schedulerName`)."""
 
     read: Expr
     write: Expr | None = None
+    writeFrom: Literal["instance", "object"] = "instance"
 
 
 PodField = Expr | FieldExpr
@@ -150,7 +153,7 @@ class Suspend(_Strict):
 
 
 # jq variables the engine binds itself; a `let` may not shadow them
-RESERVED_VARS = frozenset({"root", "key", "instances", "c", "conds", "p", "x", "r", "lo", "hi"})
+RESERVED_VARS = frozenset({"root", "key", "path", "instances", "c", "conds", "x", "r", "lo", "hi"})
 
 
 def _let_names(lets: dict[str, str]) -> dict[str, str]:

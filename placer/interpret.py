@@ -221,20 +221,19 @@ def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping
 
 
 def _target_path(row: Mapping[str, Any], key: str) -> list[Any] | None:
-    base = row["base"]
+    """The absolute path a patch key writes to, from the paths program's row."""
     written = row.get(f"f.{key}")
     if written == NOT_A_PATH:
         return [NOT_A_PATH]
     if written is not None:
-        return base + written
+        return written
     meta = spec = None
-    if row.get("template") is not None:
-        meta, spec = base + row["template"] + ["metadata"], base + row["template"] + ["spec"]
+    template = row.get("template")
+    if isinstance(template, list):
+        meta, spec = template + ["metadata"], template + ["spec"]
     else:
-        if row.get("spec") is not None:
-            spec = base + row["spec"]
-        if row.get("metadata") is not None:
-            meta = base + row["metadata"]
+        spec = row.get("spec") if isinstance(row.get("spec"), list) else None
+        meta = row.get("metadata") if isinstance(row.get("metadata"), list) else None
     parent = meta if key in ("labels", "annotations") else spec
     return None if parent is None else parent + [key]
 

@@ -112,8 +112,8 @@ def build_program(defn: Definition) -> str:
     comps = []
     for i, comp in enumerate(defn.components):
         row = ", ".join(f"({expr})" for _, expr in component_fields(comp).values())
-        comps.append(f"[path({_instances(comp)}) as $p | ($p | if length > 0 then .[-1] else null end) as $key"
-                     f" | $root | getpath($p) | [{row}]]")
+        comps.append(f"[path({_instances(comp)}) as $path | ($path | if length > 0 then .[-1] else null end)"
+                     f" as $key | $root | getpath($path) | [{row}]]")
     rules = ", ".join([*(_rule(r) for r in defn.status.rules), _NO_STATUS, _UNKNOWN])
     conds = _CONDS if any(r.condition for r in defn.status.rules) else ""
     suspended = f"(({defn.suspend.path}) // false)" if defn.suspend else "null"
@@ -129,15 +129,20 @@ def build_paths_program(defn: Definition) -> str:
     comps = []
     for comp in defn.components:
         pod = comp.pod
-        parts = {"template": pod.template, "spec": pod.spec, "metadata": pod.metadata}
-        if pod.fields:
-            parts.update({f"f.{n}": _write(getattr(pod.fields, n)) for n in PATCHABLE})
-        # a field whose expression is no path expression can be read but not written:
-        # mark it, and fail only if a patch needs it
-        entries = ", ".join(f'{json.dumps(k)}: (try ([path({v})] | first // null) catch "{NOT_A_PATH}")'
-                            for k, v in parts.items() if v)
-        comps.append(f'[path({_instances(comp)}) as $p | ($p | if length > 0 then .[-1] else null end) as $key'
-                     f' | $root | getpath($p) | {{base: $p, {entries}}}]' if entries else "[]")
+        parts = {k: (v, False) for k, v in (("template", pod.template), ("spec", pod.spec),
+                                            ("metadata", pod.metadata)) if v}
+        for n in PATCHABLE if pod.fields else ():
+            f = getattr(pod.fields, n)
+            if _write(f):
+                parts[f"f.{n}"] = (_write(f), isinstance(f, FieldExpr) and f.writeFrom == "object")
+        # absolute paths; a field whose expression is no path expression can be read but not
+        # written: mark it, and fail only if a patch needs it
+        entries = ", ".join(
+            f'{json.dumps(k)}: (try ({"$root | " if from_object else ""}[path({v})]'
+            f' | if length > 0 then {"" if from_object else "$path + "}.[0] else null end) catch "{NOT_A_PATH}")'
+            for k, (v, from_object) in parts.items())
+        comps.append(f'[path({_instances(comp)}) as $path | ($path | if length > 0 then .[-1] else null end)'
+                     f' as $key | $root | getpath($path) | {{{entries}}}]' if entries else "[]")
     suspend = f"([path({defn.suspend.path})] | first // null)" if defn.suspend else "null"
     return f". as $root | {_lets(defn)}[" + ", ".join(comps) + f"] + [{suspend}]"
 
@@ -150,7 +155,7 @@ def compile_program(text: str, name: str) -> Any:
 
 
 def _eval(expr: str, value: Any, lets: dict[str, Any], **args: Any) -> Any:
-    return jq.compile(expr, args={"root": None, "key": None, "instances": None, **lets, **args}
+    return jq.compile(expr, args={"root": None, "key": None, "path": None, "instances": None, **lets, **args}
                       ).input_value(value).all()
 
 
@@ -176,7 +181,7 @@ def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> Eva
             element = _getpath(obj, p)
             for field, expr in component_fields(comp).values():
                 try:
-                    values = _eval(expr, element, lets, root=obj, key=key)
+                    values = _eval(expr, element, lets, root=obj, key=key, path=p)
                 except ValueError as e:
                     return fail(f"components[{i}].{field}", expr, str(e))
                 if len(values) != 1:

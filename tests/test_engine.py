@@ -321,3 +321,34 @@ def test_suspend_path_comes_from_the_definition(cat):
     from placer.interpret import suspend_path
     assert suspend_path(trainer(suspend=True), cat) == ["spec", "suspend"]
     assert suspend_path(trainer(), cat) == ["spec", "suspend"]       # where it would go
+
+
+def test_writes_may_reach_outside_the_instance(tmp_path):
+    # a deployment group runs its parent component's scheduler: the write goes there
+    doc = yaml.safe_load(textwrap.dedent("""
+        name: grouped
+        matches: [{apiVersion: example.com/v1, kind: Grouped}]
+        components:
+        - name: group
+          instances: .spec.server.groups[]
+          instanceId: .name
+          pod:
+            fields:
+              resources: $root.spec.server.resources
+              schedulerName:
+                read: $root.spec.server.schedulerName
+                write: getpath($path[:-2]) | .schedulerName
+                writeFrom: object
+              labels: {read: '.labels // {}', write: .labels}
+          replicas: .replicas
+    """))
+    c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "g.yaml")])
+    obj = {"apiVersion": "example.com/v1", "kind": "Grouped", "metadata": {"name": "g"},
+           "spec": {"server": {"resources": {"limits": {"nvidia.com/gpu": 1}},
+                               "groups": [{"name": "a", "replicas": 2}, {"name": "b", "replicas": 1}]}}}
+    patched = patch_pod_templates(obj, c, {"schedulerName": "kai-scheduler", "labels": {"q": "x"}})
+    assert patched["spec"]["server"]["schedulerName"] == "kai-scheduler"
+    assert [g["labels"] for g in patched["spec"]["server"]["groups"]] == [{"q": "x"}, {"q": "x"}]
+    w = interpret(patched, c)
+    assert [i.pod.scheduler_name for i in w.instances] == ["kai-scheduler", "kai-scheduler"]
+    assert w.pods == 3 and w.gpus == 3
