@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from itertools import combinations_with_replacement
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ortools.sat.python import cp_model
+# the native model and solver of CP-SAT: `cp_model` would import pandas (~0.5 s per run)
+from ortools.sat.python import cp_model_helper as cmh
 
 from . import reasons as R
 from .errors import InputError
@@ -53,8 +54,9 @@ MAX_PATTERNS = 400                 # beyond that a class keeps only necessary GP
 DEFAULT_WORKERS = max(1, min(8, os.cpu_count() or 1))
 # the search configuration, fixed so that the plan does not depend on the thread count
 SEARCH_SUBSOLVERS = 4
-SEARCH_BATCH = 8
-DEFAULT_EFFORT = 2.0               # CP-SAT deterministic time for all stages together
+SEARCH_BATCH = 4                   # tasks per synchronised batch: the effort limit's granularity
+DEFAULT_EFFORT = 1.0               # CP-SAT deterministic time for all stages together
+POLISH_MAX_VARS = 1500             # larger models skip the tie-break stage
 
 Progress = Callable[[str], None]
 
@@ -651,19 +653,36 @@ class Solution:
     timed_out: bool = False          # the wall-clock limit (not the effort) ended a stage
 
 
-def _to_cpsat(agg: Agg) -> tuple[cp_model.CpModel, list]:
-    m = cp_model.CpModel()
-    vs = [m.new_int_var(lo, hi, name) if hi > 1 else m.new_bool_var(name)
-          for lo, hi, name in zip(agg.lb, agg.ub, agg.names)]
+def _to_cpsat(agg: Agg):
+    """The aggregate model as a CP-SAT model proto (variable i = agg variable i)."""
+    m = cmh.CpModelProto()
+    for lo, hi, name in zip(agg.lb, agg.ub, agg.names):
+        v = m.variables.add()
+        v.name = name
+        v.domain.extend([lo, hi])
     for terms, lo, hi in agg.cons:
-        expr = cp_model.LinearExpr.weighted_sum([vs[v] for _, v in terms], [a for a, _ in terms])
-        if lo == hi:
-            m.add(expr == lo)
-        elif lo <= -INF:
-            m.add(expr <= hi)
-        else:
-            m.add_linear_constraint(expr, lo, hi)
-    return m, vs
+        _linear(m, terms, lo, hi)
+    return m
+
+
+def _linear(m, terms: Sequence[tuple[int, int]], lo: int, hi: int) -> None:
+    coeffs: dict[int, int] = {}
+    for a, v in terms:
+        coeffs[v] = coeffs.get(v, 0) + a
+    lin = m.constraints.add().linear
+    lin.vars.extend(list(coeffs))
+    lin.coeffs.extend(list(coeffs.values()))
+    lin.domain.extend([max(lo, -INF), min(hi, INF)])
+
+
+def _objective(m, terms: Sequence[tuple[int, int]], maximize: bool) -> None:
+    """CP-SAT minimises: a maximised objective is negated."""
+    m.clear_objective()
+    coeffs: dict[int, int] = {}
+    for a, v in terms:
+        coeffs[v] = coeffs.get(v, 0) + (-a if maximize else a)
+    m.objective.vars.extend(list(coeffs))
+    m.objective.coeffs.extend(list(coeffs.values()))
 
 
 def _values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], problem: Problem,
@@ -722,7 +741,7 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
                   effort: float = 1.0) -> Solution | None:
     """Lexicographic stages on one model; `optimal` means every placement stage (priority
     levels, GPUs, fragmentation) was proven; the final tie-break is a bounded polish."""
-    m, vs = _to_cpsat(agg)
+    m = _to_cpsat(agg)
     levels = sorted({g.priority for g in groups}, reverse=True)
     ng = len(problem.groups) + 1
     stages: list[tuple[str, list[tuple[int, int]], bool]] = []
@@ -747,40 +766,42 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
     tie = _tie_weights(agg, ng)
     if agg.opens:
         stages.append(("fragmentation", [(1, o) for o in agg.opens], False))
-    stages.append(("tie-break", tie, False))
+    if len(agg.lb) <= POLISH_MAX_VARS:
+        # a polish (the plan is already deterministic): on large models it costs a presolve
+        # and rarely finishes, so the decoder's canonical order stands in for it there
+        stages.append(("tie-break", tie, False))
     best = hint
     all_optimal, timed_out = True, False
     shares = [8 if mx else 1 for _, _, mx in stages]
     for si, (label, terms, maximize) in enumerate(stages):
-        expr = cp_model.LinearExpr.weighted_sum([vs[v] for _, v in terms], [a for a, _ in terms])
         value = None if best is None else sum(a * best[v] for a, v in terms)
         left = deadline - time.monotonic()
         if left > 0.05:
-            if maximize:
-                m.maximize(expr)
-            else:
-                m.minimize(expr)
-            m.clear_hints()
+            _objective(m, terms, maximize)
+            m.clear_solution_hint()
             if best is not None:
-                for v, val in zip(vs, best):
-                    m.add_hint(v, val)
-            solver = cp_model.CpSolver()
-            _search_parameters(solver.parameters, workers, seed,
-                               effort * shares[si] / sum(shares), left)
+                m.solution_hint.vars.extend(range(len(best)))
+                m.solution_hint.values.extend(best)
+            params = cmh.SatParameters()
+            _search_parameters(params, workers, seed, effort * shares[si] / sum(shares), left)
             if progress:
                 progress(f"solving: {label}")
-            st = solver.solve(m)
-            found = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-            if st != cp_model.OPTIMAL and solver.wall_time >= left * 0.98:
+            solver = cmh.SolveWrapper()
+            solver.set_parameters(params)
+            r = solver.solve(m)
+            st = r.status
+            optimal = st == cmh.CpSolverStatus.OPTIMAL
+            found = optimal or st == cmh.CpSolverStatus.FEASIBLE
+            if not optimal and r.wall_time >= left * 0.98:
                 timed_out = True             # the wall clock, not the effort, ended this stage
             if progress:
-                progress(f"{label}: {solver.status_name(st)} objective "
-                         f"{solver.objective_value if found else None} (incumbent {value}, "
-                         f"{solver.deterministic_time:.2f} effort, {solver.wall_time:.2f}s)")
+                progress(f"{label}: {st.name} objective "
+                         f"{abs(r.objective_value) if found else None} (incumbent {value}, "
+                         f"{r.deterministic_time:.2f} effort, {r.wall_time:.2f}s)")
             if label != "tie-break":
-                all_optimal &= st == cp_model.OPTIMAL
+                all_optimal &= optimal
             if found:
-                new = [int(solver.value(v)) for v in vs]
+                new = [int(x) for x in r.solution]
                 new_value = sum(a * new[v] for a, v in terms)
                 # keep the incumbent unless strictly better here: it may be better on later stages
                 if value is None or (new_value > value if maximize else new_value < value):
@@ -791,9 +812,9 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
             break
         # fix this stage's value for the stages after it
         if maximize:
-            m.add(expr >= value)
+            _linear(m, terms, value, INF)
         else:
-            m.add(expr <= value)
+            _linear(m, terms, -INF, value)
     if best is None:
         return None
     return Solution(best, "optimal" if all_optimal else "feasible", timed_out)
@@ -1025,6 +1046,7 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
     placements: list[Placement] = []
     unplaced: list[Unplaced] = []
     reason_states = problem.state()
+    reasons_cache: dict = {}
     by_cluster: dict[int, list[GroupInfo]] = {}
     for gi, (c, _) in result.items():
         by_cluster.setdefault(c, []).append(next(g for g in problem.groups if g.index == gi))
@@ -1033,7 +1055,7 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
             c, assign = result[g.index]
             placements += _placements(problem, g, c, assign)
         else:
-            why = explain(problem, g, reason_states, by_cluster)
+            why = explain(problem, g, reason_states, by_cluster, reasons_cache)
             for w in g.group.workloads:
                 unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why))
     committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a, infos_from=True)]
@@ -1066,9 +1088,19 @@ def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign, infos
 
 # --- explanations ---------------------------------------------------------------------------
 
+def _explain_key(g: GroupInfo) -> tuple:
+    """Groups with the same pods, priority and per-cluster policy get the same reasons."""
+    pods = sorted(((tuple(sorted(p.demand.items())), p.pred_key, p.instance.key), p.pods) for p in g.parts)
+    return (g.priority, tuple(g.eligible), tuple(sorted(g.static.items(), key=lambda kv: kv[0])), tuple(pods))
+
+
 def explain(problem: Problem, g: GroupInfo, states: Mapping[int, ClusterState],
-            placed_on: Mapping[int, list[GroupInfo]]) -> dict[str, R.Reason]:
+            placed_on: Mapping[int, list[GroupInfo]], cache: dict | None = None) -> dict[str, R.Reason]:
     """The first reason per cluster, in cluster order."""
+    cache = {} if cache is None else cache
+    key = _explain_key(g)
+    if key in cache:
+        return cache[key]
     out: dict[str, R.Reason] = {}
     for c, cl in enumerate(problem.clusters):
         if c in g.static:
@@ -1084,6 +1116,7 @@ def explain(problem: Problem, g: GroupInfo, states: Mapping[int, ClusterState],
                                            bool(higher))
             continue
         out[cl.name] = _capacity_reason(g, st)
+    cache[key] = out
     return out
 
 

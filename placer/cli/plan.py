@@ -49,6 +49,8 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     timings: dict[str, float] = {}
     t = time.monotonic()
     loaded = load_clusters(clusters)
+    timings["clusters"] = time.monotonic() - t
+    t = time.monotonic()
     if announce and loaded.description.startswith("the bundled"):
         announce(f"using {loaded.description}")
     if not files and loaded.hub is None:
