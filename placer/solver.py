@@ -19,7 +19,13 @@ How it scales by structure rather than brute force:
   fallback at timeout; the better of the two (lexicographically) is returned;
 - the objective is lexicographic, solved in stages: per priority level (highest first)
   maximise GPUs placed (then workloads placed), fixing each level's value before the next;
-  then minimise whole nodes broken open, then a tie-break by cluster order then name;
+  then minimise whole nodes broken open, then (small models) a tie-break by cluster order
+  then name;
+- determinism: CP-SAT runs its interleaved search (a fixed set of subsolvers in batches of
+  fixed size, results exchanged only between batches) and each stage stops on deterministic
+  time (`effort`), so the same input gives the same plan whatever the thread count or the
+  machine's load; the wall-clock `time_limit` is only a safety net (a plan it cuts short is
+  flagged `time_limit_hit` and may differ between runs);
 - every plan goes through `placer.verify` before it is returned.
 """
 
