@@ -90,7 +90,7 @@ def plan(
     clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters file (default: $PLACER_CLUSTERS, "
                                            "./clusters.yaml, else the bundled example fleet)."),
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig for live clusters."),
-    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Wall-clock safety net for the solver, seconds (a plan it cuts short is flagged timeLimitHit).")),
+    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Wall-clock safety net for the solver, seconds (a plan it cuts short is flagged timeLimitHit)."),
     output: str = typer.Option("table", "-o", "--output", help="table, json or yaml"),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
