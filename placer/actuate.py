@@ -36,15 +36,10 @@ from .kube import Kube, KubeClient, Resource, run_concurrently
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from .quantity import add
 from .workload import Instance, Phase, PlacementGroup, Workload
+from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
 
 # --- labels and annotations ----------------------------------------------------------
 
-MANAGED = "placer.dev/managed"            # label, "true" on everything placer creates
-WORKLOAD = "placer.dev/workload"          # label: workload_label(key); annotation: the key itself
-GROUP = "placer.dev/group"                # label: label_value(group key); annotation: the key itself
-ORIGIN = "placer.dev/origin"              # annotation: file path, or hub/<ns>/<Kind>/<name>
-PLAN = "placer.dev/plan"                  # annotation: id of the plan that placed it
-CLUSTER = "placer.dev/cluster"            # annotation: the cluster it was placed on
 MANAGED_SELECTOR = f"{MANAGED}=true"
 
 # fields the API server owns: never copy them from a source object to another cluster

@@ -45,20 +45,11 @@ from .metrics import Metrics, MetricsServer
 from .registry import with_fleet_definitions
 from .solver import ANN_SELECTOR, solve
 from .workload import Phase, PlacementGroup, Workload
+from .names import (ANN_CLUSTER, ANN_GROUP, ANN_MESSAGE, ANN_PHASE, ANN_RESCHEDULE,  # noqa: F401
+                    ANN_SOURCE_GENERATION, CLUSTER_NAME_LABEL, FINALIZER)
 
 log = logging.getLogger("placer.daemon")
 
-FINALIZER = "placer.dev/cleanup"
-ANN_CLUSTER = "placer.dev/cluster"
-ANN_PHASE = "placer.dev/phase"
-ANN_MESSAGE = "placer.dev/message"
-ANN_RESCHEDULE = "placer.dev/reschedule"
-ANN_GROUP = "placer.dev/group"
-# on the remote copy: the staging object's metadata.generation it was made from
-ANN_SOURCE_GENERATION = "placer.dev/source-generation"
-# a label every cluster gets in the daemon's fleet view, so that a withdrawn workload can
-# be kept off the cluster it is withdrawn from with an ordinary cluster selector
-CLUSTER_NAME_LABEL = "placer.dev/cluster-name"
 PHASE_INVALID = "Invalid"
 COMPANION_KINDS = (("v1", "ConfigMap"), ("v1", "Secret"))
 DEFAULT_RESCHEDULE_AFTER = 600.0

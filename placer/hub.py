@@ -18,9 +18,8 @@ from .kube import Kube
 from .podspec import DEFAULT_GPU_RESOURCES
 from .registry import with_cluster_definitions
 from .workload import PlacementGroup, Workload
+from .names import ANN_CLUSTER, ANN_GROUP
 
-ANN_CLUSTER = "placer.dev/cluster"
-ANN_GROUP = "placer.dev/group"
 
 
 def _pending(obj: dict) -> bool:

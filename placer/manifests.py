@@ -19,8 +19,8 @@ from .errors import InputError, UnknownKind
 from .interpret import interpret
 from .podspec import DEFAULT_GPU_RESOURCES
 from .workload import PlacementGroup, Workload
+from .names import ANN_GROUP
 
-GROUP_ANNOTATION = "placer.dev/group"
 _SUFFIXES = (".yaml", ".yml", ".json")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -133,7 +133,7 @@ def classify(docs: Iterable[Document], catalog: Catalog, *,
 
 def _group_key(obj: Mapping[str, Any], source: str) -> str:
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(GROUP_ANNOTATION) or source.rpartition(":")[0] or source
+    return annotations.get(ANN_GROUP) or source.rpartition(":")[0] or source
 
 
 def group(batch: Batch) -> list[PlacementGroup]:

@@ -50,10 +50,8 @@ from .scheduling import (NodeClass, Requirement, fits_resources, matches_affinit
                          mismatch, node_classes, parse_label_selector, pod_demand, selector_matches,
                          untolerated_taints, describe_constraints)
 from .workload import Instance, PlacementGroup, PodShape, Workload
+from .names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
 
-ANN_CLUSTER = "placer.dev/cluster"
-ANN_SELECTOR = "placer.dev/cluster-selector"
-ANN_PRIORITY = "placer.dev/priority"
 GPU_RESOURCES = tuple(DEFAULT_GPU_RESOURCES)
 UNLIMITED = 10**15                 # pod slots on nodes that declare no `pods` allocatable
 MAX_PATTERNS = 400                 # beyond that a class keeps only necessary GPU constraints

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 
 from .errors import VerificationError
 from .fleet import Fleet, Node
+from .names import ANN_CLUSTER, ANN_SELECTOR
 from .plan import Placement, Plan
 from .scheduling import mismatch, parse_label_selector, pod_demand, selector_matches
 from .workload import PlacementGroup, Workload
@@ -24,10 +25,10 @@ def _fail(msg: str, cluster: str | None = None, obj: str | None = None) -> None:
 
 def _check_policy(w: Workload, cluster_name: str, cluster_labels: Mapping[str, str]) -> None:
     ann = w.annotations or {}
-    pin = ann.get("placer.dev/cluster")
+    pin = ann.get(ANN_CLUSTER)
     if pin and str(pin).strip() != cluster_name:
         _fail(f"pinned to {pin} but placed on {cluster_name}", cluster_name, w.key)
-    sel = ann.get("placer.dev/cluster-selector")
+    sel = ann.get(ANN_SELECTOR)
     if sel and not selector_matches(parse_label_selector(str(sel)), cluster_labels):
         _fail(f"cluster-selector {sel} does not match", cluster_name, w.key)
 

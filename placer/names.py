@@ -1,0 +1,24 @@
+"""Every label, annotation and finalizer placer reads or writes: one place, so that a
+workload placed by `submit` is recognised by the daemon and by `plan`, and back."""
+
+# Policy a user sets on a workload
+ANN_CLUSTER = "placer.dev/cluster"                # pin (users); where it was placed (placer)
+ANN_SELECTOR = "placer.dev/cluster-selector"      # label selector over cluster labels
+ANN_PRIORITY = "placer.dev/priority"              # integer, default 0
+ANN_GROUP = "placer.dev/group"                    # objects sharing it are placed together
+ANN_RESCHEDULE = "placer.dev/reschedule"          # "true": re-place when its pods stay Pending
+
+# What placer writes on the objects it creates
+MANAGED = "placer.dev/managed"                    # label, "true" on everything placer creates
+WORKLOAD = "placer.dev/workload"                  # label: hash of the workload key; annotation: the key
+GROUP = ANN_GROUP                                 # label: hash of the group key; annotation: the key
+ORIGIN = "placer.dev/origin"                      # annotation: file path, or hub/<ns>/<Kind>/<name>
+PLAN = "placer.dev/plan"                          # annotation: id of the plan that placed it
+CLUSTER = ANN_CLUSTER                             # annotation: the cluster it was placed on
+
+# What the daemon writes on staging objects
+FINALIZER = "placer.dev/cleanup"
+ANN_PHASE = "placer.dev/phase"
+ANN_MESSAGE = "placer.dev/message"
+ANN_SOURCE_GENERATION = "placer.dev/source-generation"
+CLUSTER_NAME_LABEL = "placer.dev/cluster-name"    # synthetic cluster label, to keep a withdrawn workload away
