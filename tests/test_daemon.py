@@ -70,14 +70,32 @@ def test_end_to_end_four_kinds(env):
     wait_for(lambda: next(iter(env.copies(ray).values()))["spec"]["workerGroupSpecs"][0]["replicas"] == 1,
              what="spec propagated")
     assert len(env.copies(ray)) == 1
+    # ... and for the other kinds, a spec field each of them really has
+    changes = {"JobSet": {"spec": {"ttlSecondsAfterFinished": 600}},
+               "PyTorchJob": {"spec": {"runPolicy": {"ttlSecondsAfterFinished": 600}}},
+               "LeaderWorkerSet": {"spec": {"startupPolicy": "LeaderReady"}}}
+    for o in (objs[0], objs[1], objs[3]):
+        env.hub.patch(env.hub.resource_for(o["apiVersion"], o["kind"]), o["metadata"]["name"], changes[o["kind"]],
+                      STAGING)
+    wait_for(lambda: next(iter(env.copies(objs[0]).values()))["spec"].get("ttlSecondsAfterFinished") == 600,
+             what="JobSet spec propagated")
+    wait_for(lambda: next(iter(env.copies(objs[1]).values()))["spec"]["runPolicy"].get("ttlSecondsAfterFinished")
+             == 600, what="PyTorchJob spec propagated")
+    wait_for(lambda: next(iter(env.copies(objs[3]).values()))["spec"].get("startupPolicy") == "LeaderReady",
+             what="LeaderWorkerSet spec propagated")
+    assert all(len(env.copies(o)) == 1 for o in objs)
+    # the copy stays running: a spec change does not re-suspend it
+    assert next(iter(env.copies(objs[1]).values()))["spec"]["runPolicy"]["suspend"] is False
 
-    # delete: the copy goes, then the finalizer, then the staging object itself
-    js = objs[0]
-    env.hub.delete(env.hub.resource_for(js["apiVersion"], js["kind"]), "train", STAGING)
-    wait_for(lambda: not env.fleet["hub"].objects(js["apiVersion"], "JobSet", STAGING), what="staging gone")
-    assert env.copies(js) == {}, json.dumps(env.copies(js)["alpha"]["metadata"], indent=1)
+    # delete: the copy goes, then the finalizer, then the staging object itself; each kind
+    for i, o in enumerate(objs):
+        env.hub.delete(env.hub.resource_for(o["apiVersion"], o["kind"]), o["metadata"]["name"], STAGING)
+        wait_for(lambda o=o: not [x for x in env.fleet["hub"].objects(o["apiVersion"], o["kind"], STAGING)
+                                  if x["metadata"]["name"] == o["metadata"]["name"]],
+                 what=f"staging {o['kind']} gone")
+        assert env.copies(o) == {}, o["kind"]
+        assert all(len(env.copies(rest)) == 1 for rest in objs[i + 1:])
     assert d.wait_idle(10)
-    assert all(len(env.copies(o)) == 1 for o in objs[1:])
     assert d.metrics.value("placer_placements_total") == 4
 
 
