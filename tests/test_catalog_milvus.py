@@ -170,19 +170,21 @@ def test_milvus_patch_round_trip_components():
     assert patched["spec"]["components"]["queryNode"]["podLabels"] == {"r": "q", **PATCH["labels"]}
 
 
-def test_milvus_groups_patch_without_scheduler_name():
-    """Groups have no schedulerName of their own (see /work/catalog-requests-serving.md):
-    every other patch key reaches them; schedulerName is refused, not silently dropped."""
+def test_milvus_groups_patch_reaches_groups_and_their_component():
+    """Groups have no schedulerName of their own: they run their component's, so the
+    patch writes it there (writeFrom: object); every other patch key reaches the group."""
     comps = {"image": V26, "queryNode": {"groups": [{"name": "z1", "replicas": 2}]}}
     obj = milvus(comps, mode="cluster")
-    patch = {k: v for k, v in PATCH.items() if k != "schedulerName"}
-    patched = patch_pod_templates(obj, MILVUS, patch)
+    patched = patch_pod_templates(obj, MILVUS, PATCH)
     group = patched["spec"]["components"]["queryNode"]["groups"][0]
     assert group["labels"] == PATCH["labels"] and group["nodeSelector"] == PATCH["nodeSelector"]
+    assert "schedulerName" not in group
+    assert patched["spec"]["components"]["queryNode"]["schedulerName"] == PATCH["schedulerName"]
     w = interpret(patched, MILVUS)
     assert all(PATCH["annotations"].items() <= i.pod.annotations.items() for i in w.instances)
-    with pytest.raises(Exception, match="schedulerName"):
-        patch_pod_templates(obj, MILVUS, {"schedulerName": "volcano"})
+    groups = [i for i in w.instances if i.component != "component"]
+    assert groups and all(i.pod.scheduler_name == PATCH["schedulerName"] for i in groups)
+    assert w.pods == interpret(obj, MILVUS).pods
 
 
 def test_milvus_example():
