@@ -111,9 +111,13 @@ def build_program(defn: Definition) -> str:
     keys = layout(defn)
     comps = []
     for i, comp in enumerate(defn.components):
-        row = ", ".join(f"({expr})" for _, expr in component_fields(comp).values())
-        comps.append(f"[path({_instances(comp)}) as $path | ($path | if length > 0 then .[-1] else null end)"
-                     f" as $key | $root | getpath($path) | [{row}]]")
+        fields = component_fields(comp).values()
+        row = ", ".join(f"({expr})" for _, expr in fields)
+        if any("$key" in expr or "$path" in expr for _, expr in fields):
+            comps.append(f"[path({_instances(comp)}) as $path | ($path | if length > 0 then .[-1] else null end)"
+                         f" as $key | $root | getpath($path) | [{row}]]")
+        else:       # path tracking costs jq several steps per instance: only when used
+            comps.append(f"[{_instances(comp)} | [{row}]]")
     rules = ", ".join([*(_rule(r) for r in defn.status.rules), _NO_STATUS, _UNKNOWN])
     conds = _CONDS if any(r.condition for r in defn.status.rules) else ""
     suspended = f"(({defn.suspend.path}) // false)" if defn.suspend else "null"
