@@ -301,6 +301,22 @@ def test_rayservice_status(status, phase, reason):
     assert (w.phase, w.reason) == (phase, reason)
 
 
+def test_rayservice_upgrade_runs_a_second_cluster():
+    # FACTS: during a NewCluster upgrade the pending cluster runs beside the active one until
+    # cutover, so pods and GPUs roughly double; both are counted from the spec
+    obj = rayservice(group("gpu", gpu=4, replicas=2))
+    steady = interpret(with_status(obj, {"activeServiceStatus": {"rayClusterName": "rs-old"}}), RAYSERVICE)
+    upgrading = interpret(with_status(obj, {"activeServiceStatus": {"rayClusterName": "rs-old"},
+                                            "pendingServiceStatus": {"rayClusterName": "rs-new"}}), RAYSERVICE)
+    assert (upgrading.pods, upgrading.gpus) == (2 * steady.pods, 2 * steady.gpus)
+    assert [g.name for g in upgrading.gangs] == ["rs", "rs-new"]
+    assert upgrading.gangs[1].pods == steady.gangs[0].pods
+    pending = {i.key: i.selector for i in upgrading.instances if i.component.startswith("pending")}
+    assert pending == {"pendingHead/headgroup": {"ray.io/cluster": "rs-new", "ray.io/node-type": "head"},
+                       "pendingWorkerGroup/gpu": {"ray.io/cluster": "rs-new", "ray.io/node-type": "worker",
+                                                  "ray.io/group": "gpu"}}
+
+
 def test_rayservice_patch_reaches_head_and_groups():
     check_patch_round_trip(rayservice(group("a", replicas=1), group("b", replicas=1)), RAYSERVICE, [
         ("spec", "rayClusterConfig", "headGroupSpec", "template"),
