@@ -25,18 +25,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-
 from .catalog import Catalog
-from .errors import (EvaluationError, InputError, KubeError, NotFound, PlacerError, ServerError,
-                     Unreachable)
+from .clusters_file import ClusterEntry, as_entry
+from .errors import (
+    EvaluationError,
+    InputError,
+    KubeError,
+    NotFound,
+    PlacerError,
+    ServerError,
+    Unreachable,
+)
 from .fleet import Cluster
 from .interpret import interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
+from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from .quantity import add
 from .workload import Instance, Phase, PlacementGroup, Workload
-from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
 
 # --- labels and annotations ----------------------------------------------------------
 
@@ -153,14 +160,6 @@ class Handoff:
     suspend: str = SUSPEND_UNSUSPEND
 
 
-def _field(entry: Any, *names: str) -> Any:
-    for n in names:
-        v = entry.get(n) if isinstance(entry, Mapping) else getattr(entry, n, None)
-        if v is not None:
-            return v
-    return None
-
-
 def _plain(v: Any) -> Any:
     if hasattr(v, "model_dump"):
         return v.model_dump(exclude_none=True, by_alias=True)
@@ -168,16 +167,14 @@ def _plain(v: Any) -> Any:
 
 
 def handoff_of(entry: Any) -> Handoff:
-    """The hand-off settings of a clusters-file entry (a model or a plain mapping):
-    `podTemplatePatch`, `objectPatch: {labels, annotations}`, `suspend`."""
+    """The hand-off settings of a clusters-file entry: `podTemplatePatch`,
+    `objectPatch: {labels, annotations}`, `suspend`."""
     if entry is None:
         return Handoff()
-    patch = _plain(_field(entry, "podTemplatePatch", "pod_template_patch")) or {}
-    obj_patch = _plain(_field(entry, "objectPatch", "object_patch")) or {}
-    suspend = _field(entry, "suspend", "suspend_policy") or SUSPEND_UNSUSPEND
-    if suspend not in (SUSPEND_UNSUSPEND, SUSPEND_OMIT, SUSPEND_KEEP):
-        raise InputError(f"cluster {_field(entry, 'name')}: suspend: {suspend!r}: expected one of "
-                         f"{SUSPEND_UNSUSPEND}, {SUSPEND_OMIT}, {SUSPEND_KEEP}")
+    entry = as_entry(entry)
+    patch = _plain(entry.podTemplatePatch) or {}
+    obj_patch = _plain(entry.objectPatch) or {}
+    suspend = entry.suspend or SUSPEND_UNSUSPEND
     return Handoff(pod_template_patch={k: _plain(v) for k, v in dict(patch).items() if v is not None},
                    object_labels=dict(obj_patch.get("labels") or {}),
                    object_annotations=dict(obj_patch.get("annotations") or {}),
@@ -210,7 +207,7 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     entry's hand-off applied (pod-template patch through the definition, object labels,
     suspend policy). `origin`: a string, a function of the source object, or None for each
     workload's own source file (companions then take the group key)."""
-    cluster = cluster or _field(cluster_entry, "name") or ""
+    cluster = cluster or (as_entry(cluster_entry).name if cluster_entry is not None else "")
     handoff = handoff_of(cluster_entry)
     if not group.workloads:
         raise InputError(f"group {group.key} has no workload")
@@ -470,12 +467,13 @@ def index_placed(per_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
     return Placed(refs, unreachable=unreachable, duplicates=dups)
 
 
-def _live_entries(entries: Iterable[Any]) -> list[Any]:
-    return [e for e in entries if _field(e, "context")]
+def _live_entries(entries: Iterable[Any]) -> list[ClusterEntry]:
+    return [e for e in map(as_entry, entries) if e.context]
 
 
 def _client(kube: Kube, entry: Any) -> KubeClient:
-    return kube.client(_field(entry, "context"), cluster=_field(entry, "name"))
+    entry = as_entry(entry)
+    return kube.client(entry.context, cluster=entry.name)
 
 
 def find_placed(kube: Kube, entries: Iterable[Any], catalog: Catalog) -> Placed:
@@ -488,11 +486,11 @@ def find_placed(kube: Kube, entries: Iterable[Any], catalog: Catalog) -> Placed:
             return managed_objects(_client(kube, entry), catalog)
         except PlacerError as e:
             return e
-    results = run_concurrently({_field(e, "name"): (lambda e=e: scan(e)) for e in live},
+    results = run_concurrently({e.name: (lambda e=e: scan(e)) for e in live},
                                max_workers=kube.max_workers)
     ok = {n: r for n, r in results.items() if not isinstance(r, PlacerError)}
     bad = {n: error_reason(r) for n, r in results.items() if isinstance(r, PlacerError)}
-    return index_placed(ok, bad, [_field(e, "name") for e in live])
+    return index_placed(ok, bad, [e.name for e in live])
 
 
 @dataclass(frozen=True)
@@ -523,15 +521,14 @@ def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
     live = _live_entries(entries)
 
     def one(entry: Any):
-        name, ctx = _field(entry, "name"), _field(entry, "context")
-        labels = dict(_field(entry, "labels") or {})
+        name, ctx, labels = entry.name, entry.context, dict(entry.labels or {})
         try:
             return read_cluster_state(_client(kube, entry), name, catalog, labels=labels, context=ctx)
         except PlacerError as e:
             return Cluster(name=name, labels=labels, context=ctx, error=error_reason(e)), [], None
-    results = run_concurrently({_field(e, "name"): (lambda e=e: one(e)) for e in live},
+    results = run_concurrently({e.name: (lambda e=e: one(e)) for e in live},
                                max_workers=kube.max_workers)
-    order = [_field(e, "name") for e in live]
+    order = [e.name for e in live]
     clusters = {n: results[n][0] for n in order}
     pods = {n: results[n][1] for n in order}
     placed = index_placed({n: results[n][2] for n in order if results[n][2] is not None},

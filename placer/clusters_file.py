@@ -20,10 +20,17 @@ import os
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, Mapping, NamedTuple
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from .errors import InputError
 from .fleet import Cluster, Fleet, Node, Taint
@@ -132,6 +139,29 @@ class ClusterEntry(_Strict):
     @property
     def live(self) -> bool:
         return bool(self.context)
+
+
+def context_entry(context: str) -> ClusterEntry:
+    """A kubeconfig context taken as a live cluster when there is no clusters file. Not
+    validated: context names (EKS ARNs, GKE's project_zone_name) need not be DNS-like."""
+    return ClusterEntry.model_construct(name=context, context=context, labels={}, nodes=None,
+                                        podTemplatePatch=None, objectPatch=None, suspend=None)
+
+
+def as_entry(value: Any) -> ClusterEntry:
+    """A clusters-file entry from a model or a plain mapping (as tests and libraries write them)."""
+    if isinstance(value, ClusterEntry):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return ClusterEntry.model_validate(value)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = f"{_loc(err['loc'])}: " if err["loc"] else ""
+            got = f" (got {err['input']!r})" if err["loc"] else ""
+            msg = err["msg"].removeprefix("Value error, ")
+            raise InputError(f"cluster entry {value.get('name', '?')}: {where}{msg}{got}") from None
+    raise TypeError(f"not a cluster entry: {value!r}")
 
 
 class Hub(_Strict):

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import actuate as A
 from .catalog import Catalog
+from .clusters_file import as_entry
 from .daemon_state import Clock, Informer, ObjKey, WorkQueue, all_synced
 from .errors import Conflict, InputError, KubeError, NotFound, PlacerError
 from .fleet import Cluster, Fleet
@@ -42,11 +43,19 @@ from .interpret import interpret
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .leader import LeaderElector, LeaseTiming
 from .metrics import Metrics, MetricsServer
+from .names import (  # noqa: F401
+    ANN_CLUSTER,
+    ANN_GROUP,
+    ANN_MESSAGE,
+    ANN_PHASE,
+    ANN_RESCHEDULE,
+    ANN_SOURCE_GENERATION,
+    CLUSTER_NAME_LABEL,
+    FINALIZER,
+)
 from .registry import with_fleet_definitions
 from .solver import ANN_SELECTOR, solve
 from .workload import Phase, PlacementGroup, Workload
-from .names import (ANN_CLUSTER, ANN_GROUP, ANN_MESSAGE, ANN_PHASE, ANN_RESCHEDULE,  # noqa: F401
-                    ANN_SOURCE_GENERATION, CLUSTER_NAME_LABEL, FINALIZER)
 
 log = logging.getLogger("placer.daemon")
 
@@ -110,7 +119,7 @@ class Daemon:
         self.catalog = catalog
         self.clock = clock or Clock()
         self.metrics = metrics or Metrics()
-        self.entries = {e.name: e for e in config.clusters if getattr(e, "context", None)}
+        self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
         self.hub = kube.client(config.hub_context, cluster="hub")
         self.leader = LeaderElector(self.hub, config.staging_namespace, config.lease_name, config.identity,
                                     clock=self.clock.now, timing=config.lease,
@@ -1020,8 +1029,7 @@ def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog
 
     kube = Kube(kubeconfig, max_workers=64)
     # definitions registered on the hub (first: they win) and the target clusters
-    catalog = with_fleet_definitions(catalog, kube, [config.hub_context, *(A._field(e, "context")
-                                                                           for e in config.clusters)],
+    catalog = with_fleet_definitions(catalog, kube, [config.hub_context, *(e.context for e in config.clusters)],
                                      lambda m: log.warning("%s", m))
     daemon = Daemon(config, kube, catalog)
     done = threading.Event()

@@ -15,11 +15,10 @@ from .catalog import Catalog
 from .errors import NotFound
 from .interpret import interpret
 from .kube import Kube
+from .names import ANN_CLUSTER, ANN_GROUP
 from .podspec import DEFAULT_GPU_RESOURCES
 from .registry import with_cluster_definitions
 from .workload import PlacementGroup, Workload
-from .names import ANN_CLUSTER, ANN_GROUP
-
 
 
 def _pending(obj: dict) -> bool:

@@ -36,8 +36,18 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config as k8s_kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from .errors import (Conflict, Forbidden, Gone, InputError, Invalid, KubeError, NotFound,
-                     PlacerError, ServerError, Unreachable)
+from .errors import (
+    Conflict,
+    Forbidden,
+    Gone,
+    InputError,
+    Invalid,
+    KubeError,
+    NotFound,
+    PlacerError,
+    ServerError,
+    Unreachable,
+)
 
 FIELD_MANAGER = "placer"
 DEFAULT_PAGE = 500

@@ -17,9 +17,9 @@ import yaml
 from .catalog import Catalog
 from .errors import InputError, UnknownKind
 from .interpret import interpret
+from .names import ANN_GROUP
 from .podspec import DEFAULT_GPU_RESOURCES
 from .workload import PlacementGroup, Workload
-from .names import ANN_GROUP
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

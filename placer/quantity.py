@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Mapping
 
 from .errors import InputError

@@ -44,13 +44,24 @@ from ortools.sat.python import cp_model_helper as cmh
 from . import reasons as R
 from .errors import InputError
 from .fleet import Cluster, Fleet
+from .names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
 from .plan import Placement, Plan, Summary, Unplaced
 from .podspec import DEFAULT_GPU_RESOURCES
-from .scheduling import (NodeClass, Requirement, fits_resources, matches_affinity, matches_node_selector,
-                         mismatch, node_classes, parse_label_selector, pod_demand, selector_matches,
-                         untolerated_taints, describe_constraints)
+from .scheduling import (
+    NodeClass,
+    Requirement,
+    describe_constraints,
+    fits_resources,
+    matches_affinity,
+    matches_node_selector,
+    mismatch,
+    node_classes,
+    parse_label_selector,
+    pod_demand,
+    selector_matches,
+    untolerated_taints,
+)
 from .workload import Instance, PlacementGroup, PodShape, Workload
-from .names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
 
 GPU_RESOURCES = tuple(DEFAULT_GPU_RESOURCES)
 UNLIMITED = 10**15                 # pod slots on nodes that declare no `pods` allocatable

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import actuate as A
 from .catalog import Catalog
+from .clusters_file import as_entry
 from .errors import InputError, KubeError, PlacerError
 from .fleet import Cluster, Fleet
 from .kube import Kube, run_concurrently
@@ -139,11 +140,12 @@ def build_fleet(entries: Sequence[Any], live: Mapping[str, Cluster]) -> Fleet:
     """Clusters in file order; entries without a context appear as unusable, with why."""
     clusters = []
     for e in entries:
-        name = A._field(e, "name")
+        e = as_entry(e)
+        name = e.name
         if name in live:
             clusters.append(live[name])
         else:
-            clusters.append(Cluster(name=name, labels=dict(A._field(e, "labels") or {}), error=SIMULATED))
+            clusters.append(Cluster(name=name, labels=dict(e.labels or {}), error=SIMULATED))
     return Fleet(tuple(clusters))
 
 
@@ -158,7 +160,7 @@ def groups_by_cluster(plan: Plan) -> dict[str, list[str]]:
 
 
 def check_cluster(cluster: str | None, entries: Sequence[Any]) -> None:
-    names = [A._field(e, "name") for e in entries]
+    names = [as_entry(e).name for e in entries]
     if not entries:
         raise InputError("no clusters to submit to (give --clusters FILE or a kubeconfig with contexts)")
     if cluster is not None and cluster not in names:
@@ -216,7 +218,7 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
     """Create every placed group on its cluster: clusters concurrently, groups of one
     cluster in plan order, each all or nothing."""
     by_key = {g.key: g for g in groups}
-    by_name = {A._field(e, "name"): e for e in entries}
+    by_name = {as_entry(e).name: e for e in entries}
     placements: dict[str, list[Placement]] = {}
     for p in plan.placements:
         placements.setdefault(p.group, []).append(p)

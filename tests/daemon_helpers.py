@@ -4,12 +4,12 @@ test API server, workload builders for the four kinds the issue names, a running
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import pytest
 
 from placer.catalog import load_catalog
+from placer.clusters_file import ClusterEntry
 from placer.daemon import Daemon, DaemonConfig
 from placer.daemon_state import FakeClock
 from placer.kube import Kube, RetryPolicy
@@ -18,15 +18,6 @@ from tests.kubeapi.builders import gpu_node
 
 STAGING = "placer-staging"
 FAST_RETRY = RetryPolicy(attempts=3, base=0.05, cap=0.5)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A clusters-file entry as the daemon reads it."""
-
-    name: str
-    context: str
-    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def gpu(n: int) -> dict:
@@ -100,7 +91,7 @@ class Env:
         self.fleet = fleet
         self.kube = Kube(str(fleet.kubeconfig), retry=FAST_RETRY, timeout=10)
         self.hub = self.kube.client("hub")
-        self.entries = tuple(Entry(c, c) for c in clusters)
+        self.entries = tuple(ClusterEntry(name=c, context=c) for c in clusters)
         self.catalog = load_catalog()
         self.daemons: list[Daemon] = []
 

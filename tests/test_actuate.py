@@ -65,7 +65,7 @@ def test_prepare_objects_strips_labels_patches_and_namespaces(catalog):
     job = live_copy(pytorchjob(suspend=True))
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "b"}}
     g = one_group(catalog, job, cm)
-    entry = {"name": "east", "podTemplatePatch": {"schedulerName": "kai-scheduler",
+    entry = {"name": "east", "context": "east", "podTemplatePatch": {"schedulerName": "kai-scheduler",
                                                   "labels": {"kai.scheduler/queue": "research"},
                                                   "tolerations": [{"key": "gpu", "operator": "Exists"}]},
              "objectPatch": {"labels": {"kai.scheduler/queue": "research"}}}
@@ -98,7 +98,7 @@ def test_prepare_objects_strips_labels_patches_and_namespaces(catalog):
 
 def test_origin_defaults_to_the_source_file(catalog):
     g = one_group(catalog, pytorchjob(), source="jobs/train.yaml")
-    (obj,) = A.prepare_objects(g, {"name": "east"}, catalog, plan_id="p")
+    (obj,) = A.prepare_objects(g, {"name": "east", "context": "east"}, catalog, plan_id="p")
     assert obj["metadata"]["annotations"][A.ORIGIN] == "jobs/train.yaml"
 
 
@@ -112,8 +112,8 @@ def test_suspend_modes_at_the_definitions_path(catalog, mode, suspend, expect):
 
 
 def test_bad_suspend_mode_is_input_error(catalog):
-    with pytest.raises(InputError, match="suspend: 'later'"):
-        A.handoff_of({"name": "east", "suspend": "later"})
+    with pytest.raises(InputError, match="suspend: .*got 'later'"):
+        A.handoff_of({"name": "east", "context": "east", "suspend": "later"})
 
 
 def test_handoff_reads_clusters_file_models():
@@ -166,8 +166,8 @@ def test_finished_workloads_promise_nothing(catalog):
 
 
 def test_promised_and_reserved_from_placed_refs(catalog):
-    a = A.prepare_objects(one_group(catalog, pytorchjob("a", workers=1)), {"name": "east"}, catalog, plan_id="p")[0]
-    b = A.prepare_objects(one_group(catalog, pytorchjob("b", workers=2, gpus=2)), {"name": "west"}, catalog,
+    a = A.prepare_objects(one_group(catalog, pytorchjob("a", workers=1)), {"name": "east", "context": "east"}, catalog, plan_id="p")[0]
+    b = A.prepare_objects(one_group(catalog, pytorchjob("b", workers=2, gpus=2)), {"name": "west", "context": "west"}, catalog,
                           plan_id="p")[0]
     placed = A.index_placed({"east": [a], "west": [b]})
     pods = {"east": [pt_pod("a", "Master", 0, "n1")], "west": []}
@@ -178,7 +178,7 @@ def test_promised_and_reserved_from_placed_refs(catalog):
 
 
 def test_index_placed_reports_duplicates_keeping_the_first_cluster(catalog):
-    obj = A.prepare_objects(one_group(catalog, pytorchjob()), {"name": "east"}, catalog, plan_id="p")[0]
+    obj = A.prepare_objects(one_group(catalog, pytorchjob()), {"name": "east", "context": "east"}, catalog, plan_id="p")[0]
     placed = A.index_placed({"west": [obj], "east": [obj]}, order=["east", "west"])
     assert placed["vision/PyTorchJob/ddp"].cluster == "east"
     assert [r.cluster for r in placed.duplicates["vision/PyTorchJob/ddp"]] == ["east", "west"]
@@ -199,7 +199,8 @@ def test_find_placed_reads_every_cluster_and_reports_the_unreachable(make_fleet,
     kube = kube_for(fleet)
     try:
         for name, job in (("alpha", "a"), ("beta", "b")):
-            objs = A.prepare_objects(one_group(catalog, pytorchjob(job)), {"name": name}, catalog, plan_id="p")
+            objs = A.prepare_objects(one_group(catalog, pytorchjob(job)), {"name": name, "context": name}, catalog,
+                                     plan_id="p")
             A.apply_group(kube.client(name, cluster=name), objs, group_key=job)
         # an unmanaged PyTorchJob is not placer's
         fleet["alpha"].seed([pytorchjob("mine")])
@@ -221,11 +222,11 @@ def test_apply_group_rollback_keeps_objects_that_existed_before(fresh_fleet, cat
     client = kube.client("alpha", cluster="alpha")
     cm = lambda n: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"k": "v"}}
     g = one_group(catalog, cm("old"), pytorchjob())
-    first = A.apply_group(client, A.prepare_objects(g, {"name": "alpha"}, catalog, plan_id="p1"), group_key=g.key)
+    first = A.apply_group(client, A.prepare_objects(g, {"name": "alpha", "context": "alpha"}, catalog, plan_id="p1"), group_key=g.key)
     assert [a.created for a in first] == [True, True]
     g2 = one_group(catalog, cm("old"), cm("new"), cm("Bad_Name"), pytorchjob())
     with pytest.raises(Invalid) as e:
-        A.apply_group(client, A.prepare_objects(g2, {"name": "alpha"}, catalog, plan_id="p2"), group_key=g2.key)
+        A.apply_group(client, A.prepare_objects(g2, {"name": "alpha", "context": "alpha"}, catalog, plan_id="p2"), group_key=g2.key)
     kube.close()
     assert e.value.cluster == "alpha" and "Bad_Name" in str(e.value) and "removed the 1 object" in str(e.value)
     names = {o["metadata"]["name"] for o in fresh_fleet["alpha"].objects("v1", "ConfigMap", "vision")}
@@ -238,7 +239,7 @@ def test_placer_clusters_shows_reserved_capacity(fresh_fleet, catalog, tmp_path)
     fresh_fleet["alpha"].seed([gpu_node("a0"), gpu_node("a1")])
     fresh_fleet["beta"].seed([gpu_node("b0")])
     kube = kube_for(fresh_fleet)
-    objs = A.prepare_objects(one_group(catalog, pytorchjob(workers=2)), {"name": "alpha"}, catalog, plan_id="p")
+    objs = A.prepare_objects(one_group(catalog, pytorchjob(workers=2)), {"name": "alpha", "context": "alpha"}, catalog, plan_id="p")
     A.apply_group(kube.client("alpha", cluster="alpha"), objs, group_key="g")
     kube.close()
     fresh_fleet["alpha"].seed([pt_pod("ddp", "Master", 0, "a0")])

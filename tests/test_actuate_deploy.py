@@ -82,8 +82,9 @@ def test_hub_role_covers_every_catalog_kind_and_nothing_cluster_wide(workload_re
 
 
 def test_daemon_lease_name_matches_the_role():
-    from placer.daemon import DaemonConfig
     import dataclasses
+
+    from placer.daemon import DaemonConfig
     default = {f.name: f.default for f in dataclasses.fields(DaemonConfig)}
     assert default["lease_name"] == "placer-daemon"
 

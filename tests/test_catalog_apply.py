@@ -14,8 +14,15 @@ from placer.cli import app
 from placer.errors import UnknownKind
 from placer.kube import Kube
 from placer.live import describe_live
-from placer.registry import (API_VERSION, CRD_NAME, KIND, builtin_definition_files, cluster_definitions,
-                             ensure_crd, with_cluster_definitions)
+from placer.registry import (
+    API_VERSION,
+    CRD_NAME,
+    KIND,
+    builtin_definition_files,
+    cluster_definitions,
+    ensure_crd,
+    with_cluster_definitions,
+)
 from tests.kubeapi import bound_pod, crd, custom_object
 
 WIDGET_DEF = {

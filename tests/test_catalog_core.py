@@ -9,8 +9,19 @@ import yaml
 from placer.interpret import interpret
 from placer.workload import Phase
 
-from .catalog_helpers import (EXAMPLES_DIR, GI, GPU, catalog, check_patch_round_trip, cond, container,
-                              gangs, pods_by_instance, template, with_status)
+from .catalog_helpers import (
+    EXAMPLES_DIR,
+    GI,
+    GPU,
+    catalog,
+    check_patch_round_trip,
+    cond,
+    container,
+    gangs,
+    pods_by_instance,
+    template,
+    with_status,
+)
 
 JOB, DEPLOYMENT, STATEFULSET, POD = catalog("job"), catalog("deployment"), catalog("statefulset"), catalog("pod")
 

@@ -9,8 +9,17 @@ import yaml
 from placer.interpret import interpret
 from placer.workload import Phase
 
-from .catalog_helpers import (EXAMPLES_DIR, GI, GPU, catalog, cond, container, gangs, pods_by_instance,
-                              with_status)
+from .catalog_helpers import (
+    EXAMPLES_DIR,
+    GI,
+    GPU,
+    catalog,
+    cond,
+    container,
+    gangs,
+    pods_by_instance,
+    with_status,
+)
 from .serving_helpers import check_patch
 
 # --- Grove PodCliqueSet --------------------------------------------------------------------

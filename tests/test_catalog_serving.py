@@ -9,8 +9,18 @@ import yaml
 from placer.interpret import interpret
 from placer.workload import Phase
 
-from .catalog_helpers import (EXAMPLES_DIR, GI, GPU, catalog, check_patch_round_trip, cond, container,
-                              gangs, pods_by_instance, with_status)
+from .catalog_helpers import (
+    EXAMPLES_DIR,
+    GI,
+    GPU,
+    catalog,
+    check_patch_round_trip,
+    cond,
+    container,
+    gangs,
+    pods_by_instance,
+    with_status,
+)
 from .serving_helpers import check_patch
 
 # --- KServe InferenceService -------------------------------------------------------------

@@ -3,8 +3,14 @@
 import pytest
 import yaml
 
-from placer.clusters_file import (LIVE_UNAVAILABLE, build_fleet, example_path, load_clusters, parse_clusters,
-                                  simulated_cluster)
+from placer.clusters_file import (
+    LIVE_UNAVAILABLE,
+    build_fleet,
+    example_path,
+    load_clusters,
+    parse_clusters,
+    simulated_cluster,
+)
 from placer.errors import InputError
 
 GOOD = {

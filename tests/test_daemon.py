@@ -11,11 +11,19 @@ import pytest
 
 from placer import daemon as D
 from placer.daemon_state import FakeClock
-from tests.daemon_helpers import (env,  # noqa: F401 (fixture)
-                                  RUNNING_STATUS, STAGING, Env, gpu_nodes, jobset, leaderworkerset,
-                                  pytorchjob, raycluster, wait_for)
+from tests.daemon_helpers import (  # noqa: F401 (fixture)
+    RUNNING_STATUS,
+    STAGING,
+    Env,
+    env,
+    gpu_nodes,
+    jobset,
+    leaderworkerset,
+    pytorchjob,
+    raycluster,
+    wait_for,
+)
 from tests.kubeapi.builders import bound_pod, gpu_node
-
 
 
 def _placed(env: Env, obj: dict) -> str | None:

@@ -33,8 +33,8 @@ def test_down_cuts_open_keep_alive_connections(fresh_fleet):
 
 
 def test_kubernetes_client_sees_refused_and_reset_connections(fresh_fleet):
-    from kubernetes import client, config
     import urllib3
+    from kubernetes import client, config
     alpha = fresh_fleet["alpha"]
     api = client.CoreV1Api(config.new_client_from_config(str(fresh_fleet.kubeconfig), context="alpha"))
     api.api_client.configuration.retries = 0

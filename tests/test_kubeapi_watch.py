@@ -75,9 +75,12 @@ def test_too_old_resource_version_is_410_in_stream(cluster):
 
 
 def test_410_through_the_kubernetes_client(cluster, make_fleet):
+    import pathlib
+    import tempfile
+
     from kubernetes import client, config, watch
+
     from tests.kubeapi import write_kubeconfig
-    import tempfile, pathlib
     path = write_kubeconfig([cluster], pathlib.Path(tempfile.mkdtemp()) / "kubeconfig")
     api = client.CoreV1Api(config.new_client_from_config(str(path)))
     rv = api.list_namespaced_pod("default").metadata.resource_version

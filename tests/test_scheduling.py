@@ -4,8 +4,15 @@ import pytest
 
 from placer.errors import InputError
 from placer.fleet import Node, Taint
-from placer.scheduling import (fits, matches_affinity, mismatch, node_classes, parse_label_selector,
-                               selector_matches, untolerated_taints)
+from placer.scheduling import (
+    fits,
+    matches_affinity,
+    mismatch,
+    node_classes,
+    parse_label_selector,
+    selector_matches,
+    untolerated_taints,
+)
 from placer.workload import PodShape
 
 NODE = Node("n1", {"nvidia.com/gpu": 8, "cpu": 96000, "pods": 110}, {"nvidia.com/gpu": 6},

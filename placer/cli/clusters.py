@@ -48,7 +48,7 @@ def cluster_summaries(clusters_file: str | None, kubeconfig: str | None) -> list
     live = _live_with_reserved(entries, kubeconfig)
     result = []
     for e in entries:
-        if getattr(e, "context", None):
+        if e.context:
             result.append(summarize(live[e.name], "live"))
         else:
             result.append(summarize(_simulated(e), "simulated"))
@@ -65,8 +65,7 @@ def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str,
 
     kube = Kube(kubeconfig)
     try:
-        contexts = [e.get("context") if isinstance(e, dict) else getattr(e, "context", None) for e in entries]
-        catalog = with_fleet_definitions(load_catalog(), kube, [c for c in contexts if c],
+        catalog = with_fleet_definitions(load_catalog(), kube, [e.context for e in entries if e.context],
                                          lambda m: err.print(f"warning: {m}", markup=False, highlight=False))
         return dict(read_live(kube, entries, catalog).clusters)
     finally:
@@ -76,7 +75,7 @@ def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str,
 def _entries(clusters_file: str | None, kubeconfig: str | None) -> list[Any]:
     """The clusters file (--clusters, $PLACER_CLUSTERS, ./clusters.yaml); else every
     kubeconfig context; with neither, the bundled example fleet, as `placer plan` does."""
-    from ..clusters_file import DEFAULT_NAME, load_clusters
+    from ..clusters_file import DEFAULT_NAME, context_entry, load_clusters
 
     if clusters_file or (Path.cwd() / DEFAULT_NAME).is_file():
         return list(load_clusters(clusters_file).clusters)
@@ -87,18 +86,10 @@ def _entries(clusters_file: str | None, kubeconfig: str | None) -> list[Any]:
             raise
         names = []
     if names:
-        return [_ContextEntry(n) for n in names]
+        return [context_entry(n) for n in names]
     loaded = load_clusters(None)
     err.print(f"no kubeconfig contexts; using {loaded.description}", markup=False, highlight=False)
     return list(loaded.clusters)
-
-
-class _ContextEntry:
-    """A kubeconfig context taken as a cluster when no clusters file is given."""
-
-    def __init__(self, context: str):
-        self.name = self.context = context
-        self.labels: dict[str, str] = {}
 
 
 def _simulated(entry: Any) -> Cluster:

@@ -11,7 +11,18 @@ from rich.table import Table
 
 from ..errors import InputError
 from ..submit import DEFAULT_TIME_LIMIT, SubmitResult
-from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, err, gpu_resources, out, run
+from .common import (
+    CATALOG_HELP,
+    FILES_HELP,
+    GPU_HELP,
+    app,
+    check_output,
+    emit,
+    err,
+    gpu_resources,
+    out,
+    run,
+)
 
 
 @app.command()
@@ -36,7 +47,6 @@ def submit(
     1 when an API call failed (nothing of that group is left behind), 2 on bad input."""
     def go() -> SubmitResult:
         from ..catalog import load_catalog
-        from ..actuate import _field
         from ..kube import Kube
         from ..manifests import expand_paths
         from ..registry import with_fleet_definitions
@@ -51,8 +61,8 @@ def submit(
         check_cluster(cluster, entries)
         kube = Kube(kubeconfig)
         try:
-            cat = with_fleet_definitions(load_catalog(catalog), kube, [_field(e, "context") for e in entries
-                                                                       if _field(e, "context")], _warn)
+            cat = with_fleet_definitions(load_catalog(catalog), kube, [e.context for e in entries if e.context],
+                                         _warn)
             return do_submit(files, entries=entries, catalog=cat, kube=kube,
                              dry_run=dry_run, cluster=cluster, time_limit=time_limit,
                              skip_unreachable=skip_unreachable, gpu_resources=gpu_resources(gpu),
@@ -72,14 +82,14 @@ def cluster_entries(clusters_file: str | None, kubeconfig: str | None) -> list[A
     one per kubeconfig context (the bundled simulated fleet has nothing to create into)."""
     from pathlib import Path
 
-    from ..clusters_file import DEFAULT_NAME, load_clusters
+    from ..clusters_file import DEFAULT_NAME, context_entry, load_clusters
     from ..kube import list_contexts
 
     if clusters_file or (Path.cwd() / DEFAULT_NAME).is_file():
         return list(load_clusters(clusters_file).clusters)
 
     names, _ = list_contexts(kubeconfig)
-    return [{"name": n, "context": n} for n in names]
+    return [context_entry(n) for n in names]
 
 
 def _warn(message: str) -> None:
