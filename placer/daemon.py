@@ -30,8 +30,8 @@ import queue
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from . import actuate as A
 from .catalog import Catalog

@@ -31,7 +31,6 @@ How it scales by structure rather than brute force:
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -777,7 +776,6 @@ def _solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint:
         stages.append(("priorities " + ",".join(str(p) for p in levels), combined, True))
     else:
         stages += [(f"priority {p}", terms, True) for p, terms in per_level]
-    nc = len(problem.clusters)
     tie = _tie_weights(agg, ng)
     if agg.opens:
         stages.append(("fragmentation", [(1, o) for o in agg.opens], False))

@@ -65,3 +65,17 @@ def kubectl() -> str:
     if not path:
         pytest.skip("kubectl is not installed on this machine: kubectl fidelity checks skipped")
     return path
+
+
+@pytest.fixture
+def env(make_fleet):
+    """The daemon tests' world: a hub plus GPU clusters alpha and beta (two 8-GPU nodes
+    each), and a daemon harness (tests/daemon_helpers.py)."""
+    from tests.daemon_helpers import Env, gpu_nodes
+
+    fleet = make_fleet(names=("hub", "alpha", "beta"), bookmark_interval=0.5)
+    fleet["alpha"].seed(gpu_nodes("a", 2))
+    fleet["beta"].seed(gpu_nodes("b", 2))
+    e = Env(fleet)
+    yield e
+    e.stop()

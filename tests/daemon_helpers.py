@@ -6,8 +6,6 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-import pytest
-
 from placer.catalog import load_catalog
 from placer.clusters_file import ClusterEntry
 from placer.daemon import Daemon, DaemonConfig
@@ -147,14 +145,3 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "c
 
 def gpu_nodes(prefix: str, count: int, gpus: int = 8) -> list[dict]:
     return [gpu_node(f"{prefix}{i}", gpus=gpus) for i in range(count)]
-
-
-@pytest.fixture
-def env(make_fleet):
-    """A hub plus GPU clusters alpha and beta (two 8-GPU nodes each), and a daemon harness."""
-    fleet = make_fleet(names=("hub", "alpha", "beta"), bookmark_interval=0.5)
-    fleet["alpha"].seed(gpu_nodes("a", 2))
-    fleet["beta"].seed(gpu_nodes("b", 2))
-    e = Env(fleet)
-    yield e
-    e.stop()

@@ -12,7 +12,6 @@ from placer.workload import Phase
 from .catalog_helpers import (
     EXAMPLES_DIR,
     GI,
-    GPU,
     catalog,
     cond,
     container,

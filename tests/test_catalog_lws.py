@@ -10,7 +10,6 @@ from placer.workload import Phase
 
 from .catalog_helpers import (
     EXAMPLES_DIR,
-    GPU,
     catalog,
     check_patch_round_trip,
     cond,

@@ -7,16 +7,13 @@ import json
 import logging
 import urllib.request
 
-import pytest
 
 from placer import daemon as D
 from placer.daemon_state import FakeClock
-from tests.daemon_helpers import (  # noqa: F401 (fixture)
+from tests.daemon_helpers import (
     RUNNING_STATUS,
     STAGING,
     Env,
-    env,
-    gpu_nodes,
     jobset,
     leaderworkerset,
     pytorchjob,

@@ -10,7 +10,7 @@ import pytest
 
 from placer import actuate
 from placer import daemon as D
-from tests.daemon_helpers import STAGING, Env, env, gpu_nodes, jobset, wait_for  # noqa: F401 (env: fixture)
+from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
 
 
 def _cluster(env: Env, obj: dict) -> str | None:

@@ -144,18 +144,18 @@ def test_summary_counts_match_snapshot(four):
 
 def test_placer_clusters_with_a_clusters_file_live_and_simulated(four, tmp_path):
     path = tmp_path / "clusters.yaml"
-    path.write_text(f"""
+    path.write_text("""
 clusters:
 - name: prod-east
   context: alpha
-  labels: {{region: us-east}}
+  labels: {region: us-east}
 - name: lab
   nodes:
   - namePrefix: h100-
     count: 2
-    allocatable: {{cpu: "96", memory: 1Ti, nvidia.com/gpu: 8}}
-    used: {{nvidia.com/gpu: 3}}
-    labels: {{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}
+    allocatable: {cpu: "96", memory: 1Ti, nvidia.com/gpu: 8}
+    used: {nvidia.com/gpu: 3}
+    labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
 - name: gone
   context: down
 """)

@@ -9,7 +9,6 @@ import pytest
 from placer.errors import (
     Conflict,
     Forbidden,
-    Gone,
     Invalid,
     NotFound,
     ServerError,
