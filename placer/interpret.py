@@ -40,7 +40,7 @@ def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
     name = object_name(obj)
     keys = compiled.layout.keys
     try:
-        out = compiled.program.input_value(obj).first()
+        out = compiled.program.input_value(_jq_view(obj)).first()
         rows = [[dict(zip(keys[i], row)) for row in out[i] if len(row) == len(keys[i]) or _uneven()]
                 for i in range(len(keys))]
     except ValueError as e:
@@ -62,6 +62,26 @@ def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
         labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
         suspended=None if suspended is None else bool(suspended),
         source=source, obj=obj)
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _jq_view(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object as jq sees it: without managedFields and kubectl's last-applied copy, which
+    live objects carry (often several KB) and no definition reads. A shallow copy, only
+    when there is something to drop."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    annotations = meta.get("annotations")
+    bulky = isinstance(annotations, dict) and LAST_APPLIED in annotations
+    if "managedFields" not in meta and not bulky:
+        return obj
+    meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    if bulky:
+        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return {**obj, "metadata": meta}
 
 
 def _uneven() -> bool:

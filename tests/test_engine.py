@@ -352,3 +352,14 @@ def test_writes_may_reach_outside_the_instance(tmp_path):
     w = interpret(patched, c)
     assert [i.pod.scheduler_name for i in w.instances] == ["kai-scheduler", "kai-scheduler"]
     assert w.pods == 3 and w.gpus == 3
+
+
+def test_live_bookkeeping_is_not_handed_to_jq_and_the_object_is_untouched(cat):
+    obj = trainer()
+    obj["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}] * 50
+    obj["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{...}" * 500, "a": "b"}
+    before = yaml.safe_dump(obj)
+    w = interpret(obj, cat)
+    assert w.pods == interpret(trainer(), cat).pods
+    assert w.annotations == obj["metadata"]["annotations"]          # the Workload keeps them all
+    assert yaml.safe_dump(obj) == before
