@@ -88,6 +88,9 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
         progress(f"inventorying {len(loaded.clusters)} clusters")
     fleet = build_fleet(loaded.file, kubeconfig)
     timings["fleet"] = time.monotonic() - t
+    for c in fleet.clusters:
+        if c.error and announce:                  # said even when everything fits elsewhere
+            announce(f"{c.name}: {c.error}; planning without it")
     plan = solve(fleet, groups, time_limit=time_limit, workers=workers or DEFAULT_WORKERS,
                  effort=effort or DEFAULT_EFFORT, gpu_resources=gpu, progress=progress)
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
@@ -107,7 +110,7 @@ def plan(
     gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", help="Solver threads (the plan does not depend on it)."),
     effort: Optional[float] = typer.Option(None, "--effort", help="Search effort in CP-SAT deterministic seconds "
-                                           "(default 2): the same input gives the same plan."),
+                                           "(default 1.0): the same input gives the same plan."),
     timings: bool = typer.Option(False, "--timings", help="Print per-phase seconds on stderr."),
 ) -> None:
     """Plan where each workload of the files would go; print the placements, and for what
