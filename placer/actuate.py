@@ -27,15 +27,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .catalog import Catalog
 from .clusters_file import ClusterEntry, as_entry
-from .errors import (
-    EvaluationError,
-    InputError,
-    KubeError,
-    NotFound,
-    PlacerError,
-    ServerError,
-    Unreachable,
-)
+from .errors import EvaluationError, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
 from .fleet import Cluster
 from .interpret import interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot

@@ -23,14 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, NamedTuple
 
 import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import InputError
 from .fleet import Cluster, Fleet, Node, Taint

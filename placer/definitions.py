@@ -23,14 +23,7 @@ import re
 from typing import Annotated, Any, Literal
 
 import jq
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import DefinitionError
 

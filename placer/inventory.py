@@ -11,14 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol
 
-from .errors import (
-    Forbidden,
-    InputError,
-    KubeError,
-    PlacerError,
-    ServerError,
-    Unreachable,
-)
+from .errors import Forbidden, InputError, KubeError, PlacerError, ServerError, Unreachable
 from .fleet import Cluster, Node, Taint
 from .kube import Kube, KubeClient
 from .podspec import DEFAULT_GPU_RESOURCES, gpu_count, pod_requests

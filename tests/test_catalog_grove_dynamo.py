@@ -9,16 +9,7 @@ import yaml
 from placer.interpret import interpret
 from placer.workload import Phase
 
-from .catalog_helpers import (
-    EXAMPLES_DIR,
-    GI,
-    catalog,
-    cond,
-    container,
-    gangs,
-    pods_by_instance,
-    with_status,
-)
+from .catalog_helpers import EXAMPLES_DIR, GI, catalog, cond, container, gangs, pods_by_instance, with_status
 from .serving_helpers import check_patch
 
 # --- Grove PodCliqueSet --------------------------------------------------------------------

@@ -9,16 +9,7 @@ import yaml
 from placer.interpret import interpret, patch_pod_templates
 from placer.workload import Phase
 
-from .catalog_helpers import (
-    EXAMPLES_DIR,
-    GI,
-    GPU,
-    PATCH,
-    catalog,
-    cond,
-    pods_by_instance,
-    with_status,
-)
+from .catalog_helpers import EXAMPLES_DIR, GI, GPU, PATCH, catalog, cond, pods_by_instance, with_status
 from .serving_helpers import check_patch
 
 MILVUS = catalog("milvus")

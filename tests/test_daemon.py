@@ -7,19 +7,9 @@ import json
 import logging
 import urllib.request
 
-
 from placer import daemon as D
 from placer.daemon_state import FakeClock
-from tests.daemon_helpers import (
-    RUNNING_STATUS,
-    STAGING,
-    Env,
-    jobset,
-    leaderworkerset,
-    pytorchjob,
-    raycluster,
-    wait_for,
-)
+from tests.daemon_helpers import RUNNING_STATUS, STAGING, Env, jobset, leaderworkerset, pytorchjob, raycluster, wait_for
 from tests.kubeapi.builders import bound_pod, gpu_node
 
 

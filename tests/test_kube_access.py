@@ -6,14 +6,7 @@ import threading
 
 import pytest
 
-from placer.errors import (
-    Conflict,
-    Forbidden,
-    Invalid,
-    NotFound,
-    ServerError,
-    Unreachable,
-)
+from placer.errors import Conflict, Forbidden, Invalid, NotFound, ServerError, Unreachable
 from placer.kube import Kube, RetryPolicy
 from tests.kubeapi import bound_pod, custom_object, gpu_node
 

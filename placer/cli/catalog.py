@@ -61,11 +61,7 @@ def apply_(files: List[Path] = typer.Argument(None, help="Definition files. Defa
     """Register definitions in a cluster as WorkloadDefinition objects (placer.dev), installing
     placer's CRD when missing. Every placer command reading that cluster then uses them."""
     from ..kube import Kube
-    from ..registry import (
-        apply_definitions,
-        builtin_definition_files,
-        read_definition_files,
-    )
+    from ..registry import apply_definitions, builtin_definition_files, read_definition_files
 
     def go() -> None:
         docs = read_definition_files(files or builtin_definition_files())   # all valid, or exit 2

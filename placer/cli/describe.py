@@ -9,17 +9,7 @@ import typer
 from .. import api
 from ..describe import workload_json, workload_tree
 from ..errors import InputError
-from .common import (
-    CATALOG_HELP,
-    FILES_HELP,
-    GPU_HELP,
-    app,
-    check_output,
-    emit,
-    gpu_resources,
-    out,
-    run,
-)
+from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, gpu_resources, out, run
 
 
 @app.command()

@@ -14,18 +14,7 @@ from rich.table import Table
 
 from ..errors import InputError
 from ..plan import Plan
-from .common import (
-    CATALOG_HELP,
-    FILES_HELP,
-    GPU_HELP,
-    app,
-    check_output,
-    emit,
-    err,
-    gpu_resources,
-    out,
-    run,
-)
+from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, err, gpu_resources, out, run
 
 DEFAULT_TIME_LIMIT = 10.0
 MAX_NODES_SHOWN = 4

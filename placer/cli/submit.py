@@ -11,18 +11,7 @@ from rich.table import Table
 
 from ..errors import InputError
 from ..submit import DEFAULT_TIME_LIMIT, SubmitResult
-from .common import (
-    CATALOG_HELP,
-    FILES_HELP,
-    GPU_HELP,
-    app,
-    check_output,
-    emit,
-    err,
-    gpu_resources,
-    out,
-    run,
-)
+from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, err, gpu_resources, out, run
 
 
 @app.command()
