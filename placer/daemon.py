@@ -417,10 +417,8 @@ class Daemon:
         if meta.get("deletionTimestamp"):
             self._finalize(key, staging, copies)
             return
-        try:
-            workload = interpret(staging, self.catalog, source=str(key))
-        except InputError as e:
-            self._mark_invalid(key, staging, e)
+        workload = self._interpret_staging(key, staging)
+        if workload is None:
             return
         if len(copies) > 1:
             copies = self._dedupe(key, staging, copies)
@@ -678,6 +676,14 @@ class Daemon:
 
     # --- staging object bookkeeping ----------------------------------------------------------
 
+    def _interpret_staging(self, key: ObjKey, staging: dict) -> Workload | None:
+        """The staging object's workload; a malformed one is annotated with why, and None."""
+        try:
+            return interpret(staging, self.catalog, source=str(key))
+        except InputError as e:
+            self._mark_invalid(key, staging, e)
+            return None
+
     def _mark_invalid(self, key: ObjKey, staging: dict, e: PlacerError) -> None:
         self.pending.pop(key, None)
         message = f"invalid: {e.message}"
@@ -797,10 +803,8 @@ class Daemon:
             if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp") or key in self.placed:
                 self.pending.pop(key, None)
                 continue
-            try:
-                w = interpret(staging, self.catalog, source=str(key))
-            except InputError as e:
-                self._mark_invalid(key, staging, e)
+            w = self._interpret_staging(key, staging)
+            if w is None:
                 continue
             gk = self._group_key(key, staging)
             by_group.setdefault(gk, []).append((key, w))
