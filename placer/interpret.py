@@ -7,12 +7,15 @@ frozen values and parsing quantities exactly.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Iterable, Mapping, Sequence
+
+import orjson
 
 from .catalog import Catalog, CompiledDefinition
 from .errors import EvaluationError, InputError, UnknownKind
 from .podspec import DEFAULT_GPU_RESOURCES, effective_requests, gpu_count
-from .program import NOT_A_PATH, PATCHABLE, diagnose
+from .program import NOT_A_PATH, PATCHABLE, Columns, diagnose
 from .workload import Gang, Instance, Phase, PodShape, Workload
 
 PATCH_KEYS = PATCHABLE
@@ -38,30 +41,44 @@ def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
     compiled = definition_for(obj, catalog, source)
     defn = compiled.definition
     name = object_name(obj)
-    keys = compiled.layout.keys
+    columns = compiled.layout.columns
+    n = len(columns)
     try:
-        out = compiled.program.input_value(_jq_view(obj)).first()
-        rows = [[dict(zip(keys[i], row)) for row in out[i] if len(row) == len(keys[i]) or _uneven()]
-                for i in range(len(keys))]
+        out = compiled.program.input_text(json_text(_jq_view(obj))).first()
+        for i in range(n):
+            width = columns[i].width
+            for row in out[i]:
+                if len(row) != width:
+                    _uneven()
     except ValueError as e:
         err = diagnose(defn, obj, str(e), name)
         err.source = source
         raise err from None
     meta = obj.get("metadata") or {}
-    instances = [_instance(compiled, i, row, gpu_resources, name, source)
-                 for i, comp_rows in enumerate(rows) for row in comp_rows]
+    instances = [_instance(compiled, i, columns[i], row, gpu_resources, name, source)
+                 for i in range(n) for row in out[i]]
     by_key = {inst.key: inst for inst in instances}
-    phase, reason, message = out[len(keys)]
-    suspended = out[len(keys) + 1]
+    phase, reason, message = out[n]
+    suspended = out[n + 1]
     return Workload(
         api_version=obj["apiVersion"], kind=obj["kind"],
         namespace=meta.get("namespace") or "default", name=meta.get("name") or meta.get("generateName") or "",
         definition=defn.name, phase=Phase(phase), reason=_text(reason), message=_text(message),
         instances=tuple(instances),
-        gangs=tuple(_gangs(compiled, out[len(keys) + 2], by_key, gpu_resources, name, source)),
+        gangs=tuple(_gangs(compiled, out[n + 2], by_key, name, source)),
         labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
         suspended=None if suspended is None else bool(suspended),
         source=source, obj=obj)
+
+
+def json_text(value: Any) -> str:
+    """`value` as JSON text for jq. orjson is several times faster than the json module the
+    jq binding would use; json remains the fallback for what orjson refuses (integers
+    beyond 64 bits), so both accept the same input."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value)
 
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -97,9 +114,9 @@ def _bad(compiled: CompiledDefinition, field: str, expr: str, msg: str, name: st
     return EvaluationError(msg, definition=compiled.name, field=field, expression=expr, obj=name, source=source)
 
 
-def _count(compiled, i: int, field: str, value: Any, name: str, source: str | None, *, optional=False) -> int | None:
-    if value is None and optional:
-        return None
+def _count(compiled, i: int, field: str, value: Any, name: str, source: str | None) -> int:
+    if type(value) is int and value >= 0:
+        return value
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -110,19 +127,20 @@ def _count(compiled, i: int, field: str, value: Any, name: str, source: str | No
     return value
 
 
-def _instance(compiled: CompiledDefinition, i: int, row: Mapping[str, Any],
+def _instance(compiled: CompiledDefinition, i: int, c: Columns, row: list[Any],
               gpu_resources: Sequence[str], name: str, source: str | None) -> Instance:
     comp = compiled.definition.components[i]
-    replicas = _count(compiled, i, "replicas", row.get("replicas", 1), name, source)
-    lo = _count(compiled, i, "minReplicas", row.get("min"), name, source, optional=True)
-    hi = _count(compiled, i, "maxReplicas", row.get("max"), name, source, optional=True)
-    ppr = _count(compiled, i, "podsPerReplica", row.get("ppr", 1), name, source)
-    effective = replicas if lo is None else max(replicas, lo)
-    effective = effective if hi is None else min(effective, hi)
-    where = f"{comp.name}/{row['id']}"
-    shape = _pod_shape(row, where, name, source)
-    labels, expressions = _selector(compiled, i, row.get("sel"), name, source)
-    return Instance(component=comp.name, instance=str(row["id"]), replicas=effective, pods_per_replica=ppr,
+    replicas = 1 if c.replicas is None else _count(compiled, i, "replicas", row[c.replicas], name, source)
+    ppr = 1 if c.ppr is None else _count(compiled, i, "podsPerReplica", row[c.ppr], name, source)
+    effective = replicas
+    if c.min is not None and row[c.min] is not None:
+        effective = max(effective, _count(compiled, i, "minReplicas", row[c.min], name, source))
+    if c.max is not None and row[c.max] is not None:
+        effective = min(effective, _count(compiled, i, "maxReplicas", row[c.max], name, source))
+    instance = str(row[0])
+    shape = _pod_shape(row, c, f"{comp.name}/{instance}", name, source)
+    labels, expressions = _selector(compiled, i, None if c.sel is None else row[c.sel], name, source)
+    return Instance(component=comp.name, instance=instance, replicas=effective, pods_per_replica=ppr,
                     pods=effective * ppr, pod=shape, gpus_per_pod=gpu_count(shape.requests, gpu_resources),
                     selector=labels, selector_expressions=expressions)
 
@@ -138,10 +156,9 @@ def _selector(compiled, i: int, raw: Any, name: str, source: str | None):
     raw = raw or {}
     if not isinstance(raw, dict):
         raise bad("expected a label map or a LabelSelector")
-    if set(raw) & {"matchLabels", "matchExpressions"}:
-        labels, expressions = raw.get("matchLabels") or {}, raw.get("matchExpressions") or []
-    else:
-        labels, expressions = raw, []
+    if "matchLabels" not in raw and "matchExpressions" not in raw:
+        return {str(k): str(v) for k, v in raw.items()}, ()
+    labels, expressions = raw.get("matchLabels") or {}, raw.get("matchExpressions") or []
     out = []
     for e in expressions:
         if not isinstance(e, dict) or e.get("operator") not in _SELECTOR_OPS or not isinstance(e.get("key"), str):
@@ -150,19 +167,32 @@ def _selector(compiled, i: int, raw: Any, name: str, source: str | None):
     return {str(k): str(v) for k, v in labels.items()}, tuple(out)
 
 
-def _pod_shape(row: Mapping[str, Any], where: str, name: str, source: str | None) -> PodShape:
-    tpl = row.get("tpl") if isinstance(row.get("tpl"), dict) else {}
-    spec = dict(tpl.get("spec") or row.get("spec") or {})
-    meta = dict(tpl.get("metadata") or row.get("meta") or {})
-    fields = {key[2:]: value for key, value in row.items() if key.startswith("f.") and value is not None}
-    for field in ("labels", "annotations"):
-        if field in fields:
-            meta[field] = fields.pop(field)
-    resources, main = fields.pop("resources", None), fields.pop("mainContainer", None)
-    spec.update(fields)
-    containers = list(spec.get("containers") or [])
-    if resources is not None:
-        containers = _with_main_resources(containers, resources, main)
+def _pod_shape(row: list[Any], c: Columns, where: str, name: str, source: str | None) -> PodShape:
+    tpl = row[c.tpl] if c.tpl is not None else None
+    spec = meta = None
+    if isinstance(tpl, dict):
+        spec, meta = tpl.get("spec"), tpl.get("metadata")
+    spec = spec or (row[c.spec] if c.spec is not None else None) or {}
+    meta = meta or (row[c.meta] if c.meta is not None else None) or {}
+    containers = spec.get("containers") or ()
+    if c.fields:            # fields override the template's: work on copies
+        spec, meta = dict(spec), dict(meta)
+        resources = main = None
+        for field, col in c.fields:
+            value = row[col]
+            if value is None:
+                continue
+            if field in ("labels", "annotations"):
+                meta[field] = value
+            elif field == "resources":
+                resources = value
+            elif field == "mainContainer":
+                main = value
+            else:
+                spec[field] = value
+        containers = spec.get("containers") or ()
+        if resources is not None:
+            containers = _with_main_resources(list(containers), resources, main)
     try:
         requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"))
     except InputError as e:
@@ -191,23 +221,38 @@ def _with_main_resources(containers: list[dict], resources: Any, main: str | Non
 
 
 def _gangs(compiled: CompiledDefinition, raw: Any, by_key: Mapping[str, Instance],
-           gpu_resources: Sequence[str], name: str, source: str | None) -> Iterable[Gang]:
+           name: str, source: str | None) -> Iterable[Gang]:
+    """Gangs from the gangs expression's list; an entry with `names` stands for one gang per
+    name with the same members (per-replica gangs, built once in jq and here)."""
     expr = compiled.definition.gangs or ""
     if not isinstance(raw, list):
         raise _bad(compiled, "gangs", expr, "expected a list of gangs", name, source)
     for g in raw:
-        members = []
         try:
+            names = _gang_names(g)
+            members, pods, gpus = [], 0, 0
             for m in g["members"]:
                 inst = by_key[f"{m['component']}/{m['instance']}"]
-                pods = inst.pods if m.get("pods") is None else int(m["pods"])
-                members.append((inst.component, inst.instance, pods, pods * inst.gpus_per_pod))
-            pods = sum(m[2] for m in members)
-            yield Gang(name=str(g["name"]), members=tuple(m[:3] for m in members),
-                       min_member=int(g.get("minMember") if g.get("minMember") is not None else pods),
-                       pods=pods, gpus=sum(m[3] for m in members))
+                n = inst.pods if m.get("pods") is None else int(m["pods"])
+                members.append((inst.component, inst.instance, n))
+                pods += n
+                gpus += n * inst.gpus_per_pod
+            min_member = int(g["minMember"]) if g.get("minMember") is not None else pods
         except (KeyError, TypeError, ValueError) as e:
             raise _bad(compiled, "gangs", expr, f"bad gang {g!r}: {type(e).__name__} {e}", name, source) from None
+        frozen = tuple(members)
+        for gang_name in names:
+            yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus)
+
+
+def _gang_names(g: Mapping[str, Any]) -> list[str]:
+    if "names" not in g:
+        return [str(g["name"])]
+    if "name" in g:
+        raise ValueError("give name or names, not both")
+    if not isinstance(g["names"], list):
+        raise TypeError("names must be a list")
+    return [str(n) for n in g["names"]]
 
 
 # --- mutation ----------------------------------------------------------------------
@@ -280,7 +325,7 @@ def _apply(obj: dict, path: list[Any], key: str, value: Any) -> None:
 
 def _paths(compiled: CompiledDefinition, obj: Mapping[str, Any], name: str, source: str | None) -> list[Any]:
     try:
-        return compiled.paths_program.input_value(obj).first()
+        return compiled.paths_program.input_text(json_text(obj)).first()
     except ValueError as e:
         raise EvaluationError(str(e).split("\n")[0], definition=compiled.name, field="paths",
                               expression="path(...)", obj=name, source=source) from None

@@ -61,14 +61,40 @@ def component_fields(comp: Component) -> dict[str, tuple[str, str]]:
 
 
 @dataclass(frozen=True)
+class Columns:
+    """Column of each field in one component's rows (None: the definition does not set it,
+    Python applies the default)."""
+
+    width: int
+    replicas: int | None
+    min: int | None
+    max: int | None
+    ppr: int | None
+    sel: int | None
+    tpl: int | None
+    spec: int | None
+    meta: int | None
+    fields: tuple[tuple[str, int], ...]       # pod field name -> column, for `pod.fields`
+
+    @classmethod
+    def of(cls, keys: tuple[str, ...]) -> "Columns":
+        col = {k: n for n, k in enumerate(keys)}
+        return cls(len(keys), col.get("replicas"), col.get("min"), col.get("max"), col.get("ppr"),
+                   col.get("sel"), col.get("tpl"), col.get("spec"), col.get("meta"),
+                   tuple((k[2:], n) for k, n in col.items() if k.startswith("f.")))
+
+
+@dataclass(frozen=True)
 class Layout:
     """Where each field sits in a component's rows."""
 
     keys: tuple[tuple[str, ...], ...]         # per component: output keys in row order
+    columns: tuple[Columns, ...]              # the same, as column numbers per field
 
 
 def layout(defn: Definition) -> Layout:
-    return Layout(tuple(tuple(component_fields(c)) for c in defn.components))
+    keys = tuple(tuple(component_fields(c)) for c in defn.components)
+    return Layout(keys, tuple(Columns.of(k) for k in keys))
 
 
 def _instances(comp: Component) -> str:
