@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -171,6 +172,33 @@ def test_gangs_default_min_member_to_their_pods(cat):
     assert (gang.name, gang.pods, gang.min_member, gang.gpus) == ("t1", 7, 7, 24)
     (gang,) = interpret(trainer(minAvailable=4), cat).gangs
     assert gang.min_member == 4
+
+
+def _with_gangs(expr: str) -> Catalog:
+    doc = yaml.safe_load(yaml.safe_dump(TRAINER))
+    doc["gangs"] = expr
+    return Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
+
+
+def test_a_gang_entry_with_names_stands_for_one_gang_per_name():
+    c = _with_gangs('[{names: ["a-0", "a-1", "a-2"], members: [{component: "role", instance: "Worker", pods: 2}],'
+                    ' minMember: 1}, {name: "b", members: [{component: "role", instance: "Master"}]}]')
+    gangs = interpret(trainer(), c).gangs
+    assert [(g.name, g.pods, g.min_member, g.gpus) for g in gangs] == [
+        ("a-0", 2, 1, 8), ("a-1", 2, 1, 8), ("a-2", 2, 1, 8), ("b", 1, 1, 0)]
+    assert gangs[0].members == (("role", "Worker", 2),)
+    assert interpret(trainer(), _with_gangs('[{names: [], members: []}]')).gangs == ()
+
+
+@pytest.mark.parametrize("expr,why", [
+    ('[{name: "a", names: ["b"], members: []}]', "give name or names, not both"),
+    ('[{names: "a", members: []}]', "names must be a list"),
+    ('[{name: "a", members: [{component: "role", instance: "Nope"}]}]', "KeyError 'role/Nope'"),
+    ('{name: "a"}', "expected a list of gangs"),
+])
+def test_malformed_gangs_are_named(expr, why):
+    with pytest.raises(EvaluationError, match=r"gangs: .*" + re.escape(why)):
+        interpret(trainer(), _with_gangs(expr))
 
 
 @pytest.mark.parametrize("status,phase,reason", [
