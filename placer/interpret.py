@@ -208,14 +208,16 @@ def _pod_shape(row: list[Any], c: Columns, where: str, name: str, source: str | 
 
 
 def _with_main_resources(containers: list[dict], resources: Any, main: str | None) -> list[dict]:
-    """Merge a ResourceRequirements over the main container's (or make the only container)."""
+    """Merge a ResourceRequirements over the main container's (or make the only container);
+    a null entry leaves the container's own value."""
     resources = resources or {}
     idx = next((k for k, c in enumerate(containers) if c.get("name") == main), 0) if containers else None
     if idx is None:
         return [{"name": main or "main", "resources": resources}]
     merged = dict(containers[idx])
     old = merged.get("resources") or {}
-    merged["resources"] = {part: {**(old.get(part) or {}), **(resources.get(part) or {})}
+    merged["resources"] = {part: {**(old.get(part) or {}),
+                                  **{k: v for k, v in (resources.get(part) or {}).items() if v is not None}}
                            for part in ("requests", "limits")}
     return containers[:idx] + [merged] + containers[idx + 1:]
 

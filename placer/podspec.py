@@ -14,9 +14,10 @@ def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
     (the API server defaults requests from limits)."""
     resources = container.get("resources") or {}
     limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
+    requests = {k: v for k, v in (resources.get("requests") or {}).items() if v is not None}
     merged = {**limits, **requests}
-    return {name: canonical(name, v) for name, v in merged.items()}
+    # a null quantity is no request (vendor structs mapped by expressions leave gaps)
+    return {name: canonical(name, v) for name, v in merged.items() if v is not None}
 
 
 def _max_into(into: dict[str, int], other: Mapping[str, int]) -> None:

@@ -197,6 +197,13 @@ def test_dynamo_v1alpha1_gpu_type_cpu_custom_and_main_container_merge():
     assert w2.gpus == 2
 
 
+def test_dynamo_v1alpha1_struct_without_gpu_keeps_the_main_containers_own():
+    svc = svc_a(cpu="4")                      # Dynamo's struct names a CPU limit, no GPU
+    svc["extraPodSpec"]["mainContainer"]["resources"] = {"limits": {"nvidia.com/gpu": 4}}
+    (inst,) = interpret(dgd_a({"w": svc}), DYNAMO).instances
+    assert inst.pod.requests == {"cpu": 4000, "nvidia.com/gpu": 4}
+
+
 def test_dynamo_v1beta1_list_podtemplate_counts():
     w = interpret(dgd_b([comp_b("Frontend"), comp_b("decode", 2, nodes=2), comp_b("prefill", 1, replicas=3)]), DYNAMO)
     assert w.definition == "dynamo-v1beta1"

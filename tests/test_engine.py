@@ -56,6 +56,11 @@ def test_limits_stand_in_for_missing_requests_and_requests_win():
     assert req == {"cpu": 1000, "nvidia.com/gpu": 2}
 
 
+def test_a_null_quantity_is_no_request():
+    req = effective_requests([_c("a", {"cpu": "1", "nvidia.com/gpu": None}, {"nvidia.com/gpu": 2, "memory": None})])
+    assert req == {"cpu": 1000, "nvidia.com/gpu": 2}
+
+
 def test_sidecars_run_beside_app_containers_and_overhead_adds():
     req = effective_requests(
         [_c("app", {"cpu": "1"})],
