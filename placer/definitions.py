@@ -171,7 +171,7 @@ class Definition(_Strict):
     let: Annotated[dict[str, Expr], AfterValidator(_let_names)] = {}
     components: Annotated[list[Component], Field(min_length=1)]
     status: Status = Status()
-    gangs: Expr | None = None                 # -> [{name, members:[{component, instance, pods?}], minMember?}]
+    gangs: Expr | None = None                 # -> [{name | names, members:[{component, instance, pods?}], minMember?}]
     suspend: Suspend | None = None
 
     @model_validator(mode="after")
