@@ -31,6 +31,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from . import actuate as A
@@ -503,7 +504,9 @@ class Daemon:
         if known is None or known.cluster != cluster:
             if known is None and key not in self.pending:
                 log.info("%s: adopting the copy on %s", key, cluster)
-            self.placed[key] = Remote(cluster, now)
+            # the copy's age, not the moment we first saw it: a restarted daemon keeps the
+            # reschedule deadline the previous one was counting towards
+            self.placed[key] = Remote(cluster, now - self._age(remote))
             self.pending.pop(key, None)
         try:
             phase = interpret(remote, self.catalog, source=f"{cluster}/{key}")
@@ -521,6 +524,16 @@ class Daemon:
                        {ANN_CLUSTER: cluster, ANN_PHASE: phase_text, ANN_MESSAGE: message}, finalizer=True)
         self._forward_spec(key, staging, workload, cluster, remote)
         self._check_reschedule(key, staging, workload, cluster, phase_text)
+
+    def _age(self, remote: dict) -> float:
+        """Seconds since the copy was created, by its creationTimestamp (second precision,
+        the cluster's clock: skew shifts it; a timestamp in the future counts as now)."""
+        created = (remote.get("metadata") or {}).get("creationTimestamp")
+        try:
+            at = datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
+        return max(0.0, self.clock.wall() - at)
 
     def _mirror_status(self, key: ObjKey, staging: dict, remote: dict) -> None:
         want = remote.get("status")

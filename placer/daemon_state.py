@@ -23,10 +23,14 @@ log = logging.getLogger("placer.daemon")
 # --- time ---------------------------------------------------------------------------
 
 class Clock:
-    """Seconds on a monotonic scale; the daemon reads time only through this."""
+    """Seconds on a monotonic scale; the daemon reads time only through this. `wall` is
+    the calendar time, for comparing with timestamps the API server wrote."""
 
     def now(self) -> float:
         return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
 
 
 class FakeClock(Clock):
@@ -40,6 +44,10 @@ class FakeClock(Clock):
     def now(self) -> float:
         with self._lock:
             return time.monotonic() + self._offset
+
+    def wall(self) -> float:
+        with self._lock:
+            return time.time() + self._offset
 
     def advance(self, seconds: float) -> None:
         with self._lock:

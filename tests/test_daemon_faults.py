@@ -1,6 +1,6 @@
 """`placer daemon` under faults: dropped hub watches and expired resourceVersions, a crash
-between creating a copy and annotating its staging object, two daemons at once, a malformed
-staging object, a burst of 300 arrivals."""
+between creating a copy and annotating its staging object, a restart past a reschedule
+deadline, two daemons at once, a malformed staging object, a burst of 300 arrivals."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from placer import actuate
 from placer import daemon as D
+from placer.daemon_state import FakeClock
 from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
 
 
@@ -75,6 +76,22 @@ def test_crash_between_remote_create_and_staging_annotation(env, monkeypatch):
     assert second.wait_idle(10)
     assert _all_copies(env) == [(_cluster(env, job), "job")]
     assert second.metrics.value("placer_placements_total") == 0     # adopted, not placed again
+
+
+def test_a_restarted_daemon_keeps_the_reschedule_deadline(env):
+    clock = FakeClock()
+    first = env.daemon(clock=clock, identity="first", reschedule_after=120.0)
+    job = jobset("stuck", pods=2, gpus=8)                    # fits either cluster; its pods never run
+    env.create(job)
+    assert first.wait_idle(10)
+    where = _cluster(env, job)
+    first.stop()
+    clock.advance(121)                                       # the deadline passes while no daemon runs
+    second = env.daemon(clock=clock, identity="second", reschedule_after=120.0)
+    other = {"alpha": "beta", "beta": "alpha"}[where]
+    # the copy is older than the delay: withdrawn at once, not 120 s after the restart
+    wait_for(lambda: _cluster(env, job) == other, timeout=15, what="rescheduled by the new daemon")
+    assert second.metrics.value("placer_withdrawals_total") == 1
 
 
 def test_two_daemons_only_the_leader_acts(env):
