@@ -40,7 +40,6 @@ def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
               gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, source: str | None = None) -> Workload:
     compiled = definition_for(obj, catalog, source)
     defn = compiled.definition
-    name = object_name(obj)
     columns = compiled.layout.columns
     n = len(columns)
     try:
@@ -51,24 +50,39 @@ def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
                 if len(row) != width:
                     _uneven()
     except ValueError as e:
-        err = diagnose(defn, obj, str(e), name)
+        err = diagnose(defn, obj, str(e), object_name(obj))
         err.source = source
         raise err from None
+    at = _Where(compiled, obj, source)
     meta = obj.get("metadata") or {}
-    instances = [_instance(compiled, i, columns[i], row, gpu_resources, name, source)
-                 for i in range(n) for row in out[i]]
-    by_key = {inst.key: inst for inst in instances}
+    instances = [_instance(at, i, columns[i], row, gpu_resources) for i in range(n) for row in out[i]]
     phase, reason, message = out[n]
     suspended = out[n + 1]
     return Workload(
         api_version=obj["apiVersion"], kind=obj["kind"],
         namespace=meta.get("namespace") or "default", name=meta.get("name") or meta.get("generateName") or "",
         definition=defn.name, phase=Phase(phase), reason=_text(reason), message=_text(message),
-        instances=tuple(instances),
-        gangs=tuple(_gangs(compiled, out[n + 2], by_key, name, source)),
+        instances=tuple(instances), gangs=tuple(_gangs(at, out[n + 2], instances)),
         labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
         suspended=None if suspended is None else bool(suspended),
         source=source, obj=obj)
+
+
+class _Where:
+    """What an interpretation error names: the definition, the object and its source. The
+    object's name is only built when an error needs it."""
+
+    __slots__ = ("compiled", "obj", "source")
+
+    def __init__(self, compiled: CompiledDefinition, obj: Mapping[str, Any], source: str | None):
+        self.compiled, self.obj, self.source = compiled, obj, source
+
+    def bad(self, field: str, expr: str, msg: str) -> EvaluationError:
+        return EvaluationError(msg, definition=self.compiled.name, field=field, expression=expr,
+                               obj=object_name(self.obj), source=self.source)
+
+    def invalid(self, msg: str) -> InputError:
+        return InputError(msg, obj=object_name(self.obj), source=self.source)
 
 
 def json_text(value: Any) -> str:
@@ -110,37 +124,30 @@ def _text(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def _bad(compiled: CompiledDefinition, field: str, expr: str, msg: str, name: str, source: str | None):
-    return EvaluationError(msg, definition=compiled.name, field=field, expression=expr, obj=name, source=source)
-
-
-def _count(compiled, i: int, field: str, value: Any, name: str, source: str | None) -> int:
+def _count(at: _Where, i: int, field: str, value: Any) -> int:
     if type(value) is int and value >= 0:
         return value
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        comp = compiled.definition.components[i]
-        expr = getattr(comp, field) or "(default)"
-        raise _bad(compiled, f"components[{i}].{field}", expr,
-                   f"expected a non-negative integer, got {value!r}", name, source)
+        expr = getattr(at.compiled.definition.components[i], field) or "(default)"
+        raise at.bad(f"components[{i}].{field}", expr, f"expected a non-negative integer, got {value!r}")
     return value
 
 
-def _instance(compiled: CompiledDefinition, i: int, c: Columns, row: list[Any],
-              gpu_resources: Sequence[str], name: str, source: str | None) -> Instance:
-    comp = compiled.definition.components[i]
-    replicas = 1 if c.replicas is None else _count(compiled, i, "replicas", row[c.replicas], name, source)
-    ppr = 1 if c.ppr is None else _count(compiled, i, "podsPerReplica", row[c.ppr], name, source)
+def _instance(at: _Where, i: int, c: Columns, row: list[Any], gpu_resources: Sequence[str]) -> Instance:
+    comp = at.compiled.definition.components[i].name
+    replicas = 1 if c.replicas is None else _count(at, i, "replicas", row[c.replicas])
+    ppr = 1 if c.ppr is None else _count(at, i, "podsPerReplica", row[c.ppr])
     effective = replicas
     if c.min is not None and row[c.min] is not None:
-        effective = max(effective, _count(compiled, i, "minReplicas", row[c.min], name, source))
+        effective = max(effective, _count(at, i, "minReplicas", row[c.min]))
     if c.max is not None and row[c.max] is not None:
-        effective = min(effective, _count(compiled, i, "maxReplicas", row[c.max], name, source))
+        effective = min(effective, _count(at, i, "maxReplicas", row[c.max]))
     instance = str(row[0])
-    shape = _pod_shape(row, c, f"{comp.name}/{instance}", name, source)
-    labels, expressions = _selector(compiled, i, None if c.sel is None else row[c.sel], name, source)
-    return Instance(component=comp.name, instance=instance, replicas=effective, pods_per_replica=ppr,
+    shape = _pod_shape(at, row, c, comp, instance)
+    labels, expressions = _selector(at, i, None if c.sel is None else row[c.sel])
+    return Instance(component=comp, instance=instance, replicas=effective, pods_per_replica=ppr,
                     pods=effective * ppr, pod=shape, gpus_per_pod=gpu_count(shape.requests, gpu_resources),
                     selector=labels, selector_expressions=expressions)
 
@@ -148,11 +155,10 @@ def _instance(compiled: CompiledDefinition, i: int, c: Columns, row: list[Any],
 _SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-def _selector(compiled, i: int, raw: Any, name: str, source: str | None):
+def _selector(at: _Where, i: int, raw: Any):
     """A podSelector result: a label map, or a LabelSelector {matchLabels, matchExpressions}."""
     def bad(msg: str):
-        expr = compiled.definition.components[i].podSelector or ""
-        return _bad(compiled, f"components[{i}].podSelector", expr, msg, name, source)
+        return at.bad(f"components[{i}].podSelector", at.compiled.definition.components[i].podSelector or "", msg)
     raw = raw or {}
     if not isinstance(raw, dict):
         raise bad("expected a label map or a LabelSelector")
@@ -167,7 +173,7 @@ def _selector(compiled, i: int, raw: Any, name: str, source: str | None):
     return {str(k): str(v) for k, v in labels.items()}, tuple(out)
 
 
-def _pod_shape(row: list[Any], c: Columns, where: str, name: str, source: str | None) -> PodShape:
+def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str) -> PodShape:
     tpl = row[c.tpl] if c.tpl is not None else None
     spec = meta = None
     if isinstance(tpl, dict):
@@ -196,7 +202,7 @@ def _pod_shape(row: list[Any], c: Columns, where: str, name: str, source: str | 
     try:
         requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"))
     except InputError as e:
-        raise InputError(f"{where}: {e.message}", obj=name, source=source) from None
+        raise at.invalid(f"{comp}/{instance}: {e.message}") from None
     affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution") or {}
     return PodShape(
@@ -222,26 +228,28 @@ def _with_main_resources(containers: list[dict], resources: Any, main: str | Non
     return containers[:idx] + [merged] + containers[idx + 1:]
 
 
-def _gangs(compiled: CompiledDefinition, raw: Any, by_key: Mapping[str, Instance],
-           name: str, source: str | None) -> Iterable[Gang]:
+def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang]:
     """Gangs from the gangs expression's list; an entry with `names` stands for one gang per
     name with the same members (per-replica gangs, built once in jq and here)."""
-    expr = compiled.definition.gangs or ""
+    expr = at.compiled.definition.gangs or ""
     if not isinstance(raw, list):
-        raise _bad(compiled, "gangs", expr, "expected a list of gangs", name, source)
+        raise at.bad("gangs", expr, "expected a list of gangs")
+    by_key = {(inst.component, inst.instance): inst for inst in instances} if raw else {}
     for g in raw:
         try:
             names = _gang_names(g)
             members, pods, gpus = [], 0, 0
             for m in g["members"]:
-                inst = by_key[f"{m['component']}/{m['instance']}"]
+                inst = by_key.get((m["component"], m["instance"]))
+                if inst is None:
+                    raise KeyError(f"{m['component']}/{m['instance']}")
                 n = inst.pods if m.get("pods") is None else int(m["pods"])
                 members.append((inst.component, inst.instance, n))
                 pods += n
                 gpus += n * inst.gpus_per_pod
             min_member = int(g["minMember"]) if g.get("minMember") is not None else pods
         except (KeyError, TypeError, ValueError) as e:
-            raise _bad(compiled, "gangs", expr, f"bad gang {g!r}: {type(e).__name__} {e}", name, source) from None
+            raise at.bad("gangs", expr, f"bad gang {g!r}: {type(e).__name__} {e}") from None
         frozen = tuple(members)
         for gang_name in names:
             yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus)
