@@ -31,6 +31,7 @@ from .errors import DefinitionError
 _COMPONENT_VARS = ("root", "key", "path")
 _OBJECT_VARS = ("root",)
 _GANG_VARS = ("root", "instances")
+_STATUS_VARS = ("root", "conds")             # $conds: condition type -> its last condition
 
 
 def _nonempty(expr: str) -> str:
@@ -245,7 +246,7 @@ def expressions(defn: Definition) -> list[tuple[str, str, tuple[str, ...]]]:
     for j, rule in enumerate(defn.status.rules):
         for name in ("when", "reason", "message"):
             if getattr(rule, name):
-                out.append((f"status.rules[{j}].{name}", getattr(rule, name), obj_vars))
+                out.append((f"status.rules[{j}].{name}", getattr(rule, name), _STATUS_VARS + lets))
     if defn.suspend:
         out.append(("suspend.path", defn.suspend.path, obj_vars))
     if defn.gangs:

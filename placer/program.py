@@ -115,9 +115,13 @@ def _rule(rule: StatusRule) -> str:
 
 # The last condition of each type, indexed once per object (training operators append).
 _CONDS = ('(reduce ((.status.conditions // []) | .[]? | select(type == "object" and (.type | type) == "string"))'
-          ' as $x ({}; .[$x.type] = $x)) as $conds | ')
+          ' as $x ({}; . + {($x.type): $x})) as $conds | ')
 _NO_STATUS = '(if ((.status // {}) | length) == 0 then ["Pending", "NotStarted", "no status reported yet"] else empty end)'
 _UNKNOWN = '["Unknown", "", "no status rule matched"]'
+
+
+def _uses_conds(rule: StatusRule) -> bool:
+    return any("$conds" in (e or "") for e in (rule.when, rule.reason, rule.message))
 
 
 def _gang_rows(defn: Definition, keys: Layout) -> str:
@@ -145,7 +149,7 @@ def build_program(defn: Definition) -> str:
         else:       # path tracking costs jq several steps per instance: only when used
             comps.append(f"[{_instances(comp)} | [{row}]]")
     rules = ", ".join([*(_rule(r) for r in defn.status.rules), _NO_STATUS, _UNKNOWN])
-    conds = _CONDS if any(r.condition for r in defn.status.rules) else ""
+    conds = _CONDS if any(r.condition or _uses_conds(r) for r in defn.status.rules) else ""
     suspended = f"(({defn.suspend.path}) // false)" if defn.suspend else "null"
     gangs = defn.gangs or "[]"
     instances = _gang_rows(defn, keys) if defn.gangs and "$instances" in defn.gangs else ""
@@ -185,7 +189,8 @@ def compile_program(text: str, name: str) -> Any:
 
 
 def _eval(expr: str, value: Any, lets: dict[str, Any], **args: Any) -> Any:
-    return jq.compile(expr, args={"root": None, "key": None, "path": None, "instances": None, **lets, **args}
+    return jq.compile(expr, args={"root": None, "key": None, "path": None, "instances": None, "conds": None,
+                                  **lets, **args}
                       ).input_value(value).all()
 
 
@@ -216,12 +221,13 @@ def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> Eva
                     return fail(f"components[{i}].{field}", expr, str(e))
                 if len(values) != 1:
                     return fail(f"components[{i}].{field}", expr, f"produced {len(values)} values, expected one")
+    conds = _conditions(obj)
     for j, rule in enumerate(defn.status.rules):
         for field in ("when", "reason", "message"):
             expr = getattr(rule, field)
             if expr:
                 try:
-                    _eval(expr, obj, lets, root=obj)
+                    _eval(expr, obj, lets, root=obj, conds=conds)
                 except ValueError as e:
                     return fail(f"status.rules[{j}].{field}", expr, str(e))
     for field, expr in (("suspend.path", defn.suspend.path if defn.suspend else None), ("gangs", defn.gangs)):
@@ -232,6 +238,14 @@ def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> Eva
                 return fail(field, expr, str(e))
     return EvaluationError(error.split("\n")[0], definition=defn.name, field="<program>",
                            expression="(fused program)", obj=objname)
+
+
+def _conditions(obj: Any) -> dict[str, Any]:
+    """`$conds` as the fused program builds it: the last condition of each type."""
+    status = obj.get("status") if isinstance(obj, dict) else None
+    found = status.get("conditions") if isinstance(status, dict) else None
+    return {c["type"]: c for c in (found if isinstance(found, list) else ())
+            if isinstance(c, dict) and isinstance(c.get("type"), str)}
 
 
 def _getpath(obj: Any, path: list[Any]) -> Any:

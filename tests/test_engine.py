@@ -95,6 +95,9 @@ def _def(**changes):
     (_def(status={"rules": [{"phase": "Done", "when": "true"}]}), "status.rules[0].phase"),
     (_def(status={"rules": [{"phase": "Running"}]}), "give exactly one of when, condition"),
     (_def(gangs="[$nope]"), "gangs: jq does not compile"),
+    # $conds is only defined for status rules
+    (_def(components=[{"name": "main", "pod": {"template": ".spec.template"}, "replicas": "$conds.x.n"}]),
+     "components[0].replicas: jq does not compile"),
     (_def(matches=[]), "matches"),
 ])
 def test_schema_errors_name_the_field(doc, message):
@@ -224,6 +227,22 @@ def test_status_rules(cat, status, phase, reason):
     assert (w.phase, w.reason) == (phase, reason)
     if phase is Phase.INITIALIZING:
         assert w.message == "2 ready"
+
+
+def test_status_expressions_see_the_last_condition_of_each_type_as_conds():
+    doc = yaml.safe_load(yaml.safe_dump(TRAINER))
+    doc["status"] = {"rules": [{"phase": "Running", "when": '$conds.Ready.status == "True"',
+                                "reason": '$conds.Ready.reason', "message": '"\\($conds | length) types"'}]}
+    c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
+    obj = trainer()
+    obj["status"] = {"conditions": [{"type": "Ready", "status": "False", "reason": "Old"}, "not a condition",
+                                    {"type": "Ready", "status": "True", "reason": "Up"}, {"type": "Other"}]}
+    w = interpret(obj, c)
+    assert (w.phase, w.reason, w.message) == (Phase.RUNNING, "Up", "2 types")
+    doc["status"]["rules"][0]["when"] = '$conds.Ready.status | test(1)'
+    c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
+    with pytest.raises(EvaluationError, match=r"status.rules\[0\].when: expression '\$conds.Ready.status"):
+        interpret(obj, c)
 
 
 def test_suspend_is_read_through_its_path(cat):
