@@ -29,7 +29,7 @@ from .catalog import Catalog
 from .clusters_file import ClusterEntry, as_entry
 from .errors import EvaluationError, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
 from .fleet import Cluster
-from .interpret import interpret, patch_pod_templates, suspend_path
+from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
@@ -507,9 +507,11 @@ def read_cluster_state(client: KubeClient, name: str, catalog: Catalog, *,
 
 
 def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
-              gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> LiveState:
+              gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+              interpreter: Interpreter | None = None) -> LiveState:
     """Read every live cluster of `entries` concurrently. A cluster that cannot be read
-    comes back with `.error` set (and no nodes), never as an exception."""
+    comes back with `.error` set (and no nodes), never as an exception. `interpreter`: a
+    long-lived caller's memory of interpretations (the daemon's), else none."""
     live = _live_entries(entries)
 
     def one(entry: Any):
@@ -525,7 +527,7 @@ def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
     pods = {n: results[n][1] for n in order}
     placed = index_placed({n: results[n][2] for n in order if results[n][2] is not None},
                           {n: clusters[n].error for n in order if clusters[n].error}, order)
-    promises = promised(placed, pods, catalog, gpu_resources=gpu_resources)
+    promises = promised(placed, pods, catalog, gpu_resources=gpu_resources, interpreter=interpreter)
     reserved = reserved_by_cluster(promises)
     clusters = {n: dataclasses.replace(c, reserved=reserved.get(n, {})) for n, c in clusters.items()}
     return LiveState(clusters, pods, placed, promises)
@@ -586,8 +588,8 @@ def outstanding(w: Workload, pods: Sequence[Mapping[str, Any]]) -> Workload | No
 
 
 def promised(placed: Mapping[str, PlacedRef], pods_by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
-             catalog: Catalog, *, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES
-             ) -> list[tuple[PlacementGroup, str]]:
+             catalog: Catalog, *, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+             interpreter: Interpreter | None = None) -> list[tuple[PlacementGroup, str]]:
     """Committed demand for the solver: every placed workload whose pods are not all bound
     yet, reduced to its pods that are not bound (bound pods are in the inventory's `used`
     already), as a one-workload group on its cluster. Objects placer cannot interpret
@@ -595,7 +597,9 @@ def promised(placed: Mapping[str, PlacedRef], pods_by_cluster: Mapping[str, Sequ
     out = []
     for key, ref in sorted(placed.items(), key=lambda kv: (kv[1].cluster, kv[0])):
         try:
-            w = interpret(ref.object, catalog, gpu_resources=gpu_resources, source=f"{ref.cluster}/{key}")
+            source = f"{ref.cluster}/{key}"
+            w = (interpreter(ref.object, source) if interpreter is not None
+                 else interpret(ref.object, catalog, gpu_resources=gpu_resources, source=source))
         except PlacerError:
             continue
         rest = outstanding(w, pods_by_cluster.get(ref.cluster, ()))

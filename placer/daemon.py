@@ -40,7 +40,7 @@ from .clusters_file import as_entry
 from .daemon_state import Clock, Informer, ObjKey, WorkQueue, all_synced
 from .errors import Conflict, InputError, KubeError, NotFound, PlacerError
 from .fleet import Cluster, Fleet
-from .interpret import interpret
+from .interpret import Interpreter
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .leader import LeaderElector, LeaseTiming
 from .metrics import Metrics, MetricsServer
@@ -118,6 +118,8 @@ class Daemon:
         self.config = config
         self.kube = kube
         self.catalog = catalog
+        # every planning round re-reads each placed object; most have not changed
+        self.interpret = Interpreter(catalog)
         self.clock = clock or Clock()
         self.metrics = metrics or Metrics()
         self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
@@ -300,6 +302,7 @@ class Daemon:
             if now >= self._next_resync:
                 self._next_resync = now + self.config.resync_interval
                 self._enqueue_all(now)
+                self.interpret.sweep()           # bounded even when no round reads the fleet
             keys = self.queue.pop_due(now)
             for key in keys:
                 self._reconcile_safely(key)
@@ -509,7 +512,7 @@ class Daemon:
             self.placed[key] = Remote(cluster, now - self._age(remote))
             self.pending.pop(key, None)
         try:
-            phase = interpret(remote, self.catalog, source=f"{cluster}/{key}")
+            phase = self.interpret(remote, source=f"{cluster}/{key}")
             phase_text, detail = phase.phase.value, _phase_detail(phase)
         except PlacerError as e:
             phase_text, detail = Phase.UNKNOWN.value, f"cannot read the copy's status: {e.message}"
@@ -692,7 +695,7 @@ class Daemon:
     def _interpret_staging(self, key: ObjKey, staging: dict) -> Workload | None:
         """The staging object's workload; a malformed one is annotated with why, and None."""
         try:
-            return interpret(staging, self.catalog, source=str(key))
+            return self.interpret(staging, source=str(key))
         except InputError as e:
             self._mark_invalid(key, staging, e)
             return None
@@ -763,7 +766,8 @@ class Daemon:
             return
         synced = self._synced_clusters()
         entries = [e for n, e in self.entries.items() if n in synced]
-        live = A.read_live(self.kube, entries, self.catalog)
+        live = A.read_live(self.kube, entries, self.catalog, interpreter=self.interpret)
+        self.interpret.sweep()
         for name, c in live.clusters.items():
             if c.error:
                 self.metrics.inc("placer_api_errors_total", labels={"cluster": name})
@@ -886,7 +890,7 @@ class Daemon:
             staging = self._staging(k)
             if staging is None:
                 return "deleted meanwhile"
-            sources.append(interpret(staging, self.catalog, source=str(k)))
+            sources.append(self.interpret(staging, source=str(k)))
         original = dataclasses.replace(group, workloads=tuple(sources))
         objects = self._prepare(original, cluster, plan_id)
         client = self._client(cluster)

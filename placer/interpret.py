@@ -7,7 +7,9 @@ frozen values and parsing quantities exactly.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import threading
 from typing import Any, Iterable, Mapping, Sequence
 
 import orjson
@@ -39,11 +41,53 @@ def definition_for(obj: Mapping[str, Any], catalog: Catalog, source: str | None 
 def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
               gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, source: str | None = None) -> Workload:
     compiled = definition_for(obj, catalog, source)
+    return _interpret(obj, compiled, json_text(_jq_view(obj)), gpu_resources, source)
+
+
+class Interpreter:
+    """`interpret` for a long-lived caller that keeps re-reading the same objects (the
+    daemon lists every placed object each planning round): results are remembered by what
+    jq sees of the object, and `sweep()`, called once per round, forgets what was not asked
+    for in the last two rounds, so memory follows the working set. Thread-safe."""
+
+    def __init__(self, catalog: Catalog, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES):
+        self.catalog, self.gpu_resources = catalog, tuple(gpu_resources)
+        self._current: dict[tuple[int, str], Workload] = {}
+        self._previous: dict[tuple[int, str], Workload] = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def __call__(self, obj: Mapping[str, Any], source: str | None = None) -> Workload:
+        compiled = definition_for(obj, self.catalog, source)
+        text = json_text(_jq_view(obj))
+        key = (id(compiled), text)          # the catalog is fixed, so is each definition's id
+        with self._lock:
+            found = self._current.get(key) or self._previous.pop(key, None)
+            if found is not None:
+                self._current[key] = found
+                self.hits += 1
+        if found is None:
+            found = _interpret(obj, compiled, text, self.gpu_resources, source)
+            with self._lock:
+                self._current[key] = found
+                self.misses += 1
+        else:       # same content: only what jq does not see (last-applied, managedFields) differs
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            found = dataclasses.replace(found, annotations=dict(annotations), source=source, obj=obj)
+        return found
+
+    def sweep(self) -> None:
+        with self._lock:
+            self._previous, self._current = self._current, {}
+
+
+def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
+               gpu_resources: Sequence[str], source: str | None) -> Workload:
     defn = compiled.definition
     columns = compiled.layout.columns
     n = len(columns)
     try:
-        out = compiled.program.input_text(json_text(_jq_view(obj))).first()
+        out = compiled.program.input_text(text).first()
         for i in range(n):
             width = columns[i].width
             for row in out[i]:

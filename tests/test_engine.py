@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import textwrap
 from pathlib import Path
@@ -11,7 +12,7 @@ import yaml
 
 from placer.catalog import Catalog, compile_definition, load_catalog
 from placer.errors import DefinitionError, EvaluationError, InputError, UnknownKind
-from placer.interpret import interpret, patch_pod_templates
+from placer.interpret import LAST_APPLIED, Interpreter, interpret, patch_pod_templates
 from placer.podspec import effective_requests
 from placer.quantity import canonical, format_quantity, parse_quantity
 from placer.workload import Phase
@@ -243,6 +244,28 @@ def test_status_expressions_see_the_last_condition_of_each_type_as_conds():
     c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
     with pytest.raises(EvaluationError, match=r"status.rules\[0\].when: expression '\$conds.Ready.status"):
         interpret(obj, c)
+
+
+def test_an_interpreter_remembers_unchanged_objects_for_two_sweeps(cat):
+    remember = Interpreter(cat)
+    obj = trainer()
+    obj["metadata"]["annotations"] = {"note": "x"}
+    first = remember(obj, "a")
+    again = copy.deepcopy(obj)
+    again["metadata"]["annotations"][LAST_APPLIED] = "{}"                      # jq does not see it
+    again["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    hit = remember(again, "b")
+    assert hit.instances is first.instances and (remember.hits, remember.misses) == (1, 1)
+    assert (hit.source, hit.obj, hit.annotations) == ("b", again, {"note": "x", LAST_APPLIED: "{}"})
+    assert hit == interpret(again, cat, source="b")                            # what interpret says
+    changed = copy.deepcopy(obj)
+    changed["spec"]["roles"]["Master"]["replicas"] = 2
+    assert remember(changed).instances_of("role")[0].pods == 2 and remember.misses == 2
+    remember.sweep()
+    assert remember(obj).instances is first.instances                         # used since: kept
+    remember.sweep()
+    remember.sweep()
+    assert remember(changed).instances_of("role")[0].pods == 2 and remember.misses == 3   # forgotten
 
 
 def test_suspend_is_read_through_its_path(cat):
