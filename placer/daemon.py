@@ -948,6 +948,8 @@ class Daemon:
         self.metrics.set("placer_queue_depth", len(self.queue) + len(self.pending))
         self.metrics.set("placer_unplaced", sum(1 for p in self.pending.values() if p.message))
         self.metrics.set("placer_placed", len(self.placed))
+        self.metrics.set("placer_interpretations_total", self.interpret.misses, labels={"result": "computed"})
+        self.metrics.set("placer_interpretations_total", self.interpret.hits, labels={"result": "remembered"})
 
 
 class _Unknown:

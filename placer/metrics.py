@@ -97,6 +97,8 @@ class Metrics:
         self.gauge("placer_leader", "1 while this daemon holds the leader lease")
         self.counter("placer_api_errors_total", "Failed Kubernetes API calls, per cluster")
         self.counter("placer_solves_total", "Planning rounds")
+        self.counter("placer_interpretations_total",
+                     "Objects interpreted (result=computed) or answered from memory, unchanged (result=remembered)")
         self._metrics["placer_solve_seconds"] = _Histogram(
             "placer_solve_seconds", "Seconds per planning round's solve", SOLVE_BUCKETS)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import urllib.request
 
 from placer import daemon as D
@@ -201,6 +202,7 @@ def test_metrics_healthz_and_json_logs(env, capsys):
         assert "placer_unplaced 1" in text
         assert "placer_leader 1" in text
         assert "placer_solve_seconds_count" in text and "placer_queue_depth" in text
+        assert re.search(r'placer_interpretations_total\{result="computed"\} [1-9]', text)
         health = urllib.request.urlopen(f"{base}/healthz")
         assert health.status == 200 and health.read().startswith(b"ok")
     finally:
