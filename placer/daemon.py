@@ -533,8 +533,8 @@ class Daemon:
         the cluster's clock: skew shifts it; a timestamp in the future counts as now)."""
         created = (remote.get("metadata") or {}).get("creationTimestamp")
         try:
-            at = datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp()
-        except ValueError:
+            at = datetime.fromisoformat(created).timestamp()
+        except (TypeError, ValueError):
             return 0.0
         return max(0.0, self.clock.wall() - at)
 

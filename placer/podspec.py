@@ -13,11 +13,10 @@ def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
     """A container's requests; a resource with only a limit requests its limit
     (the API server defaults requests from limits)."""
     resources = container.get("resources") or {}
-    limits = resources.get("limits") or {}
-    requests = {k: v for k, v in (resources.get("requests") or {}).items() if v is not None}
-    merged = {**limits, **requests}
-    # a null quantity is no request (vendor structs mapped by expressions leave gaps)
-    return {name: canonical(name, v) for name, v in merged.items() if v is not None}
+    # requests after limits, so they win; a null quantity is none (mapped vendor structs leave gaps)
+    merged = {k: v for part in ("limits", "requests") for k, v in (resources.get(part) or {}).items()
+              if v is not None}
+    return {name: canonical(name, v) for name, v in merged.items()}
 
 
 def _max_into(into: dict[str, int], other: Mapping[str, int]) -> None:

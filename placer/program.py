@@ -128,8 +128,9 @@ def _gang_rows(defn: Definition, keys: Layout) -> str:
     """`$instances` for the gang expression, built only when it uses them."""
     rows = []
     for i, comp in enumerate(defn.components):
-        col = {k: n for n, k in enumerate(keys.keys[i])}
-        get = {k: (f".[{col[k]}]" if k in col else default) for k, (_, default) in _COUNTS.items()}
+        cols = keys.columns[i]
+        get = {k: default if getattr(cols, k) is None else f".[{getattr(cols, k)}]"
+               for k, (_, default) in _COUNTS.items()}
         rows.append(f'($c[{i}][] | {{component: {json.dumps(comp.name)}, instance: .[0], replicas: {get["replicas"]},'
                     f' podsPerReplica: {get["ppr"]}, pods: (({get["replicas"]}) as $r | ({get["min"]}) as $lo'
                     f' | ({get["max"]}) as $hi | (if $lo != null and $r < $lo then $lo else $r end) as $r'
