@@ -299,14 +299,44 @@ def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang
             yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus)
 
 
+_NAME_KEYS = ("name", "names", "namePattern")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def _gang_names(g: Mapping[str, Any]) -> list[str]:
-    if "names" not in g:
-        return [str(g["name"])]
+    """An entry's gang names: `name`, `names` (a list), or `namePattern` (parts: a string is
+    copied, an integer n stands for each index 0..n-1; every combination, leftmost slowest).
+    jq spends about a microsecond per `tostring` and per string it joins, so per-replica
+    names are cheaper made here. `lowercase: true` lowercases ASCII letters as jq's
+    `ascii_downcase` does (which costs jq about 2.5 µs per character)."""
+    given = [k for k in _NAME_KEYS if k in g]
+    if len(given) != 1:
+        raise ValueError(f"give one of {', '.join(_NAME_KEYS)}" + (f", not {' and '.join(given)}" if given else ""))
     if "name" in g:
-        raise ValueError("give name or names, not both")
-    if not isinstance(g["names"], list):
-        raise TypeError("names must be a list")
-    return [str(n) for n in g["names"]]
+        names = [str(g["name"])]
+    elif "names" in g:
+        if not isinstance(g["names"], list):
+            raise TypeError("names must be a list")
+        names = [str(n) for n in g["names"]]
+    else:
+        names = _expand(g["namePattern"])
+    if g.get("lowercase"):
+        names = [n.translate(_ASCII_LOWER) for n in names]
+    return names
+
+
+def _expand(pattern: Any) -> list[str]:
+    if not isinstance(pattern, list):
+        raise TypeError("namePattern must be a list of strings and counts")
+    names = [""]
+    for part in pattern:
+        if isinstance(part, str):
+            names = [n + part for n in names]
+        elif type(part) is int and part >= 0:
+            names = [n + str(i) for n in names for i in range(part)]
+        else:
+            raise ValueError(f"namePattern part {part!r} is neither a string nor a count")
+    return names
 
 
 # --- mutation ----------------------------------------------------------------------

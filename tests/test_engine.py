@@ -199,9 +199,23 @@ def test_a_gang_entry_with_names_stands_for_one_gang_per_name():
     assert interpret(trainer(), _with_gangs('[{names: [], members: []}]')).gangs == ()
 
 
+def test_a_name_pattern_stands_for_every_combination_of_its_indexes():
+    c = _with_gangs('[{namePattern: ["T1-", 2, "-Dec-", 3], lowercase: true, members: [], minMember: 0},'
+                    ' {namePattern: ["none-", 0, "-x"], members: []}, {namePattern: ["Only"], members: []}]')
+    assert [g.name for g in interpret(trainer(), c).gangs] == [
+        "t1-0-dec-0", "t1-0-dec-1", "t1-0-dec-2", "t1-1-dec-0", "t1-1-dec-1", "t1-1-dec-2", "Only"]
+    # as jq's ascii_downcase: only ASCII letters change
+    c = _with_gangs('[{namePattern: ["ÄB"], lowercase: true, members: []}]')
+    assert [g.name for g in interpret(trainer(), c).gangs] == ["Äb"]
+
+
 @pytest.mark.parametrize("expr,why", [
-    ('[{name: "a", names: ["b"], members: []}]', "give name or names, not both"),
+    ('[{name: "a", names: ["b"], members: []}]', "give one of name, names, namePattern, not name and names"),
+    ('[{members: []}]', "give one of name, names, namePattern"),
     ('[{names: "a", members: []}]', "names must be a list"),
+    ('[{namePattern: "a", members: []}]', "namePattern must be a list of strings and counts"),
+    ('[{namePattern: ["a", -1], members: []}]', "namePattern part -1 is neither a string nor a count"),
+    ('[{namePattern: ["a", true], members: []}]', "namePattern part True is neither a string nor a count"),
     ('[{name: "a", members: [{component: "role", instance: "Nope"}]}]', "KeyError 'role/Nope'"),
     ('{name: "a"}', "expected a list of gangs"),
 ])
