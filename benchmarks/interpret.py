@@ -16,7 +16,7 @@ interpretation for each, and reports each type's best pass (as timeit does): on 
 noisy machine the fastest pass is the one least disturbed by other tenants, and spreading
 a type's passes over the whole run keeps one slow stretch from marking down one type.
 
-    python benchmarks/interpret.py [--objects 10000] [--seed 1] [--repeat 3]
+    python benchmarks/interpret.py [--objects 10000] [--seed 1] [--repeat 3] [--only TEXT ...]
 """
 
 from __future__ import annotations
@@ -83,10 +83,12 @@ def main() -> None:
     ap.add_argument("--objects", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3, help="passes over all types; each type's best is reported")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="only the types whose name contains TEXT (repeatable)")
     args = ap.parse_args()
     catalog = load_catalog()
     rng = random.Random(args.seed)
-    types = seeds(catalog)
+    types = {k: v for k, v in seeds(catalog).items() if not args.only or any(t in k for t in args.only)}
     per_type = max(1, args.objects // len(types))
     identity = jq.compile(".")
     table = Table("type", "objects", "objects/s", "µs/object", "jq identity µs", "ratio",
