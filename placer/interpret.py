@@ -99,6 +99,9 @@ def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
         raise err from None
     at = _Where(compiled, obj, source)
     meta = obj.get("metadata") or {}
+    for key in ("labels", "annotations"):
+        if not isinstance(meta.get(key) or {}, dict):
+            raise at.invalid(f"metadata.{key}: expected a map, got {_kind(meta[key])}")
     instances = [_instance(at, i, columns[i], row, gpu_resources) for i in range(n) for row in out[i]]
     phase, reason, message = out[n]
     suspended = out[n + 1]
@@ -224,37 +227,140 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
         spec, meta = tpl.get("spec"), tpl.get("metadata")
     spec = spec or (row[c.spec] if c.spec is not None else None) or {}
     meta = meta or (row[c.meta] if c.meta is not None else None) or {}
-    containers = spec.get("containers") or ()
-    if c.fields:            # fields override the template's: work on copies
-        spec, meta = dict(spec), dict(meta)
-        resources = main = None
-        for field, col in c.fields:
-            value = row[col]
-            if value is None:
-                continue
-            if field in ("labels", "annotations"):
-                meta[field] = value
-            elif field == "resources":
-                resources = value
-            elif field == "mainContainer":
-                main = value
-            else:
-                spec[field] = value
-        containers = spec.get("containers") or ()
-        if resources is not None:
-            containers = _with_main_resources(list(containers), resources, main)
+    resources = None
     try:
+        containers = spec.get("containers") or ()
+        if c.fields:            # fields override the template's: work on copies
+            spec, meta = dict(spec), dict(meta)
+            main = None
+            for field, col in c.fields:
+                value = row[col]
+                if value is None:
+                    continue
+                if field in ("labels", "annotations"):
+                    meta[field] = value
+                elif field == "resources":
+                    resources = value
+                elif field == "mainContainer":
+                    main = value
+                else:
+                    spec[field] = value
+            containers = spec.get("containers") or ()
+            if resources is not None:
+                containers = _with_main_resources(list(containers), resources, main)
         requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"))
+        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or {}
+        node_selector, terms = spec.get("nodeSelector") or {}, affinity.get("nodeSelectorTerms") or ()
+        tolerations, labels = spec.get("tolerations") or (), meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        # what dict()/tuple() would silently misread (a string as a list of characters)
+        if not (type(node_selector) is dict and type(labels) is dict and type(annotations) is dict
+                and type(terms) in _SEQUENCES and type(tolerations) in _SEQUENCES):
+            raise TypeError
+        scheduler, priority = spec.get("schedulerName"), spec.get("priorityClassName")
+        if not (scheduler is None or type(scheduler) is str) or not (priority is None or type(priority) is str):
+            raise TypeError
+        problem = _constraint_problem(node_selector, terms, tolerations) if node_selector or terms or tolerations else None
     except InputError as e:
         raise at.invalid(f"{comp}/{instance}: {e.message}") from None
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution") or {}
+    except (AttributeError, TypeError, ValueError, KeyError):
+        raise at.invalid(f"{comp}/{instance}: {_shape_problem(spec, meta, resources)}") from None
+    if problem:
+        raise at.invalid(f"{comp}/{instance}: {problem}")
     return PodShape(
-        requests=requests, node_selector=dict(spec.get("nodeSelector") or {}),
-        affinity_terms=tuple(affinity.get("nodeSelectorTerms") or ()),
-        tolerations=tuple(spec.get("tolerations") or ()),
-        labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
-        scheduler_name=spec.get("schedulerName"), priority_class_name=spec.get("priorityClassName"))
+        requests=requests, node_selector=dict(node_selector), affinity_terms=tuple(terms),
+        tolerations=tuple(tolerations), labels=dict(labels), annotations=dict(annotations),
+        scheduler_name=scheduler, priority_class_name=priority)
+
+
+_SEQUENCES = (list, tuple)
+_KINDS = {dict: "a map", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+
+
+def _kind(v: Any) -> str:
+    """A wrong value for an error message: its JSON type and the start of its text."""
+    return f"{_KINDS.get(type(v), type(v).__name__)} {str(v)[:40]!r}"
+
+
+_NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_TOLERATION_OPERATORS = frozenset({"", "Exists", "Equal"})
+
+
+def _constraint_problem(node_selector: dict, terms: Sequence[Any], tolerations: Sequence[Any]) -> str | None:
+    """What the API server would reject in the pod's node constraints, and the scheduler
+    code would misread: non-string selector values, malformed tolerations and terms."""
+    for k, v in node_selector.items():
+        if type(v) is not str:
+            return f"pod spec.nodeSelector.{k}: expected a string, got {_kind(v)}"
+    for i, t in enumerate(tolerations):
+        if type(t) is not dict:
+            return f"pod spec.tolerations[{i}]: expected a map, got {_kind(t)}"
+        for f in ("key", "operator", "value", "effect"):
+            if t.get(f) is not None and type(t[f]) is not str:
+                return f"pod spec.tolerations[{i}].{f}: expected a string, got {_kind(t[f])}"
+        if (t.get("operator") or "") not in _TOLERATION_OPERATORS:
+            return f"pod spec.tolerations[{i}].operator: expected Exists or Equal, got {t['operator']!r}"
+    for i, term in enumerate(terms):
+        where = f"pod spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"
+        if type(term) is not dict:
+            return f"{where}: expected a map, got {_kind(term)}"
+        for part in ("matchExpressions", "matchFields"):
+            exprs = term.get(part)
+            if exprs is not None and type(exprs) not in _SEQUENCES:
+                return f"{where}.{part}: expected a list, got {_kind(exprs)}"
+            for j, e in enumerate(exprs or ()):
+                at = f"{where}.{part}[{j}]"
+                if type(e) is not dict:
+                    return f"{at}: expected a map, got {_kind(e)}"
+                if type(e.get("key")) is not str:
+                    return f"{at}.key: expected a string, got {_kind(e.get('key'))}"
+                if e.get("operator") not in _NODE_OPERATORS:
+                    return f"{at}.operator: expected one of {', '.join(sorted(_NODE_OPERATORS))}, got {e.get('operator')!r}"
+                values = e.get("values")
+                if values is not None and (type(values) not in _SEQUENCES or any(type(v) is not str for v in values)):
+                    return f"{at}.values: expected a list of strings, got {_kind(values)}"
+    return None
+
+
+def _shape_problem(spec: Any, meta: Any, resources: Any = None) -> str:
+    """Name the first pod field whose type is wrong (the slow path, after a failure);
+    `resources` is a definition's fragmented `resources` field, merged into the main container."""
+    def want(path: str, v: Any, types: tuple[type, ...], what: str) -> str | None:
+        return None if v is None or type(v) in types else f"pod {path}: expected {what}, got {_kind(v)}"
+
+    checks: list[tuple[str, Any, tuple[type, ...], str]] = [
+        ("spec", spec, (dict,), "a map"), ("metadata", meta, (dict,), "a map"), ("resources", resources, (dict,), "a map")]
+    if isinstance(resources, dict):
+        checks += [(f"resources.{part}", resources.get(part), (dict,), "a map") for part in ("requests", "limits")]
+    spec = spec if isinstance(spec, dict) else {}
+    meta = meta if isinstance(meta, dict) else {}
+    checks += [(f"metadata.{k}", meta.get(k), (dict,), "a map") for k in ("labels", "annotations")]
+    checks += [(f"spec.{k}", spec.get(k), (dict,), "a map") for k in ("nodeSelector", "affinity", "overhead")]
+    checks += [(f"spec.{k}", spec.get(k), _SEQUENCES, "a list") for k in ("containers", "initContainers", "tolerations")]
+    checks += [(f"spec.{k}", spec.get(k), (str,), "a string") for k in ("schedulerName", "priorityClassName")]
+    for k in ("containers", "initContainers", "tolerations"):
+        items = spec.get(k)
+        for i, item in enumerate(items if isinstance(items, _SEQUENCES) else ()):
+            checks.append((f"spec.{k}[{i}]", item, (dict,), "a map"))
+            res = item.get("resources") if isinstance(item, dict) and k != "tolerations" else None
+            checks.append((f"spec.{k}[{i}].resources", res, (dict,), "a map"))
+            for part in ("requests", "limits") if isinstance(res, dict) else ():
+                checks.append((f"spec.{k}[{i}].resources.{part}", res.get(part), (dict,), "a map"))
+    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
+    node = affinity.get("nodeAffinity")
+    checks.append(("spec.affinity.nodeAffinity", node, (dict,), "a map"))
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
+    checks.append(("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", required,
+                   (dict,), "a map"))
+    if isinstance(required, dict):
+        checks.append(("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                       ".nodeSelectorTerms", required.get("nodeSelectorTerms"), _SEQUENCES, "a list"))
+    for check in checks:
+        problem = want(*check)
+        if problem:
+            return problem
+    return "malformed pod template"
 
 
 def _with_main_resources(containers: list[dict], resources: Any, main: str | None) -> list[dict]:

@@ -96,6 +96,12 @@ def test_gpu_resource_names_are_configurable(tmp_path, catdir, monkeypatch):
     assert json.loads(invoke("describe", "-f", f, "--catalog", catdir, "-o", "json").stdout)[0]["gpus"] == 4
 
 
+def _with_spec(**fields):
+    w = widget()
+    w["spec"]["template"]["spec"].update(fields)
+    return w
+
+
 BAD_INPUTS = [
     ("malformed.yaml", "apiVersion: v1\nkind: Widget\nmetadata: {name: [unclosed\n",
      r"malformed.yaml: malformed YAML \(line \d+\)"),
@@ -110,6 +116,19 @@ BAD_INPUTS = [
      r"'.spec.replicas // 1' failed: expected a non-negative integer, got 'two'"),
     ("second.yaml", "---\n" + yaml.safe_dump(widget()) + "---\napiVersion: v1\n",
      r"second.yaml: document at line \d+ has no kind"),
+    # pod fields of the wrong type: named, never a traceback nor silently misread
+    ("selector.yaml", yaml.safe_dump(_with_spec(nodeSelector="gpu")),
+     r"selector.yaml:1: Widget ml/w1: main/0: pod spec.nodeSelector: expected a map, got a string 'gpu'"),
+    ("tolerations.yaml", yaml.safe_dump(_with_spec(tolerations="abc")),
+     r"pod spec.tolerations: expected a list, got a string 'abc'"),
+    ("containers.yaml", yaml.safe_dump(_with_spec(containers={"name": "c"})),
+     r"main/0: pod spec.containers: expected a list, got a map"),
+    ("limits.yaml", yaml.safe_dump(_with_spec(containers=[{"name": "c", "resources": {"limits": 3}}])),
+     r"main/0: pod spec.containers\[0\].resources.limits: expected a map, got a number '3'"),
+    ("scheduler.yaml", yaml.safe_dump(_with_spec(schedulerName=5)),
+     r"main/0: pod spec.schedulerName: expected a string, got a number '5'"),
+    ("labels.yaml", yaml.safe_dump({**widget(), "metadata": {"name": "w1", "namespace": "ml", "labels": ["a"]}}),
+     r"labels.yaml:1: Widget ml/w1: metadata.labels: expected a map, got a list \"\['a'\]\""),
 ]
 
 
