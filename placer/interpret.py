@@ -171,14 +171,19 @@ def _text(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+MAX_COUNT = 2**31 - 1       # Kubernetes replica counts are int32; the solver's model is int64
+MAX_GANGS = 100_000         # per workload: a bound on names made from counts, far above real use
+
+
 def _count(at: _Where, i: int, field: str, value: Any) -> int:
-    if type(value) is int and value >= 0:
+    if type(value) is int and 0 <= value <= MAX_COUNT:
         return value
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
         expr = getattr(at.compiled.definition.components[i], field) or "(default)"
-        raise at.bad(f"components[{i}].{field}", expr, f"expected a non-negative integer, got {value!r}")
+        raise at.bad(f"components[{i}].{field}", expr,
+                     f"expected a non-negative integer up to {MAX_COUNT} (an int32), got {value!r}")
     return value
 
 
@@ -192,6 +197,8 @@ def _instance(at: _Where, i: int, c: Columns, row: list[Any], gpu_resources: Seq
     if c.max is not None and row[c.max] is not None:
         effective = min(effective, _count(at, i, "maxReplicas", row[c.max]))
     instance = str(row[0])
+    if effective * ppr > MAX_COUNT:
+        raise at.invalid(f"{comp}/{instance}: {effective} replicas x {ppr} pods each is more than {MAX_COUNT} pods")
     shape = _pod_shape(at, row, c, comp, instance)
     labels, expressions = _selector(at, i, None if c.sel is None else row[c.sel])
     return Instance(component=comp, instance=instance, replicas=effective, pods_per_replica=ppr,
@@ -212,10 +219,16 @@ def _selector(at: _Where, i: int, raw: Any):
     if "matchLabels" not in raw and "matchExpressions" not in raw:
         return {str(k): str(v) for k, v in raw.items()}, ()
     labels, expressions = raw.get("matchLabels") or {}, raw.get("matchExpressions") or []
+    if not isinstance(labels, dict):
+        raise bad(f"matchLabels: expected a map, got {_kind(labels)}")
+    if not isinstance(expressions, list):
+        raise bad(f"matchExpressions: expected a list, got {_kind(expressions)}")
     out = []
     for e in expressions:
-        if not isinstance(e, dict) or e.get("operator") not in _SELECTOR_OPS or not isinstance(e.get("key"), str):
-            raise bad(f"bad matchExpressions entry {e!r}: needs key and operator ({', '.join(_SELECTOR_OPS)})")
+        if (not isinstance(e, dict) or e.get("operator") not in _SELECTOR_OPS or not isinstance(e.get("key"), str)
+                or not isinstance(e.get("values") or [], list)):
+            raise bad(f"bad matchExpressions entry {e!r}: needs key, operator ({', '.join(_SELECTOR_OPS)})"
+                      " and a list of values")
         out.append({"key": e["key"], "operator": e["operator"], "values": [str(v) for v in e.get("values") or ()]})
     return {str(k): str(v) for k, v in labels.items()}, tuple(out)
 
@@ -379,12 +392,13 @@ def _with_main_resources(containers: list[dict], resources: Any, main: str | Non
 
 
 def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang]:
-    """Gangs from the gangs expression's list; an entry with `names` stands for one gang per
-    name with the same members (per-replica gangs, built once in jq and here)."""
+    """Gangs from the gangs expression's list; an entry with `names` or `namePattern` stands
+    for one gang per name with the same members (per-replica gangs, built once in jq and here)."""
     expr = at.compiled.definition.gangs or ""
     if not isinstance(raw, list):
         raise at.bad("gangs", expr, "expected a list of gangs")
     by_key = {(inst.component, inst.instance): inst for inst in instances} if raw else {}
+    made = 0
     for g in raw:
         try:
             names = _gang_names(g)
@@ -401,6 +415,9 @@ def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang
         except (KeyError, TypeError, ValueError) as e:
             raise at.bad("gangs", expr, f"bad gang {g!r}: {type(e).__name__} {e}") from None
         frozen = tuple(members)
+        made += len(names)
+        if made > MAX_GANGS:
+            raise at.bad("gangs", expr, f"more than {MAX_GANGS} gangs")
         for gang_name in names:
             yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus)
 
@@ -434,6 +451,12 @@ def _gang_names(g: Mapping[str, Any]) -> list[str]:
 def _expand(pattern: Any) -> list[str]:
     if not isinstance(pattern, list):
         raise TypeError("namePattern must be a list of strings and counts")
+    total = 1
+    for part in pattern:
+        if type(part) is int and part >= 0:
+            total *= part
+            if total > MAX_GANGS:
+                raise ValueError(f"namePattern makes more than {MAX_GANGS} gangs")
     names = [""]
     for part in pattern:
         if isinstance(part, str):

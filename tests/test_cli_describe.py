@@ -113,7 +113,7 @@ BAD_INPUTS = [
      r"quantity.yaml:1: Widget ml/w1: main/0: invalid quantity '5 hundred'"),
     ("badexpr.yaml", yaml.safe_dump(widget()).replace("replicas: 2", "replicas: two"),
      r"badexpr.yaml:1: Widget ml/w1: definition widget: components\[0\].replicas: expression "
-     r"'.spec.replicas // 1' failed: expected a non-negative integer, got 'two'"),
+     r"'.spec.replicas // 1' failed: expected a non-negative integer up to 2147483647 \(an int32\), got 'two'"),
     ("second.yaml", "---\n" + yaml.safe_dump(widget()) + "---\napiVersion: v1\n",
      r"second.yaml: document at line \d+ has no kind"),
     # pod fields of the wrong type: named, never a traceback nor silently misread

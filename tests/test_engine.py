@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from placer.catalog import Catalog, compile_definition, load_catalog
-from placer.errors import DefinitionError, EvaluationError, InputError, UnknownKind
+from placer.errors import DefinitionError, EvaluationError, InputError, PlacerError, UnknownKind
 from placer.interpret import LAST_APPLIED, Interpreter, interpret, patch_pod_templates
 from placer.podspec import effective_requests
 from placer.quantity import canonical, format_quantity, parse_quantity
@@ -199,6 +199,20 @@ def test_a_gang_entry_with_names_stands_for_one_gang_per_name():
     assert interpret(trainer(), _with_gangs('[{names: [], members: []}]')).gangs == ()
 
 
+@pytest.mark.parametrize("spec,why", [
+    ({"roles": {"Worker": {"replicas": 2**31, "template": {}}}},
+     r"components\[0\].replicas: .*expected a non-negative integer up to 2147483647 \(an int32\), got 2147483648"),
+    ({"roles": {"Worker": {"replicas": 10**20, "template": {}}}}, r"got 100000000000000000000"),
+    ({"roles": {"Worker": {"replicas": 2**16, "max": 2**16, "hosts": 2**16, "template": {}}}},
+     r"role/Worker: 65536 replicas x 65536 pods each is more than 2147483647 pods"),
+])
+def test_counts_beyond_what_kubernetes_and_the_solver_hold_are_named(cat, spec, why):
+    obj = trainer()
+    obj["spec"] = spec
+    with pytest.raises(PlacerError, match=why):
+        interpret(obj, cat)
+
+
 def test_a_name_pattern_stands_for_every_combination_of_its_indexes():
     c = _with_gangs('[{namePattern: ["T1-", 2, "-Dec-", 3], lowercase: true, members: [], minMember: 0},'
                     ' {namePattern: ["none-", 0, "-x"], members: []}, {namePattern: ["Only"], members: []}]')
@@ -216,6 +230,8 @@ def test_a_name_pattern_stands_for_every_combination_of_its_indexes():
     ('[{namePattern: "a", members: []}]', "namePattern must be a list of strings and counts"),
     ('[{namePattern: ["a", -1], members: []}]', "namePattern part -1 is neither a string nor a count"),
     ('[{namePattern: ["a", true], members: []}]', "namePattern part True is neither a string nor a count"),
+    ('[{namePattern: ["a", 1000, "-", 1000], members: []}]', "namePattern makes more than 100000 gangs"),
+    ('[range(0; 2) | {namePattern: ["a\\(.)-", 60000], members: []}]', "more than 100000 gangs"),
     ('[{name: "a", members: [{component: "role", instance: "Nope"}]}]', "KeyError 'role/Nope'"),
     ('{name: "a"}', "expected a list of gangs"),
 ])
