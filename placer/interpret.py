@@ -87,7 +87,9 @@ def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
     columns = compiled.layout.columns
     n = len(columns)
     try:
-        out = compiled.program.input_text(text).first()
+        out = _first(compiled.program, text)
+        if len(out) != n + 3 or len(out[n]) != 3:   # gangs, suspend or a status rule's reason or
+            _uneven()                               # message yielded no value or several
         for i in range(n):
             width = columns[i].width
             for row in out[i]:
@@ -160,6 +162,14 @@ def _jq_view(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     if bulky:
         meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     return {**obj, "metadata": meta}
+
+
+def _first(program: Any, text: str) -> Any:
+    """The program's one output; none (an expression yielded `empty`) is an error like jq's."""
+    try:
+        return program.input_text(text).first()
+    except StopIteration:
+        raise ValueError("the program produced no output: an expression yielded no value") from None
 
 
 def _uneven() -> bool:
@@ -538,7 +548,7 @@ def _apply(obj: dict, path: list[Any], key: str, value: Any) -> None:
 
 def _paths(compiled: CompiledDefinition, obj: Mapping[str, Any], name: str, source: str | None) -> list[Any]:
     try:
-        return compiled.paths_program.input_text(json_text(obj)).first()
+        return _first(compiled.paths_program, json_text(obj))
     except ValueError as e:
         raise EvaluationError(str(e).split("\n")[0], definition=compiled.name, field="paths",
                               expression="path(...)", obj=name, source=source) from None

@@ -204,8 +204,10 @@ def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> Eva
     for name, expr in defn.let.items():
         try:
             lets[name] = _eval(expr, obj, lets, root=obj)[0]
-        except (ValueError, IndexError) as e:
-            return fail(f"let.{name}", expr, str(e) or "produced no value")
+        except ValueError as e:
+            return fail(f"let.{name}", expr, str(e))
+        except IndexError:
+            return fail(f"let.{name}", expr, "produced no value")
     for i, comp in enumerate(defn.components):
         inst = _instances(comp)
         try:
@@ -228,15 +230,19 @@ def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> Eva
             expr = getattr(rule, field)
             if expr:
                 try:
-                    _eval(expr, obj, lets, root=obj, conds=conds)
+                    values = _eval(expr, obj, lets, root=obj, conds=conds)
                 except ValueError as e:
                     return fail(f"status.rules[{j}].{field}", expr, str(e))
+                if field != "when" and len(values) > 1:
+                    return fail(f"status.rules[{j}].{field}", expr, f"produced {len(values)} values, expected one")
     for field, expr in (("suspend.path", defn.suspend.path if defn.suspend else None), ("gangs", defn.gangs)):
         if expr:
             try:
-                _eval(expr, obj, lets, root=obj, instances=[])
+                values = _eval(expr, obj, lets, root=obj, instances=[])
             except ValueError as e:
                 return fail(field, expr, str(e))
+            if len(values) > 1 or field == "gangs" and not values:
+                return fail(field, expr, f"produced {len(values)} values, expected one")
     return EvaluationError(error.split("\n")[0], definition=defn.name, field="<program>",
                            expression="(fused program)", obj=objname)
 

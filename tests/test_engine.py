@@ -240,6 +240,22 @@ def test_malformed_gangs_are_named(expr, why):
         interpret(trainer(), _with_gangs(expr))
 
 
+@pytest.mark.parametrize("change,why", [
+    ({"gangs": "empty"}, r"gangs: expression 'empty' failed: produced 0 values, expected one"),
+    ({"gangs": "([], [])"}, r"gangs: expression '\(\[\], \[\]\)' failed: produced 2 values, expected one"),
+    ({"let": {"nothing": "empty"}}, r"let.nothing: expression 'empty' failed: produced no value"),
+    ({"status": {"rules": [{"phase": "Running", "when": "true", "reason": '("a", "b")'}]}},
+     r"status.rules\[0\].reason: expression '\(\"a\", \"b\"\)' failed: produced 2 values, expected one"),
+])
+def test_expressions_yielding_no_value_or_several_are_named(change, why):
+    """jq `empty` or a comma where one value belongs: named, never a StopIteration."""
+    doc = yaml.safe_load(yaml.safe_dump(TRAINER))
+    doc.update(change)
+    c = Catalog({}, frozenset()).with_definitions([compile_definition(doc, "t.yaml")])
+    with pytest.raises(EvaluationError, match=why):
+        interpret(trainer(), c)
+
+
 @pytest.mark.parametrize("status,phase,reason", [
     (None, Phase.PENDING, "NotStarted"),
     ({"conditions": [{"type": "Running", "status": "True", "reason": "JobRunning"}]}, Phase.RUNNING, "JobRunning"),
