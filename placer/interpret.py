@@ -16,7 +16,8 @@ import orjson
 
 from .catalog import Catalog, CompiledDefinition
 from .errors import EvaluationError, InputError, UnknownKind
-from .podspec import DEFAULT_GPU_RESOURCES, effective_requests, gpu_count
+from .podspec import (DEFAULT_GPU_RESOURCES, SEQUENCES, constraint_problem, effective_requests, gpu_count,
+                      shape_problem, value_kind)
 from .program import NOT_A_PATH, PATCHABLE, Columns, diagnose
 from .workload import Gang, Instance, Phase, PodShape, Workload
 
@@ -103,7 +104,7 @@ def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
     meta = obj.get("metadata") or {}
     for key in ("labels", "annotations"):
         if not isinstance(meta.get(key) or {}, dict):
-            raise at.invalid(f"metadata.{key}: expected a map, got {_kind(meta[key])}")
+            raise at.invalid(f"metadata.{key}: expected a map, got {value_kind(meta[key])}")
     instances = [_instance(at, i, columns[i], row, gpu_resources) for i in range(n) for row in out[i]]
     phase, reason, message = out[n]
     suspended = out[n + 1]
@@ -230,9 +231,9 @@ def _selector(at: _Where, i: int, raw: Any):
         return {str(k): str(v) for k, v in raw.items()}, ()
     labels, expressions = raw.get("matchLabels") or {}, raw.get("matchExpressions") or []
     if not isinstance(labels, dict):
-        raise bad(f"matchLabels: expected a map, got {_kind(labels)}")
+        raise bad(f"matchLabels: expected a map, got {value_kind(labels)}")
     if not isinstance(expressions, list):
-        raise bad(f"matchExpressions: expected a list, got {_kind(expressions)}")
+        raise bad(f"matchExpressions: expected a list, got {value_kind(expressions)}")
     out = []
     for e in expressions:
         if (not isinstance(e, dict) or e.get("operator") not in _SELECTOR_OPS or not isinstance(e.get("key"), str)
@@ -279,111 +280,22 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
         annotations = meta.get("annotations") or {}
         # what dict()/tuple() would silently misread (a string as a list of characters)
         if not (type(node_selector) is dict and type(labels) is dict and type(annotations) is dict
-                and type(terms) in _SEQUENCES and type(tolerations) in _SEQUENCES):
+                and type(terms) in SEQUENCES and type(tolerations) in SEQUENCES):
             raise TypeError
         scheduler, priority = spec.get("schedulerName"), spec.get("priorityClassName")
         if not (scheduler is None or type(scheduler) is str) or not (priority is None or type(priority) is str):
             raise TypeError
-        problem = _constraint_problem(node_selector, terms, tolerations) if node_selector or terms or tolerations else None
+        problem = constraint_problem(node_selector, terms, tolerations) if node_selector or terms or tolerations else None
     except InputError as e:
         raise at.invalid(f"{comp}/{instance}: {e.message}") from None
     except (AttributeError, TypeError, ValueError, KeyError):
-        raise at.invalid(f"{comp}/{instance}: {_shape_problem(spec, meta, resources)}") from None
+        raise at.invalid(f"{comp}/{instance}: {shape_problem(spec, meta, resources)}") from None
     if problem:
         raise at.invalid(f"{comp}/{instance}: {problem}")
     return PodShape(
         requests=requests, node_selector=dict(node_selector), affinity_terms=tuple(terms),
         tolerations=tuple(tolerations), labels=dict(labels), annotations=dict(annotations),
         scheduler_name=scheduler, priority_class_name=priority)
-
-
-_SEQUENCES = (list, tuple)
-_KINDS = {dict: "a map", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-
-
-def _kind(v: Any) -> str:
-    """A wrong value for an error message: its JSON type and the start of its text."""
-    return f"{_KINDS.get(type(v), type(v).__name__)} {str(v)[:40]!r}"
-
-
-_NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
-_TOLERATION_OPERATORS = frozenset({"", "Exists", "Equal"})
-
-
-def _constraint_problem(node_selector: dict, terms: Sequence[Any], tolerations: Sequence[Any]) -> str | None:
-    """What the API server would reject in the pod's node constraints, and the scheduler
-    code would misread: non-string selector values, malformed tolerations and terms."""
-    for k, v in node_selector.items():
-        if type(v) is not str:
-            return f"pod spec.nodeSelector.{k}: expected a string, got {_kind(v)}"
-    for i, t in enumerate(tolerations):
-        if type(t) is not dict:
-            return f"pod spec.tolerations[{i}]: expected a map, got {_kind(t)}"
-        for f in ("key", "operator", "value", "effect"):
-            if t.get(f) is not None and type(t[f]) is not str:
-                return f"pod spec.tolerations[{i}].{f}: expected a string, got {_kind(t[f])}"
-        if (t.get("operator") or "") not in _TOLERATION_OPERATORS:
-            return f"pod spec.tolerations[{i}].operator: expected Exists or Equal, got {t['operator']!r}"
-    for i, term in enumerate(terms):
-        where = f"pod spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"
-        if type(term) is not dict:
-            return f"{where}: expected a map, got {_kind(term)}"
-        for part in ("matchExpressions", "matchFields"):
-            exprs = term.get(part)
-            if exprs is not None and type(exprs) not in _SEQUENCES:
-                return f"{where}.{part}: expected a list, got {_kind(exprs)}"
-            for j, e in enumerate(exprs or ()):
-                at = f"{where}.{part}[{j}]"
-                if type(e) is not dict:
-                    return f"{at}: expected a map, got {_kind(e)}"
-                if type(e.get("key")) is not str:
-                    return f"{at}.key: expected a string, got {_kind(e.get('key'))}"
-                if e.get("operator") not in _NODE_OPERATORS:
-                    return f"{at}.operator: expected one of {', '.join(sorted(_NODE_OPERATORS))}, got {e.get('operator')!r}"
-                values = e.get("values")
-                if values is not None and (type(values) not in _SEQUENCES or any(type(v) is not str for v in values)):
-                    return f"{at}.values: expected a list of strings, got {_kind(values)}"
-    return None
-
-
-def _shape_problem(spec: Any, meta: Any, resources: Any = None) -> str:
-    """Name the first pod field whose type is wrong (the slow path, after a failure);
-    `resources` is a definition's fragmented `resources` field, merged into the main container."""
-    def want(path: str, v: Any, types: tuple[type, ...], what: str) -> str | None:
-        return None if v is None or type(v) in types else f"pod {path}: expected {what}, got {_kind(v)}"
-
-    checks: list[tuple[str, Any, tuple[type, ...], str]] = [
-        ("spec", spec, (dict,), "a map"), ("metadata", meta, (dict,), "a map"), ("resources", resources, (dict,), "a map")]
-    if isinstance(resources, dict):
-        checks += [(f"resources.{part}", resources.get(part), (dict,), "a map") for part in ("requests", "limits")]
-    spec = spec if isinstance(spec, dict) else {}
-    meta = meta if isinstance(meta, dict) else {}
-    checks += [(f"metadata.{k}", meta.get(k), (dict,), "a map") for k in ("labels", "annotations")]
-    checks += [(f"spec.{k}", spec.get(k), (dict,), "a map") for k in ("nodeSelector", "affinity", "overhead")]
-    checks += [(f"spec.{k}", spec.get(k), _SEQUENCES, "a list") for k in ("containers", "initContainers", "tolerations")]
-    checks += [(f"spec.{k}", spec.get(k), (str,), "a string") for k in ("schedulerName", "priorityClassName")]
-    for k in ("containers", "initContainers", "tolerations"):
-        items = spec.get(k)
-        for i, item in enumerate(items if isinstance(items, _SEQUENCES) else ()):
-            checks.append((f"spec.{k}[{i}]", item, (dict,), "a map"))
-            res = item.get("resources") if isinstance(item, dict) and k != "tolerations" else None
-            checks.append((f"spec.{k}[{i}].resources", res, (dict,), "a map"))
-            for part in ("requests", "limits") if isinstance(res, dict) else ():
-                checks.append((f"spec.{k}[{i}].resources.{part}", res.get(part), (dict,), "a map"))
-    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
-    node = affinity.get("nodeAffinity")
-    checks.append(("spec.affinity.nodeAffinity", node, (dict,), "a map"))
-    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
-    checks.append(("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", required,
-                   (dict,), "a map"))
-    if isinstance(required, dict):
-        checks.append(("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-                       ".nodeSelectorTerms", required.get("nodeSelectorTerms"), _SEQUENCES, "a list"))
-    for check in checks:
-        problem = want(*check)
-        if problem:
-            return problem
-    return "malformed pod template"
 
 
 def _with_main_resources(containers: list[dict], resources: Any, main: str | None) -> list[dict]:
@@ -465,16 +377,13 @@ def _expand(pattern: Any) -> list[str]:
     for part in pattern:
         if type(part) is int and part >= 0:
             total *= part
-            if total > MAX_GANGS:
-                raise ValueError(f"namePattern makes more than {MAX_GANGS} gangs")
+        elif not isinstance(part, str):
+            raise ValueError(f"namePattern part {part!r} is neither a string nor a count")
+    if total > MAX_GANGS:
+        raise ValueError(f"namePattern makes more than {MAX_GANGS} gangs")
     names = [""]
     for part in pattern:
-        if isinstance(part, str):
-            names = [n + part for n in names]
-        elif type(part) is int and part >= 0:
-            names = [n + str(i) for n in names for i in range(part)]
-        else:
-            raise ValueError(f"namePattern part {part!r} is neither a string nor a count")
+        names = [n + part for n in names] if isinstance(part, str) else [n + str(i) for n in names for i in range(part)]
     return names
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from .quantity import add, canonical
 
@@ -58,3 +58,95 @@ def pod_requests(spec: Mapping[str, Any] | None) -> dict[str, int]:
 
 def gpu_count(requests: Mapping[str, int], gpu_resources: Iterable[str] = DEFAULT_GPU_RESOURCES) -> int:
     return sum(requests.get(name, 0) for name in gpu_resources)
+
+
+# --- type checks: what the API server would reject, named for the user -----------------
+
+SEQUENCES = (list, tuple)
+_KINDS = {dict: "a map", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+
+
+def value_kind(v: Any) -> str:
+    """A wrong value for an error message: its JSON type and the start of its text."""
+    return f"{_KINDS.get(type(v), type(v).__name__)} {str(v)[:40]!r}"
+
+
+_NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_TOLERATION_OPERATORS = frozenset({"", "Exists", "Equal"})
+
+
+def constraint_problem(node_selector: dict, terms: Sequence[Any], tolerations: Sequence[Any]) -> str | None:
+    """What the API server would reject in the pod's node constraints, and the scheduler
+    code would misread: non-string selector values, malformed tolerations and terms."""
+    for k, v in node_selector.items():
+        if type(v) is not str:
+            return f"pod spec.nodeSelector.{k}: expected a string, got {value_kind(v)}"
+    for i, t in enumerate(tolerations):
+        if type(t) is not dict:
+            return f"pod spec.tolerations[{i}]: expected a map, got {value_kind(t)}"
+        for f in ("key", "operator", "value", "effect"):
+            if t.get(f) is not None and type(t[f]) is not str:
+                return f"pod spec.tolerations[{i}].{f}: expected a string, got {value_kind(t[f])}"
+        if (t.get("operator") or "") not in _TOLERATION_OPERATORS:
+            return f"pod spec.tolerations[{i}].operator: expected Exists or Equal, got {t['operator']!r}"
+    for i, term in enumerate(terms):
+        where = f"pod spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"
+        if type(term) is not dict:
+            return f"{where}: expected a map, got {value_kind(term)}"
+        for part in ("matchExpressions", "matchFields"):
+            exprs = term.get(part)
+            if exprs is not None and type(exprs) not in SEQUENCES:
+                return f"{where}.{part}: expected a list, got {value_kind(exprs)}"
+            for j, e in enumerate(exprs or ()):
+                at = f"{where}.{part}[{j}]"
+                if type(e) is not dict:
+                    return f"{at}: expected a map, got {value_kind(e)}"
+                if type(e.get("key")) is not str:
+                    return f"{at}.key: expected a string, got {value_kind(e.get('key'))}"
+                if e.get("operator") not in _NODE_OPERATORS:
+                    return f"{at}.operator: expected one of {', '.join(sorted(_NODE_OPERATORS))}, got {e.get('operator')!r}"
+                values = e.get("values")
+                if values is not None and (type(values) not in SEQUENCES or any(type(v) is not str for v in values)):
+                    return f"{at}.values: expected a list of strings, got {value_kind(values)}"
+    return None
+
+
+def shape_problem(spec: Any, meta: Any, resources: Any = None) -> str:
+    """Name the first pod field whose type is wrong: the slow path, after reading the pod
+    failed. `resources` is a definition's fragmented `resources` field (merged into the main
+    container); node constraints inside well-typed fields are `constraint_problem`'s."""
+    def want(path: str, v: Any, types: tuple[type, ...], what: str) -> str | None:
+        return None if v is None or type(v) in types else f"pod {path}: expected {what}, got {value_kind(v)}"
+
+    checks: list[tuple[str, Any, tuple[type, ...], str]] = [
+        ("spec", spec, (dict,), "a map"), ("metadata", meta, (dict,), "a map"), ("resources", resources, (dict,), "a map")]
+    if isinstance(resources, dict):
+        checks += [(f"resources.{part}", resources.get(part), (dict,), "a map") for part in ("requests", "limits")]
+    spec = spec if isinstance(spec, dict) else {}
+    meta = meta if isinstance(meta, dict) else {}
+    checks += [(f"metadata.{k}", meta.get(k), (dict,), "a map") for k in ("labels", "annotations")]
+    checks += [(f"spec.{k}", spec.get(k), (dict,), "a map") for k in ("nodeSelector", "affinity", "overhead")]
+    checks += [(f"spec.{k}", spec.get(k), SEQUENCES, "a list") for k in ("containers", "initContainers", "tolerations")]
+    checks += [(f"spec.{k}", spec.get(k), (str,), "a string") for k in ("schedulerName", "priorityClassName")]
+    for k in ("containers", "initContainers"):
+        items = spec.get(k)
+        for i, item in enumerate(items if isinstance(items, SEQUENCES) else ()):
+            checks.append((f"spec.{k}[{i}]", item, (dict,), "a map"))
+            res = item.get("resources") if isinstance(item, dict) else None
+            checks.append((f"spec.{k}[{i}].resources", res, (dict,), "a map"))
+            for part in ("requests", "limits") if isinstance(res, dict) else ():
+                checks.append((f"spec.{k}[{i}].resources.{part}", res.get(part), (dict,), "a map"))
+    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
+    node = affinity.get("nodeAffinity")
+    checks.append(("spec.affinity.nodeAffinity", node, (dict,), "a map"))
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
+    checks.append(("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", required,
+                   (dict,), "a map"))
+    if isinstance(required, dict):
+        checks.append(("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                       ".nodeSelectorTerms", required.get("nodeSelectorTerms"), SEQUENCES, "a list"))
+    for check in checks:
+        problem = want(*check)
+        if problem:
+            return problem
+    return "malformed pod template"
