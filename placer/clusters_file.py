@@ -22,16 +22,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, NamedTuple
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import InputError
 from .fleet import Cluster, Fleet, Node, Taint
+from .inputs import decode, load_yaml
 from .quantity import canonical
 
 ENV = "PLACER_CLUSTERS"
 DEFAULT_NAME = "clusters.yaml"
 EXAMPLE_NAME = "clusters.example.yaml"
+CLUSTERS_MAX_VALUES = 20_000_000     # a fleet written node by node is large, and still bounded
 
 _NATIVE = {"cpu", "memory", "pods", "ephemeral-storage"}
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -44,12 +45,21 @@ def _resource_name(name: str) -> str:
                      "hugepages-<size> or a domain-prefixed name such as nvidia.com/gpu")
 
 
+# Bounds that keep every sum the solver forms within CP-SAT's 64-bit integers
+# (MAX_NODES x MAX_AMOUNT < 2^63) and far above any real node (32 TiB, 35 billion GPUs).
+MAX_AMOUNT = 2**45
+MAX_GROUP_NODES = 100_000
+MAX_NODES = 200_000
+
+
 def _quantity_map(value: dict[str, Any]) -> dict[str, Any]:
     for name, q in value.items():
         try:
-            canonical(name, q)
+            amount = canonical(name, q)
         except InputError as e:
             raise ValueError(f"{name}: {e.message}") from None
+        if not 0 <= amount <= MAX_AMOUNT:
+            raise ValueError(f"{name}: {q!r} is out of range (0 to {MAX_AMOUNT} per node)")
     return value
 
 
@@ -72,7 +82,7 @@ class NodeGroup(_Strict):
 
     name: str | None = None
     namePrefix: str | None = None
-    count: int = Field(default=1, ge=1)
+    count: int = Field(default=1, ge=1, le=MAX_GROUP_NODES)
     allocatable: Resources
     used: Resources = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -173,6 +183,9 @@ class ClustersFile(_Strict):
             if c.name in seen:
                 raise ValueError(f"clusters[{i}].name: duplicate cluster name {c.name!r}")
             seen.add(c.name)
+        total = sum(g.count for c in self.clusters for g in c.nodes or ())
+        if total > MAX_NODES:
+            raise ValueError(f"{total:,} simulated nodes: at most {MAX_NODES:,} in one clusters file")
         return self
 
     def entry(self, name: str) -> ClusterEntry | None:
@@ -232,18 +245,15 @@ def parse_clusters(data: Any, source: str) -> ClustersFile:
 
 
 def read_clusters_file(path: str | Path) -> ClustersFile:
-    p = Path(path)
+    source = str(path)
     try:
-        text = p.read_text()
+        raw = Path(path).read_bytes()
     except OSError as e:
-        raise InputError(f"cannot read clusters file: {e.strerror or e}", source=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        raise InputError(f"{where}invalid YAML: {getattr(e, 'problem', None) or e}", source=str(path)) from None
-    return parse_clusters(data, str(path))
+        raise InputError(f"cannot read clusters file: {e.strerror or e}", source=source) from None
+    docs = list(load_yaml(decode(raw, source), source, max_values=CLUSTERS_MAX_VALUES))
+    if len(docs) > 1:
+        raise InputError(f"line {docs[1][1]}: a clusters file is one YAML document", source=source)
+    return parse_clusters(docs[0][0] if docs else None, source)
 
 
 def example_path() -> Path:

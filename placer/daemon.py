@@ -210,10 +210,10 @@ class Daemon:
         return out + list(self.nodes.values())
 
     def start(self, metrics_addr: str | None = None) -> "Daemon":
-        self.start_watches()
-        if metrics_addr:
+        if metrics_addr:        # first: a busy port is an input error, before any watch starts
             self.server = MetricsServer(self.metrics, metrics_addr, self.healthy).start()
             log.info("serving /metrics and /healthz on %s", self.server.address)
+        self.start_watches()
         self._thread = threading.Thread(target=self._run, name="placer-daemon", daemon=True)
         self._thread.start()
         return self

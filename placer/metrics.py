@@ -168,7 +168,11 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._httpd = ThreadingHTTPServer((host or "127.0.0.1", int(port or 0)), Handler)
+        try:
+            self._httpd = ThreadingHTTPServer((host or "127.0.0.1", int(port or 0)), Handler)
+        except OSError as e:        # a busy port, an address not on this machine
+            from .errors import InputError
+            raise InputError(f"--metrics-addr {address}: cannot listen: {e.strerror or e}") from None
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

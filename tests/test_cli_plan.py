@@ -97,7 +97,7 @@ def test_unplaced_exits_3_with_reasons(tmp_path):
     ("clusters:\n- name: a\n  nodes: []\n  zone: x\n", "clusters.yaml: clusters[0].zone: unknown field"),
     ("clusters:\n- name: a\n  nodes: []\n- name: a\n  nodes: []\n",
      "clusters.yaml: clusters[1].name: duplicate cluster name 'a'"),
-    ("clusters: [\n", "clusters.yaml: line"),
+    ("clusters: [\n", "clusters.yaml: malformed YAML (line 2)"),
 ])
 def test_bad_clusters_file_exits_2_naming_the_field(tmp_path, content, field):
     path = tmp_path / "clusters.yaml"

@@ -114,5 +114,5 @@ def test_unreadable_and_invalid_yaml(tmp_path):
         read_clusters_file(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("clusters: [\n")
-    with pytest.raises(InputError, match="invalid YAML"):
+    with pytest.raises(InputError, match="malformed YAML"):
         read_clusters_file(bad)

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from placer import actuate as A
 from placer.catalog import load_catalog
 from placer.cli import app
+from placer.errors import InputError
 from placer.kube import Kube, RetryPolicy
 from placer.submit import submit
 from tests.kubeapi.builders import bound_pod, gpu_node
@@ -183,16 +184,27 @@ def test_a_smaller_second_submit_goes_where_capacity_is_not_promised(env, tmp_pa
 # --- all or nothing ------------------------------------------------------------------------------
 
 def test_group_is_all_or_nothing_when_the_server_rejects_an_object(env, tmp_path):
-    # the second object of the group has a name the API server rejects (422)
-    path = write(tmp_path, "bad.yaml", configmap("good-config"), configmap("Bad_Name"),
+    # the API server rejects the second object of the group (422)
+    path = write(tmp_path, "bad.yaml", configmap("good-config"), configmap("rejected"),
                  jobset("train", "ml", replicas=1))
+    env.fleet["alpha"].faults.fail(422, match="/configmaps/rejected")
     result = env.submit([path])
+    env.fleet["alpha"].faults.clear()
     assert result.exit_code == 1 and result.created == ()
     (f,) = result.failed
-    assert f.cluster == "alpha" and "Bad_Name" in f.error and "removed the 1 object" in f.error
+    assert f.cluster == "alpha" and "rejected" in f.error and "removed the 1 object" in f.error
     alpha = env.fleet["alpha"]
     assert alpha.objects("v1", "ConfigMap", "ml") == [] and alpha.objects(JOBSET, "JobSet") == []
     assert alpha.requests.count(verb="delete", resource="configmaps") == 1
+
+
+def test_a_name_the_api_server_would_reject_is_refused_before_anything_is_sent(env, tmp_path):
+    path = write(tmp_path, "bad.yaml", configmap("good-config"), configmap("Bad_Name"),
+                 jobset("train", "ml", replicas=1))
+    with pytest.raises(InputError, match=r"bad.yaml: document at line \d+ \(ConfigMap\): metadata.name 'Bad_Name'"):
+        env.submit([path])
+    assert env.fleet["alpha"].requests.count(verb="create") == 0
+    assert env.fleet["alpha"].requests.count(verb="patch") == 0
 
 
 def test_persistent_500s_on_a_workload_roll_back_the_group_and_a_retry_creates_once(env, tmp_path):

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CATALOG_HELP, app, run
+from .common import CATALOG_HELP, app, check_number, run
 
 
 @app.command()
@@ -34,6 +34,8 @@ def daemon(
         from ..daemon import config_from_file, parse_duration, run_daemon, setup_logging
         from ..metrics import parse_address
 
+        check_number("--time-limit", time_limit)
+        check_number("--batch-window", batch_window, inclusive=True)
         setup_logging(log_format)
         addr = parse_address(metrics_addr) if metrics_addr else None
         after = parse_duration(reschedule_after) if reschedule_after else None

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from ..errors import InputError
 from ..plan import Plan
-from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, err, gpu_resources, out, run
+from .common import (CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, check_output, emit, err, gpu_resources,
+                     out, run)
 
 DEFAULT_TIME_LIMIT = 10.0
 MAX_NODES_SHOWN = 4
@@ -41,10 +42,9 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     from ..podspec import DEFAULT_GPU_RESOURCES
     from ..solver import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
 
-    if time_limit <= 0:
-        raise InputError(f"--time-limit {time_limit}: must be positive")
-    if effort is not None and effort <= 0:
-        raise InputError(f"--effort {effort}: must be positive")
+    check_number("--time-limit", time_limit)
+    check_number("--effort", effort)
+    check_number("--workers", workers, minimum=1, inclusive=True)
     gpu = tuple(gpu or DEFAULT_GPU_RESOURCES)
     timings: dict[str, float] = {}
     t = time.monotonic()
