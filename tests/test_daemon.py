@@ -203,6 +203,9 @@ def test_metrics_healthz_and_json_logs(env, capsys):
         assert "placer_leader 1" in text
         assert "placer_solve_seconds_count" in text and "placer_queue_depth" in text
         assert re.search(r'placer_interpretations_total\{result="computed"\} [1-9]', text)
+        # the standard series and the build info, from prometheus_client on the daemon's own registry
+        assert "process_resident_memory_bytes" in text and 'placer_build_info{jq="' in text
+        assert "# TYPE placer_withdrawals_total counter" in text and "placer_withdrawals_total 0.0" in text
         health = urllib.request.urlopen(f"{base}/healthz")
         assert health.status == 200 and health.read().startswith(b"ok")
     finally:
