@@ -26,13 +26,17 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .catalog import Catalog
-from .clusters_file import ClusterEntry, as_entry
-from .errors import EvaluationError, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
+from .clusters_file import DEFAULT_POD_SECURITY, ClusterEntry, as_entry
+from .errors import (EvaluationError, InputError, KubeError, NotFound, PlacerError, PodSecurityRefused, ServerError,
+                     Unreachable)
 from .fleet import Cluster
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
+from .podsecurity import LABEL as PSA_LABEL
+from .podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
+from .podsecurity import object_violations
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from .quantity import add
 from .workload import Instance, Phase, PlacementGroup, Workload
@@ -150,6 +154,7 @@ class Handoff:
     object_labels: Mapping[str, str] = field(default_factory=dict)        # on the workload object
     object_annotations: Mapping[str, str] = field(default_factory=dict)
     suspend: str = SUSPEND_UNSUSPEND
+    pod_security: str = DEFAULT_POD_SECURITY      # the level enforced where placer creates namespaces
 
 
 def _plain(v: Any) -> Any:
@@ -170,7 +175,7 @@ def handoff_of(entry: Any) -> Handoff:
     return Handoff(pod_template_patch={k: _plain(v) for k, v in dict(patch).items() if v is not None},
                    object_labels=dict(obj_patch.get("labels") or {}),
                    object_annotations=dict(obj_patch.get("annotations") or {}),
-                   suspend=str(suspend))
+                   suspend=str(suspend), pod_security=entry.podSecurity or DEFAULT_POD_SECURITY)
 
 
 # --- preparing a group for one cluster ---------------------------------------------------
@@ -219,11 +224,24 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
         key = key_of(w)
         obj = set_suspend(obj, catalog, handoff.suspend)
         obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(key), w.source)
+        _check_pod_security(obj, handoff.pod_security, cluster, w.source)
         _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(key)},
                {**handoff.object_annotations, **common_ann, WORKLOAD: key,
                 ORIGIN: _origin_of(origin, w.obj, w.source) or key})
         out.append(obj)
     return out
+
+
+def _check_pod_security(obj: Mapping[str, Any], level: str, cluster: str, source: str | None) -> None:
+    """Refuse, before anything is created, what the cluster's Pod Security level forbids
+    (after the hand-off patch, which is what would run)."""
+    problems = object_violations(obj, level)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise PodSecurityRefused(
+            f"pod security level {level!r} of the cluster forbids {'; '.join(problems[:3])}{more}; "
+            f"set podSecurity for this cluster in the clusters file to allow it", cluster=cluster,
+            obj=_ref_name(obj), source=source)
 
 
 def _patch_pods(obj: dict[str, Any], catalog: Catalog, patch: Mapping[str, Any], tag: str,
@@ -273,15 +291,17 @@ def _ref_name(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"
 
 
-def ensure_namespace(client: KubeClient, name: str) -> bool:
-    """Create the namespace when missing; True when placer created it."""
+def ensure_namespace(client: KubeClient, name: str, pod_security: str = DEFAULT_POD_SECURITY) -> bool:
+    """Create the namespace when missing, enforcing the cluster's Pod Security level;
+    True when placer created it. An existing namespace keeps the labels its owner gave it."""
     try:
         client.get("namespaces", name)
         return False
     except NotFound:
         pass
     body = {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": {MANAGED: "true"}}}
+            "metadata": {"name": name, "labels": {MANAGED: "true", PSA_LABEL: pod_security,
+                                                  PSA_VERSION_LABEL: "latest"}}}
     try:
         client.create("namespaces", body)
         return True
@@ -302,7 +322,7 @@ def _is_ours(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
 
 
 def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, group_key: str,
-                force: bool = False) -> list[AppliedRef]:
+                force: bool = False, pod_security: str = DEFAULT_POD_SECURITY) -> list[AppliedRef]:
     """Server-side apply (field manager `placer`) of one group's objects, in order, after
     creating their namespaces when missing. All or nothing: when any object fails, every
     object this call created is deleted again (objects that existed before are left as
@@ -317,7 +337,7 @@ def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, gro
         for ns in dict.fromkeys((o.get("metadata") or {}).get("namespace") for o, r in zip(objects, resources)
                                 if r.namespaced):
             if ns:
-                ensure_namespace(client, ns)
+                ensure_namespace(client, ns, pod_security)
     except KubeError as e:
         raise _group_error(e, group_key, [], client) from None
     applied: list[AppliedRef] = []

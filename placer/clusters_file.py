@@ -32,6 +32,10 @@ from .quantity import canonical
 ENV = "PLACER_CLUSTERS"
 DEFAULT_NAME = "clusters.yaml"
 EXAMPLE_NAME = "clusters.example.yaml"
+# baseline, not restricted: it forbids what lets a pod take over its node (privileged,
+# host namespaces and paths, added capabilities) yet admits ordinary GPU workloads, which
+# rarely set runAsNonRoot and seccompProfile as restricted demands.
+DEFAULT_POD_SECURITY = "baseline"
 CLUSTERS_MAX_VALUES = 20_000_000     # a fleet written node by node is large, and still bounded
 
 _NATIVE = {"cpu", "memory", "pods", "ephemeral-storage"}
@@ -128,6 +132,9 @@ class ClusterEntry(_Strict):
     podTemplatePatch: PodTemplatePatch | None = None
     objectPatch: ObjectPatch | None = None
     suspend: Literal["unsuspend", "omit", "keep"] | None = None
+    # the Pod Security level placer enforces on namespaces it creates there, and checks
+    # workloads against before creating them
+    podSecurity: Literal["privileged", "baseline", "restricted"] = DEFAULT_POD_SECURITY
 
     @model_validator(mode="after")
     def _kind(self) -> "ClusterEntry":
@@ -148,7 +155,8 @@ def context_entry(context: str) -> ClusterEntry:
     """A kubeconfig context taken as a live cluster when there is no clusters file. Not
     validated: context names (EKS ARNs, GKE's project_zone_name) need not be DNS-like."""
     return ClusterEntry.model_construct(name=context, context=context, labels={}, nodes=None,
-                                        podTemplatePatch=None, objectPatch=None, suspend=None)
+                                        podTemplatePatch=None, objectPatch=None, suspend=None,
+                                        podSecurity=DEFAULT_POD_SECURITY)
 
 
 def as_entry(value: Any) -> ClusterEntry:

@@ -892,10 +892,11 @@ class Daemon:
                 return "deleted meanwhile"
             sources.append(self.interpret(staging, source=str(k)))
         original = dataclasses.replace(group, workloads=tuple(sources))
-        objects = self._prepare(original, cluster, plan_id)
         client = self._client(cluster)
         try:
-            A.apply_group(client, objects, group_key=group.key)
+            objects = self._prepare(original, cluster, plan_id)
+            A.apply_group(client, objects, group_key=group.key,
+                          pod_security=A.handoff_of(self.entries[cluster]).pod_security)
         except PlacerError as e:
             self._api_error(cluster, e)
             log.warning("group %s: placing on %s failed: %s", group.key, cluster, e)

@@ -234,7 +234,8 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
             g = by_key[key]
             try:
                 objects = A.prepare_objects(g, entry, catalog, plan_id=plan_id, cluster=cluster)
-                applied = A.apply_group(client, objects, group_key=key)
+                applied = A.apply_group(client, objects, group_key=key,
+                                        pod_security=A.handoff_of(entry).pod_security)
             except PlacerError as e:
                 failed.append(Failed(key, cluster, _workloads(g), str(e),
                                      tuple(getattr(e, "leftovers", ()) or ())))
