@@ -178,6 +178,7 @@ def as_entry(value: Any) -> ClusterEntry:
 class Hub(_Strict):
     context: str
     stagingNamespace: str = "placer-staging"
+    secrets: bool = False           # Secrets in the staging namespace follow their groups (needs read access)
 
 
 class ClustersFile(_Strict):

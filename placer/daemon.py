@@ -81,6 +81,7 @@ class DaemonConfig:
     workers: int = 8                          # concurrent applies per round
     solver_workers: int = 2
     watch_retry: float = 1.0
+    secrets: bool = False                     # Secrets follow their groups (hub.secrets: the RBAC must allow it)
 
     def __post_init__(self):
         if not self.identity:
@@ -171,6 +172,8 @@ class Daemon:
             self.staging[(api_version, kind)] = self._informer(self.hub, res, ns, None, "hub", self._on_staging,
                                                                (api_version, kind))
         for api_version, kind in COMPANION_KINDS:
+            if kind == "Secret" and not self.config.secrets:
+                continue                    # no read access to Secrets unless groups need them
             res = self.hub.resource_for(api_version, kind)
             self.companions[(api_version, kind)] = self._informer(self.hub, res, ns, None, "hub", self._on_companion)
         for name, entry in self.entries.items():
@@ -1043,6 +1046,7 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
     if batch_window < 0:
         raise InputError(f"--batch-window {batch_window}: must not be negative")
     return DaemonConfig(staging_namespace=hub.stagingNamespace, clusters=live, hub_context=hub.context,
+                        secrets=hub.secrets,
                         batch_window=batch_window, reschedule_after=reschedule_after, time_limit=time_limit)
 
 

@@ -188,6 +188,29 @@ def test_group_placed_together_with_companions(env):
     wait_for(lambda: not env.fleet[cluster].objects("v1", "ConfigMap", STAGING), what="companion removed")
 
 
+def test_secrets_follow_their_group_only_when_the_hub_allows_it(env):
+    ann = {D.ANN_GROUP: "secret-llm"}
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": "token", "namespace": STAGING, "annotations": ann}, "data": {"t": "eA=="}}
+    env.create(secret)
+    d = env.daemon()                        # default: Secrets are neither read nor copied
+    job = jobset("with-secret", pods=1, gpus=1, annotations=ann)
+    env.create(job)
+    assert d.wait_idle(10)
+    cluster = _placed(env, job)
+    assert cluster and env.fleet[cluster].objects("v1", "Secret", STAGING) == []
+    reads = lambda: sum(env.fleet["hub"].requests.count(verb=v, resource="secrets") for v in ("get", "list", "watch"))
+    assert reads() == 0
+    d.stop()
+    d2 = env.daemon(secrets=True)
+    other = jobset("with-secret-2", pods=1, gpus=1, annotations=ann)
+    env.create(other)
+    assert d2.wait_idle(10)
+    assert reads() > 0
+    wait_for(lambda: [s["metadata"]["name"] for s in env.fleet[_placed(env, other)].objects("v1", "Secret", STAGING)]
+             == ["token"], what="secret copied")
+
+
 def test_metrics_healthz_and_json_logs(env, capsys):
     D.setup_logging("json")
     try:
