@@ -617,6 +617,12 @@ class Daemon:
                 count += 1
         return count
 
+    def _exclude(self, key: ObjKey, cluster: str) -> None:
+        excluded = self.excluded.setdefault(key, set())
+        excluded.add(cluster)
+        if excluded >= set(self.entries):
+            excluded.clear()                    # excluded everywhere: let every cluster compete again
+
     def _withdraw(self, key: ObjKey, staging: dict, cluster: str, why: str) -> None:
         """Take a stuck group off its cluster and plan it again elsewhere."""
         members = self._group_members(key, staging)
@@ -625,10 +631,7 @@ class Daemon:
                 if c == cluster:
                     self._delete_remote(c, member, copy_, f"rescheduling: {why}")
             self.placed.pop(member, None)
-            excluded = self.excluded.setdefault(member, set())
-            excluded.add(cluster)
-            if excluded >= set(self.entries):
-                excluded.clear()                    # excluded everywhere: let every cluster compete again
+            self._exclude(member, cluster)
             message = f"withdrawn from {cluster}: {why}; placing elsewhere"
             self._annotate(member, obj, {ANN_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message})
             self.pending[member] = Pending(self.clock.now())
@@ -903,6 +906,10 @@ class Daemon:
         except PlacerError as e:
             self._api_error(cluster, e)
             log.warning("group %s: placing on %s failed: %s", group.key, cluster, e)
+            if _refused(e):         # the same cluster would refuse again: let the next round go elsewhere
+                for k in keys:
+                    self._exclude(k, cluster)
+                return f"{e.message}; {cluster} is excluded for it, placing elsewhere"
             return e.message
         now = self.clock.now()
         for k, obj in zip(keys, objects[-len(keys):]):
@@ -954,6 +961,15 @@ class Daemon:
         self.metrics.set("placer_placed", len(self.placed))
         self.metrics.set("placer_interpretations_total", self.interpret.misses, labels={"result": "computed"})
         self.metrics.set("placer_interpretations_total", self.interpret.hits, labels={"result": "remembered"})
+
+
+def _refused(e: PlacerError) -> bool:
+    """An apply that the cluster refused for this workload and would refuse again (someone
+    else's object of the same name, a Pod Security level, a forbidden or invalid object),
+    as opposed to a transient failure worth retrying there."""
+    if isinstance(e, (A.NotOurs, InputError)):
+        return True
+    return isinstance(e, KubeError) and e.status in (400, 403, 404, 409, 422)
 
 
 class _Unknown:

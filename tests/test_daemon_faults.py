@@ -158,3 +158,22 @@ def test_burst_of_300(make_fleet):
                 assert ann.get(D.ANN_MESSAGE, "").startswith("unplaced: "), (name, ann)
     finally:
         env.stop()
+
+
+def test_a_name_taken_by_someone_else_sends_the_workload_to_another_cluster(env):
+    """A JobSet placer did not create already holds the name on the cluster the plan
+    chooses: placer leaves it alone, excludes that cluster for the workload and places
+    it on the other one, instead of re-planning onto the same cluster forever."""
+    foreign = jobset("taken", pods=1, gpus=1)
+    d = env.daemon()
+    env.create(jobset("probe", pods=1, gpus=1))
+    assert d.wait_idle(10)
+    first_choice = _cluster(env, jobset("probe"))        # where an equal workload goes first
+    other = "beta" if first_choice == "alpha" else "alpha"
+    client = env.kube.client(first_choice)
+    client.create(client.resource_for(foreign["apiVersion"], foreign["kind"]), foreign, STAGING)
+    env.create(jobset("taken", pods=1, gpus=1))
+    wait_for(lambda: _cluster(env, jobset("taken")) == other, what="placed on the other cluster", timeout=15)
+    mine = env.fleet[first_choice].get("jobset.x-k8s.io/v1alpha2", "JobSet", "taken", STAGING)
+    assert "placer.dev/managed" not in (mine["metadata"].get("labels") or {})     # left as it was
+    assert [n for c, n in _all_copies(env) if n == "taken"] == ["taken", "taken"]  # theirs + ours
