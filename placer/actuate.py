@@ -11,8 +11,8 @@ Shared by `placer submit` and `placer daemon`. Two halves:
   and `read_live` (inventory + pods + placed objects in one pass per cluster).
 
 Idempotency rests on labels: every workload placer creates carries `placer.dev/managed=true`
-and `placer.dev/workload=<hash of namespace/Kind/name>`, so the same workload is found on
-any cluster by a label selector, whoever (submit or a restarted daemon) placed it.
+and `placer.dev/workload=<hash of its WorkloadRef>`, so the same workload is found on any
+cluster by a label selector, whoever (submit or a restarted daemon) placed it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .kube import Kube, KubeClient, Resource, run_concurrently
 from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from .quantity import add
-from .workload import Instance, Phase, PlacementGroup, Workload
+from .workload import Instance, Phase, PlacementGroup, Workload, WorkloadRef
 
 # --- labels and annotations ----------------------------------------------------------
 
@@ -52,13 +52,19 @@ SUSPEND_KEEP = "keep"                     # copy it as it is
 
 
 def workload_key(obj: Mapping[str, Any]) -> str:
-    """`<namespace>/<Kind>/<name>`: the identity of a source workload across clusters."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{obj.get('kind')}/{meta.get('name')}"
+    """`<namespace>/<Kind.group>/<name>`: the identity of a source workload across clusters
+    (the text of its WorkloadRef)."""
+    return str(WorkloadRef.of(obj))
 
 
 def key_of(w: Workload) -> str:
-    return f"{w.namespace}/{w.kind}/{w.name}"
+    return str(w.ref)
+
+
+def legacy_key(ref: WorkloadRef) -> str:
+    """`<namespace>/<Kind>/<name>`: the key placer labelled copies with before the API
+    group was part of the identity; still recognised when adopting such copies."""
+    return f"{ref.namespace}/{ref.kind}/{ref.name}"
 
 
 def label_value(text: str) -> str:
@@ -390,8 +396,13 @@ class PlacedRef:
         return self.object.get("metadata") or {}
 
     @property
+    def ref(self) -> WorkloadRef:
+        """The copy has the identity of its source (same group, kind, namespace, name)."""
+        return WorkloadRef.of(self.object)
+
+    @property
     def key(self) -> str:
-        return (self.meta.get("annotations") or {}).get(WORKLOAD) or workload_key(self.object)
+        return str(self.ref)
 
     @property
     def plan(self) -> str | None:
@@ -407,16 +418,16 @@ class PlacedRef:
 
 
 class Placed(dict):
-    """workload key -> PlacedRef, plus the clusters that could not be read
+    """WorkloadRef -> PlacedRef, plus the clusters that could not be read
     (`unreachable`: cluster -> reason) and any workload found on more than one cluster
-    (`duplicates`: key -> every PlacedRef)."""
+    (`duplicates`: ref -> every PlacedRef)."""
 
-    def __init__(self, refs: Mapping[str, PlacedRef] = (), *,
+    def __init__(self, refs: Mapping[WorkloadRef, PlacedRef] = (), *,
                  unreachable: Mapping[str, str] | None = None,
-                 duplicates: Mapping[str, Sequence[PlacedRef]] | None = None):
+                 duplicates: Mapping[WorkloadRef, Sequence[PlacedRef]] | None = None):
         super().__init__(refs)
         self.unreachable: dict[str, str] = dict(unreachable or {})
-        self.duplicates: dict[str, list[PlacedRef]] = {k: list(v) for k, v in (duplicates or {}).items()}
+        self.duplicates: dict[WorkloadRef, list[PlacedRef]] = {k: list(v) for k, v in (duplicates or {}).items()}
 
     def on(self, cluster: str) -> list[PlacedRef]:
         return [r for r in self.values() if r.cluster == cluster]
@@ -445,17 +456,17 @@ def managed_objects(client: KubeClient, catalog: Catalog) -> list[dict[str, Any]
 
 def index_placed(per_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
                  unreachable: Mapping[str, str] | None = None, order: Sequence[str] = ()) -> Placed:
-    """Index objects read from each cluster by workload key (clusters in `order` first)."""
-    refs: dict[str, PlacedRef] = {}
-    dups: dict[str, list[PlacedRef]] = {}
+    """Index objects read from each cluster by WorkloadRef (clusters in `order` first)."""
+    refs: dict[WorkloadRef, PlacedRef] = {}
+    dups: dict[WorkloadRef, list[PlacedRef]] = {}
     names = list(order) + [c for c in per_cluster if c not in order]
     for cluster in names:
         for obj in per_cluster.get(cluster, ()):
             ref = PlacedRef(cluster, obj)
-            if ref.key in refs:
-                dups.setdefault(ref.key, [refs[ref.key]]).append(ref)
+            if ref.ref in refs:
+                dups.setdefault(ref.ref, [refs[ref.ref]]).append(ref)
                 continue
-            refs[ref.key] = ref
+            refs[ref.ref] = ref
     return Placed(refs, unreachable=unreachable, duplicates=dups)
 
 
@@ -587,7 +598,7 @@ def outstanding(w: Workload, pods: Sequence[Mapping[str, Any]]) -> Workload | No
     return dataclasses.replace(w, instances=tuple(instances), gangs=())
 
 
-def promised(placed: Mapping[str, PlacedRef], pods_by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
+def promised(placed: Mapping[WorkloadRef, PlacedRef], pods_by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
              catalog: Catalog, *, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
              interpreter: Interpreter | None = None) -> list[tuple[PlacementGroup, str]]:
     """Committed demand for the solver: every placed workload whose pods are not all bound

@@ -106,7 +106,7 @@ def origin_of(key: ObjKey) -> str:
 
 
 def workload_key_of(key: ObjKey) -> str:
-    return f"{key.namespace}/{key.kind}/{key.name}"
+    return str(key.workload)
 
 
 class Daemon:
@@ -464,7 +464,7 @@ class Daemon:
 
     def _copies(self, key: ObjKey) -> list[tuple[str, dict]]:
         """The daemon-made copies of `key` on every cluster, in clusters-file order."""
-        want = A.workload_label(workload_key_of(key))
+        want = {A.workload_label(workload_key_of(key)), A.workload_label(A.legacy_key(key.workload))}
         out = []
         for cluster, per in self.remote.items():
             inf = per.get((key.api_version, key.kind))
@@ -472,7 +472,7 @@ class Daemon:
             if obj is None:
                 continue
             meta = obj.get("metadata") or {}
-            if (meta.get("labels") or {}).get(A.WORKLOAD) == want and \
+            if (meta.get("labels") or {}).get(A.WORKLOAD) in want and \
                     (meta.get("annotations") or {}).get(A.ORIGIN) == origin_of(key):
                 out.append((cluster, {**obj, "apiVersion": key.api_version, "kind": key.kind}))
         return out
@@ -906,7 +906,7 @@ class Daemon:
             self.placed[k] = Remote(cluster, now)
             self.pending.pop(k, None)
             self.metrics.inc("placer_placements_total")
-            p = plan.placement(k.ref)
+            p = plan.placement(k.workload)
             nodes = len(p.nodes) if p else 0
             message = f"placed on {cluster} by plan {plan_id}" + (
                 f": {p.pods} pods on {nodes} node{'s' if nodes != 1 else ''}" if p else "")

@@ -113,9 +113,9 @@ def split_already_placed(groups: Sequence[PlacementGroup], placed: Mapping[str, 
     placed parts sit on different clusters (key -> why; they are left alone)."""
     pending, already, split = [], [], {}
     for g in groups:
-        found = [(w, placed[A.key_of(w)]) for w in g.workloads if A.key_of(w) in placed]
+        found = [(w, placed[w.ref]) for w in g.workloads if w.ref in placed]
         already += [Already(A.key_of(w), w.kind, ref.cluster, ref.plan) for w, ref in found]
-        rest = [w for w in g.workloads if A.key_of(w) not in placed]
+        rest = [w for w in g.workloads if w.ref not in placed]
         if not rest:
             continue
         clusters = {ref.cluster for _, ref in found}
@@ -240,9 +240,9 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
                                      tuple(getattr(e, "leftovers", ()) or ())))
                 continue
             refs = tuple(a.ref for a in applied)
-            by_workload = {p.workload: p for p in placements.get(key, ())}
+            by_workload = {p.ref: p for p in placements.get(key, ())}
             for w in g.workloads:
-                p = by_workload.get(w.key)
+                p = by_workload.get(w.ref)
                 created.append(Created(A.key_of(w), w.kind, key, cluster, p.gpus if p else w.gpus, refs))
         return created, failed
 
