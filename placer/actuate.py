@@ -21,6 +21,7 @@ import copy
 import dataclasses
 import hashlib
 import random
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -32,7 +33,7 @@ from .fleet import Cluster
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
-from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
+from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD  # noqa: F401 (re-exported)
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from .quantity import add
 from .workload import Instance, Phase, PlacementGroup, Workload, WorkloadRef
@@ -74,6 +75,16 @@ def label_value(text: str) -> str:
 
 def workload_label(key: str) -> str:
     return label_value(key)
+
+
+_LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def cluster_label(name: str) -> str:
+    """The cluster name as a label value, so that `kubectl get -l placer.dev/placed-cluster=east`
+    works (a context name such as an EKS ARN is squeezed into the label alphabet; the
+    annotation keeps it exactly)."""
+    return _LABEL_BAD.sub("-", name)[:63].strip("-_.")
 
 
 def new_plan_id(now: datetime | None = None, rng: random.Random | None = None) -> str:
@@ -210,8 +221,8 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     if not group.workloads:
         raise InputError(f"group {group.key} has no workload")
     default_ns = group.workloads[0].namespace
-    common_ann = {PLAN: plan_id, CLUSTER: cluster, GROUP: group.key}
-    common_lab = {MANAGED: "true", GROUP: label_value(group.key)}
+    common_ann = {PLAN: plan_id, PLACED_CLUSTER: cluster, GROUP: group.key}
+    common_lab = {MANAGED: "true", GROUP: label_value(group.key), PLACED_CLUSTER: cluster_label(cluster)}
     out: list[dict[str, Any]] = []
     for comp in group.companions:
         obj = strip_server_fields(comp)

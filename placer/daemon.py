@@ -53,6 +53,7 @@ from .names import (  # noqa: F401
     ANN_SOURCE_GENERATION,
     CLUSTER_NAME_LABEL,
     FINALIZER,
+    PLACED_CLUSTER,
 )
 from .registry import with_fleet_definitions
 from .solver import ANN_SELECTOR, solve
@@ -431,7 +432,7 @@ class Daemon:
             self._sync_placed(key, staging, workload, cluster, remote)
             return
         known = self.placed.get(key)
-        where = known.cluster if known else (meta.get("annotations") or {}).get(ANN_CLUSTER)
+        where = known.cluster if known else (meta.get("annotations") or {}).get(PLACED_CLUSTER)
         if where and where in self.entries:
             # believed placed but no copy in our cache: confirm with the cluster itself
             found = self._get_remote(where, key)
@@ -491,7 +492,7 @@ class Daemon:
     def _dedupe(self, key: ObjKey, staging: dict, copies: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
         """Two copies must never exist; if they do (a copy made by hand, a split brain),
         keep the one the staging object names, else the oldest, and delete the rest."""
-        named = ((staging.get("metadata") or {}).get("annotations") or {}).get(ANN_CLUSTER)
+        named = ((staging.get("metadata") or {}).get("annotations") or {}).get(PLACED_CLUSTER)
         keep = next((c for c in copies if c[0] == named), None) or \
             min(copies, key=lambda c: (c[1].get("metadata") or {}).get("creationTimestamp") or "")
         for cluster, obj in copies:
@@ -517,14 +518,14 @@ class Daemon:
         except PlacerError as e:
             phase_text, detail = Phase.UNKNOWN.value, f"cannot read the copy's status: {e.message}"
         ann = (staging.get("metadata") or {}).get("annotations") or {}
-        message = ann.get(ANN_MESSAGE) if ann.get(ANN_CLUSTER) == cluster else None
+        message = ann.get(ANN_MESSAGE) if ann.get(PLACED_CLUSTER) == cluster else None
         if not message or not message.startswith(f"placed on {cluster}"):
             message = f"placed on {cluster}"
         message = _with_detail(message, detail)
         # status first: whoever sees the new phase annotation finds the status that explains it
         self._mirror_status(key, staging, remote)
         self._annotate(key, self._staging(key) or staging,
-                       {ANN_CLUSTER: cluster, ANN_PHASE: phase_text, ANN_MESSAGE: message}, finalizer=True)
+                       {PLACED_CLUSTER: cluster, ANN_PHASE: phase_text, ANN_MESSAGE: message}, finalizer=True)
         self._forward_spec(key, staging, workload, cluster, remote)
         self._check_reschedule(key, staging, workload, cluster, phase_text)
 
@@ -627,7 +628,7 @@ class Daemon:
             if excluded >= set(self.entries):
                 excluded.clear()                    # excluded everywhere: let every cluster compete again
             message = f"withdrawn from {cluster}: {why}; placing elsewhere"
-            self._annotate(member, obj, {ANN_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message})
+            self._annotate(member, obj, {PLACED_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message})
             self.pending[member] = Pending(self.clock.now())
             self.metrics.inc("placer_withdrawals_total")
             log.info("%s: %s", member, message)
@@ -641,7 +642,7 @@ class Daemon:
         if FINALIZER not in (meta.get("finalizers") or ()):
             return
         known = self.placed.get(key)
-        where = known.cluster if known else (meta.get("annotations") or {}).get(ANN_CLUSTER)
+        where = known.cluster if known else (meta.get("annotations") or {}).get(PLACED_CLUSTER)
         if not copies and where in self.entries:
             found = self._get_remote(where, key)
             if found is _UNKNOWN:
@@ -859,7 +860,7 @@ class Daemon:
                 rule = f"{CLUSTER_NAME_LABEL} notin ({','.join(excluded)})"
                 ann[ANN_SELECTOR] = f"{ann[ANN_SELECTOR]},{rule}" if ann.get(ANN_SELECTOR) else rule
             if pin:
-                ann[A.CLUSTER] = pin
+                ann[ANN_CLUSTER] = pin
             workloads.append(dataclasses.replace(w, annotations=ann))
         return dataclasses.replace(group, workloads=tuple(workloads))
 
@@ -913,7 +914,7 @@ class Daemon:
             staging = self._staging(k)
             if staging is not None:
                 try:
-                    self._annotate(k, staging, {ANN_CLUSTER: cluster, ANN_PHASE: Phase.PENDING.value,
+                    self._annotate(k, staging, {PLACED_CLUSTER: cluster, ANN_PHASE: Phase.PENDING.value,
                                                 ANN_MESSAGE: message}, finalizer=True)
                 except PlacerError as e:
                     self._api_error("hub", e)
@@ -931,7 +932,7 @@ class Daemon:
             return
         try:
             self._annotate(key, staging, {ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message[:1000],
-                                          ANN_CLUSTER: None}, finalizer=True)
+                                          PLACED_CLUSTER: None}, finalizer=True)
         except PlacerError as e:
             self._api_error("hub", e)
 

@@ -78,7 +78,7 @@ def test_prepare_objects_strips_labels_patches_and_namespaces(catalog):
     assert meta["annotations"]["keep"] == "me"
     assert "kubectl.kubernetes.io/last-applied-configuration" not in meta["annotations"]
     assert meta["labels"] == {"kai.scheduler/queue": "research", A.MANAGED: "true",
-                              A.GROUP: A.label_value("f.yaml"),
+                              A.GROUP: A.label_value("f.yaml"), A.PLACED_CLUSTER: "east",
                               A.WORKLOAD: A.workload_label("vision/PyTorchJob.kubeflow.org/ddp")}
     assert meta["annotations"][A.ORIGIN] == "hub/x/PyTorchJob/ddp"
     assert meta["annotations"][A.PLAN] == "p9" and meta["annotations"][A.CLUSTER] == "east"

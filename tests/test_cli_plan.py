@@ -166,7 +166,9 @@ def test_no_files_plans_the_hub_staging_namespace(make_fleet, tmp_path):
         "replicas": 2, "template": {"spec": {"containers": [
             {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}})
     hub.seed([_job("solo", "placer-staging", 4, pods=2),
-              _job("done", "placer-staging", 8, annotations={"placer.dev/cluster": "sim"}),   # placed already
+              _job("done", "placer-staging", 8, annotations={"placer.dev/placed-cluster": "sim"}),   # placed already
+              # a user's pin is a request, not a placement (issue 12, defect 2): still planned
+              _job("pinned", "placer-staging", 2, annotations={"placer.dev/cluster": "sim"}),
               _job("c1", "placer-staging", 2, annotations={"placer.dev/group": "pair"}),
               _job("c2", "placer-staging", 2, annotations={"placer.dev/group": "pair"}),
               _job("elsewhere", "default", 8), widget])
@@ -180,7 +182,8 @@ def test_no_files_plans_the_hub_staging_namespace(make_fleet, tmp_path):
     got = {p["workload"]: (p["group"], p["gpus"]) for p in doc["placements"]}
     assert got == {"placer-staging/solo": ("placer-staging/solo", 8),
                    "placer-staging/c1": ("placer-staging/pair", 2), "placer-staging/c2": ("placer-staging/pair", 2),
-                   "placer-staging/w1": ("placer-staging/w1", 2)}
+                   "placer-staging/w1": ("placer-staging/w1", 2),
+                   "placer-staging/pinned": ("placer-staging/pinned", 2)}
     assert "planning the pending objects of namespace placer-staging on hub context hub" in r.stderr
 
 
