@@ -270,6 +270,12 @@ class AppliedRef:
     name: str
     created: bool                     # False when it existed already (placer's own) and was updated
     uid: str = ""
+    before: str = ""                  # resourceVersion before the apply ("" when created)
+    after: str = ""                   # resourceVersion after it: equal to `before` when unchanged
+
+    @property
+    def changed(self) -> bool:
+        return self.created or self.before != self.after
 
     @property
     def ref(self) -> str:
@@ -357,8 +363,10 @@ def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, gro
             maybe = AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], True) \
                 if created and isinstance(e, (ServerError, Unreachable)) else None
             raise _group_error(e, group_key, applied, client, maybe) from None
+        after = (result or {}).get("metadata") or {}
+        before = ((existing or {}).get("metadata") or {}).get("resourceVersion", "")
         applied.append(AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], created,
-                                  ((result or {}).get("metadata") or {}).get("uid", "")))
+                                  after.get("uid", ""), before, after.get("resourceVersion", "")))
     return applied
 
 

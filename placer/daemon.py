@@ -1027,12 +1027,15 @@ def parse_duration(text: str, option: str = "--reschedule-after") -> float:
 
 
 def config_from_file(clusters_file: str | None, *, batch_window: float, reschedule_after: float | None,
-                     time_limit: float) -> DaemonConfig:
+                     time_limit: float, kubeconfig: str | None = None) -> DaemonConfig:
     """The daemon's configuration from the clusters file's `hub:` section and live entries."""
-    from .clusters_file import load_clusters
+    from .targets import FROM_FILE, resolve_clusters
 
-    loaded = load_clusters(clusters_file)
+    loaded = resolve_clusters(clusters_file, kubeconfig=kubeconfig)
     hub = loaded.hub
+    if loaded.source != FROM_FILE:
+        raise InputError(f"the daemon needs a clusters file with a `hub:` section (hub.context, "
+                         f"hub.stagingNamespace); found {loaded.description}: pass --clusters FILE")
     if hub is None:
         raise InputError("the clusters file has no `hub:` section (hub.context, hub.stagingNamespace): "
                          "the daemon needs to know where to watch", source=loaded.description)

@@ -109,16 +109,15 @@ def test_bad_clusters_file_exits_2_naming_the_field(tmp_path, content, field):
     assert line.startswith("error: ") and line.removeprefix("error: ").replace(str(tmp_path) + "/", "").startswith(field), line
 
 
-def test_given_clusters_file_with_live_entry(tmp_path, monkeypatch):
-    import placer.inventory as inv
-    from placer.fleet import Cluster
-    monkeypatch.setattr(inv, "live_clusters", lambda entries, kubeconfig=None:
-                        {e.name: Cluster(e.name, error="unreachable (connection refused)") for e in entries})
+def test_given_clusters_file_with_live_entry(tmp_path, make_fleet):
+    kf = make_fleet(names=("north",), crds=False)
+    kf["north"].down()                                  # a live entry whose API server refuses connections
     (tmp_path / "c.yaml").write_text(
-        "clusters:\n- {name: north, context: kind-north}\n"
+        "clusters:\n- {name: north, context: north}\n"
         "- name: south\n  nodes:\n  - {namePrefix: n-, count: 1, allocatable: {nvidia.com/gpu: 8, cpu: '64', memory: 512Gi}}\n")
     (tmp_path / "big.yaml").write_text(BIG)
-    r = plan("--clusters", str(tmp_path / "c.yaml"), "-f", str(tmp_path / "big.yaml"), "-o", "json")
+    r = plan("--clusters", str(tmp_path / "c.yaml"), "-f", str(tmp_path / "big.yaml"), "-o", "json",
+             "--kubeconfig", str(kf.kubeconfig))
     assert r.exit_code == 3
     reasons = json.loads(r.stdout)["unplaced"][0]["reasons"]
     assert reasons["north"] == "unreachable (connection refused)"
