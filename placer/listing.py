@@ -79,8 +79,7 @@ class Query:
         if not self.type:
             return True
         name, _, group = self.type.partition(".")
-        return name.lower() in res.names() and (not group or res.group == group or
-                                                 res.group.startswith(group + ".") or group == res.group)
+        return name.lower() in res.names() and (not group or res.group == group)
 
 
 def list_placed(kube: Kube, entries: Sequence[Any], catalog: Catalog, query: Query) -> list[Row]:

@@ -8,7 +8,7 @@ companions of a group go with its last workload on that cluster.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import actuate as A
@@ -95,13 +95,14 @@ class DeleteResult:
     deleted: tuple[Deleted, ...]
     not_found: tuple[str, ...]                    # asked for, placed nowhere reachable
     unreachable: Mapping[str, str]
+    refused: Mapping[str, str] = field(default_factory=dict)    # ref -> why it was left alone
 
     def exit_code(self, ignore_not_found: bool = False) -> int:
-        return 1 if self.not_found and not ignore_not_found else 0
+        return 1 if self.refused or (self.not_found and not ignore_not_found) else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"deleted": [d.to_dict() for d in self.deleted], "notFound": list(self.not_found),
-                "unreachable": dict(self.unreachable)}
+                "refused": dict(self.refused), "unreachable": dict(self.unreachable)}
 
 
 def refs_in_files(paths: Sequence[str], catalog: Any, namespace: str | None = None) -> list[WorkloadRef]:
@@ -124,14 +125,20 @@ def delete_placed(refs: Sequence[WorkloadRef], placed: A.Placed, clients: Mappin
     """Delete each placed workload of `refs` from the cluster that holds it (and any
     duplicate copies), with its group's companions when it is the last of its group there."""
     deleted: list[Deleted] = []
-    missing = []
+    missing, refused = [], {}
     leaving = set(refs)
     for ref in refs:
         copies = [placed[ref], *placed.duplicates.get(ref, [])[1:]] if ref in placed else []
         if not copies:
             missing.append(str(ref))
             continue
+        hub = next((p.origin for p in copies if (p.origin or "").startswith("hub/")), None)
+        if hub:
+            # the daemon would place it again: its staging object is what to delete
+            refused[str(ref)] = (f"placed by the daemon from the hub's staging object {hub.removeprefix('hub/')}; "
+                                 "delete that object on the hub instead")
+            continue
         for p in copies:
             last = not group_remains(placed.values(), p.cluster, p.group, leaving)
             deleted += remove_placed(clients[p.cluster], p, last_of_group=last)
-    return DeleteResult(tuple(deleted), tuple(missing), dict(placed.unreachable))
+    return DeleteResult(tuple(deleted), tuple(missing), dict(placed.unreachable), refused)

@@ -49,6 +49,7 @@ spec:
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)            # no ./clusters.yaml: the bundled fleet
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))   # and no kubeconfig
 
 
 def plan(*args):

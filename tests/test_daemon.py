@@ -246,3 +246,19 @@ def test_a_pin_survives_an_unplaced_round_and_is_never_moved(env):
     assert ann[D.ANN_CLUSTER] == "alpha" and ann[D.PLACED_CLUSTER] == "alpha"
     copy_ = env.copies(pinned)["alpha"]["metadata"]
     assert copy_["labels"][D.PLACED_CLUSTER] == "alpha" and copy_["annotations"][D.ANN_CLUSTER] == "alpha"
+
+
+def test_placer_delete_leaves_daemon_copies_to_their_staging_object(env):
+    from typer.testing import CliRunner
+
+    from placer.cli import app
+
+    d = env.daemon()
+    job = jobset("kept", pods=1, gpus=4)
+    env.create(job)
+    assert d.wait_idle(10)
+    where = _placed(env, job)
+    r = CliRunner().invoke(app, ["delete", "jobset/kept", "-n", STAGING, "--kubeconfig", str(env.fleet.kubeconfig),
+                                 "--context", "alpha", "--context", "beta"])
+    assert r.exit_code == 1 and "delete that object on the hub instead" in r.stderr
+    assert list(env.copies(job)) == [where]

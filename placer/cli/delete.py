@@ -74,6 +74,8 @@ def delete(
     else:
         for d in result.deleted:
             out.print(f"{d.ref} deleted from {d.cluster}", markup=False, highlight=False)
+    for ref, why in result.refused.items():
+        err.print(f"error: {ref}: {why}", markup=False, highlight=False)
     for ref in result.not_found:
         err.print(f"{'warning' if ignore_not_found else 'error'}: {ref}: not placed on any reachable cluster",
                   markup=False, highlight=False)

@@ -109,6 +109,10 @@ def render(result: SubmitResult) -> None:
         if u.why:
             text += f": {escape(u.why)}"
         t.add_row(escape(_short(u.workload)), u.kind, "-", u.cluster, text)
+    for a in result.already:
+        if a.workload not in updated:              # placed before, in a group that gained members
+            t.add_row(escape(_short(a.workload)), a.kind, "-", a.cluster,
+                      f"[yellow]already placed[/yellow]{' by plan ' + escape(a.plan) if a.plan else ''}")
     for u in plan.unplaced if plan else ():
         if u.ref is not None and str(u.ref) in updated:
             continue
