@@ -55,3 +55,29 @@ def test_workload_ref_text_round_trips():
         assert WorkloadRef.parse(str(ref)) == ref
     obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "t"}}
     assert str(WorkloadRef.of(obj)) == "default/JobSet.jobset.x-k8s.io/t"
+
+
+def test_job_and_deployment_sharing_a_name_are_submitted_and_found_again_apart(fresh_fleet, tmp_path):
+    from placer.catalog import load_catalog
+    from placer.kube import Kube
+    from placer.submit import submit
+    from tests.kubeapi.builders import gpu_node
+
+    fresh_fleet["alpha"].seed([gpu_node("a0")])
+    fresh_fleet["beta"].seed([gpu_node("b0")])
+    (tmp_path / "train.yaml").write_text(JOB_AND_DEPLOYMENT)
+    entries = [{"name": "alpha", "context": "alpha"}, {"name": "beta", "context": "beta"}]
+
+    def run():
+        kube = Kube(str(fresh_fleet.kubeconfig))
+        try:
+            return submit([str(tmp_path / "train.yaml")], entries=entries, catalog=load_catalog(), kube=kube,
+                          time_limit=3, workers=1)
+        finally:
+            kube.close()
+    first = run()
+    assert first.exit_code == 0 and sorted(c.workload for c in first.created) == [
+        "ml/Deployment.apps/train", "ml/Job.batch/train"]
+    again = run()
+    assert again.created == () and sorted((u.workload, u.result) for u in again.updated) == [
+        ("ml/Deployment.apps/train", "unchanged"), ("ml/Job.batch/train", "unchanged")]
