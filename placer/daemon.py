@@ -712,17 +712,25 @@ class Daemon:
 
     def _annotate(self, key: ObjKey, staging: dict, values: Mapping[str, str | None], *,
                   finalizer: bool = False) -> dict:
-        """Set (None: remove) annotations, and add our finalizer, in one patch when needed."""
+        """Set (None: remove) annotations, and add our finalizer, in one patch when needed.
+        The placed cluster is also kept as a label, so that `kubectl get -l` finds it on the hub."""
         meta = staging.get("metadata") or {}
         have = meta.get("annotations") or {}
         changes = {k: v for k, v in values.items() if have.get(k) != v}
+        labels = {}
+        if PLACED_CLUSTER in values:
+            want = A.cluster_label(values[PLACED_CLUSTER]) if values[PLACED_CLUSTER] else None
+            if (meta.get("labels") or {}).get(PLACED_CLUSTER) != want:
+                labels[PLACED_CLUSTER] = want
         finalizers = list(meta.get("finalizers") or ())
         add_finalizer = finalizer and FINALIZER not in finalizers
-        if not changes and not add_finalizer:
+        if not changes and not labels and not add_finalizer:
             return staging
         patch: dict[str, Any] = {"metadata": {}}
         if changes:
             patch["metadata"]["annotations"] = changes
+        if labels:
+            patch["metadata"]["labels"] = labels
         if add_finalizer:
             # a merge patch replaces the list: guard it with the version we read
             patch["metadata"]["finalizers"] = finalizers + [FINALIZER]

@@ -87,18 +87,22 @@ def list_placed(kube: Kube, entries: Sequence[Any], catalog: Catalog, query: Que
     clusters that could not be read."""
     live = [e for e in map(as_entry, entries) if e.context]
 
-    def one(entry: Any) -> list[Row]:
+    def one(entry: Any) -> tuple[list[Row], bool]:
         try:
             return _cluster_rows(kube.client(entry.context, cluster=entry.name), entry.name, catalog, query)
         except PlacerError as e:
-            return [Row(entry.name, error=error_reason(e))]
+            return [Row(entry.name, error=error_reason(e))], True
     results = run_concurrently({e.name: (lambda e=e: one(e)) for e in live}, max_workers=kube.max_workers)
-    rows = [r for e in live for r in results[e.name]]
+    if query.type and live and not any(known for _, known in results.values()):
+        raise InputError(f'unknown type "{query.type}": no cluster serves a workload kind of that name that '
+                         "placer places (see placer catalog list)")
+    rows = [r for e in live for r in results[e.name][0]]
     return sorted(rows, key=lambda r: (r.error is None, r.ref.namespace if r.ref else "",
                                        r.ref.name if r.ref else "", r.ref.kind if r.ref else "", r.cluster))
 
 
-def _cluster_rows(client: KubeClient, cluster: str, catalog: Catalog, query: Query) -> list[Row]:
+def _cluster_rows(client: KubeClient, cluster: str, catalog: Catalog, query: Query) -> tuple[list[Row], bool]:
+    """The cluster's rows, and whether it serves a kind that `query.type` names."""
     selector = A.MANAGED_SELECTOR + (f",{query.selector}" if query.selector else "")
     seen: set[tuple[str, str]] = set()
     objects = []
@@ -122,7 +126,7 @@ def _cluster_rows(client: KubeClient, cluster: str, catalog: Catalog, query: Que
     if query.wide:
         for ns in sorted({o["metadata"].get("namespace") or "default" for o in objects}):
             pods[ns] = list(client.list("pods", ns).items)
-    return [_row(cluster, o, catalog, query, pods) for o in objects]
+    return [_row(cluster, o, catalog, query, pods) for o in objects], bool(seen)
 
 
 def _row(cluster: str, obj: Mapping[str, Any], catalog: Catalog, query: Query, pods: Mapping[str, list]) -> Row:

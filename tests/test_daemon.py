@@ -244,6 +244,7 @@ def test_a_pin_survives_an_unplaced_round_and_is_never_moved(env):
     assert list(env.copies(pinned)) == ["alpha"]
     ann = env.annotations(pinned)
     assert ann[D.ANN_CLUSTER] == "alpha" and ann[D.PLACED_CLUSTER] == "alpha"
+    assert env.staged(pinned)["metadata"]["labels"][D.PLACED_CLUSTER] == "alpha"     # kubectl get -l on the hub
     copy_ = env.copies(pinned)["alpha"]["metadata"]
     assert copy_["labels"][D.PLACED_CLUSTER] == "alpha" and copy_["annotations"][D.ANN_CLUSTER] == "alpha"
 
