@@ -267,7 +267,7 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
     if dry_run:
         return SubmitResult(plan_id, True, plan, failed=tuple(refused), updated=tuple(updates), **result)
     created, failed = apply_plan(plan, pending, entries, catalog, kube, plan_id) if plan else ([], [])
-    done, failed_updates = _apply_updates(apply_now, move, plan, by_name, catalog, kube, plan_id)
+    done, failed_updates = _apply_updates(apply_now, move, by_name, catalog, kube, plan_id)
     done_refs = {u.workload for u in done}
     updates = [u for u in updates if u.workload not in done_refs and u.result in (KEPT, UNCHANGED)] + done
     return SubmitResult(plan_id, False, plan, tuple(created), failed=tuple(refused + failed + failed_updates),
@@ -319,7 +319,7 @@ def _decide(placed_groups: Sequence[_PlacedGroup], plan: Plan | None, replace: b
     return updates, apply_now, move
 
 
-def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_PlacedGroup, str]], plan: Plan | None,
+def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_PlacedGroup, str]],
                    by_name: Mapping[str, Any], catalog: Catalog, kube: Kube, plan_id: str
                    ) -> tuple[list[Updated], list[Failed]]:
     """Server-side apply of new versions where they live; moves: delete there, create anew."""

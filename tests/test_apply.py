@@ -24,6 +24,11 @@ def test_edited_resubmit_updates_the_remote_object_then_is_unchanged(env, tmp_pa
     # the defect: an edited file resubmitted was reported "already placed" and not applied
     edited = jobset("train", "ml", replicas=1, gpus=4).replace('"train:1"', '"train:2"')
     write(tmp_path, "train.yaml", edited)
+    for c in env.fleet:
+        c.requests.clear()
+    r = cli(env, "submit", "-f", path, "--dry-run", "-o", "json", "--time-limit", "2")
+    assert [u["result"] for u in json.loads(r.stdout)["updated"]] == ["configured"]
+    assert env.writes("alpha") == 0                                     # a dry run writes nothing
     r = cli(env, "submit", "-f", path, "--time-limit", "2")
     assert r.exit_code == 0, r.output
     assert "configured" in r.stdout
