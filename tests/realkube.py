@@ -3,6 +3,7 @@
 nodes, wiping a cluster between tests, waiting for the real scheduler, installing upstream CRDs."""
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -174,16 +175,23 @@ class RealKube:
         names = []
         c = self.client(context)
         for path in files:
-            for doc in yaml.safe_load_all(Path(path).read_text()):
-                if doc and doc.get("kind") == "CustomResourceDefinition":
-                    c.apply(doc, "customresourcedefinitions", force=True)
-                    names.append(doc["metadata"]["name"])
+            for doc in crd_documents(Path(path)):
+                c.apply(doc, "customresourcedefinitions", force=True)
+                names.append(doc["metadata"]["name"])
         for name in names:
             wait_for(lambda n=name: any(cond["type"] == "Established" and cond["status"] == "True" for cond in
                                         (c.get("customresourcedefinitions", n).get("status") or {})
                                         .get("conditions") or ()), 60, f"CRD {name} established")
         c.invalidate()
         return names
+
+
+@functools.lru_cache(maxsize=None)
+def crd_documents(path: Path) -> tuple[dict, ...]:
+    """The CRDs of a file, parsed once (upstream CRD files are megabytes: libyaml's parser)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return tuple(d for d in yaml.load_all(path.read_text(), Loader=loader)
+                 if d and d.get("kind") == "CustomResourceDefinition")
 
 
 def upstream_crds() -> dict[str, list[Path]]:
