@@ -131,6 +131,10 @@ class RealKube:
             c.delete("namespaces", ns, missing_ok=True)
         for n in c.list("nodes").items:
             c.delete("nodes", n["metadata"]["name"], missing_ok=True)
+        # until the namespace controller has emptied them, objects placer created there (JobSets...)
+        # would still count as capacity promised to workloads not yet running
+        wait_for(lambda: not {n["metadata"]["name"] for n in c.list("namespaces").items} & set(namespaces),
+                 120, f"test namespaces deleted on {context}", interval=0.5)
 
     def delete_pods(self, context: str, ns: str) -> None:
         c = self.client(context)

@@ -80,7 +80,7 @@ def fleet(real):
 def test_indexed_job_placed_by_placer_is_bound_by_the_real_scheduler(fleet, tmp_path):
     ns = fleet.unique("must-show")
     code, out = submit(fleet, tmp_path, write(tmp_path, "train.yaml", job("train", ns, pods=3, gpus=4)))
-    assert code == 0, out
+    assert code == 0, (out["unplaced"], out["reserved"], out["failed"])
     (placement,) = out["placements"]
     assert placement["cluster"] == "east"
     assert sorted(placement["nodes"]) == ["e4-0", "e4-1", "e4-2"]
