@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from placer import actuate as A
 from placer.cli import app
+from tests.realkube import upstream_crds
 
 pytestmark = pytest.mark.kube
 
@@ -143,3 +144,39 @@ def test_server_side_apply_resubmit_and_rollback(fleet, tmp_path):
     assert f["cluster"] == "east" and "Bad_Name" in f["error"], f
     assert [c["metadata"]["name"] for c in east.list("configmaps", rb).items] in ([], ["kube-root-ca.crt"])
     assert not east.list("jobs", rb).items and not fleet.pods("east", rb)
+
+
+def jobset(name: str, ns: str, pods: int, gpus: int) -> dict:
+    resources = {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+                 "limits": {"nvidia.com/gpu": str(gpus)}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": pods, "template": {"spec": {
+                "parallelism": 1, "completions": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "train", "image": "registry.example/train:1", "resources": resources}]}}}}}]}}
+
+
+def test_capacity_promised_to_a_workload_without_pods_yet_is_not_given_twice(fleet, tmp_path):
+    crds = upstream_crds().get("jobset")
+    if not crds:
+        pytest.skip("no upstream JobSet CRD (../shared/corpus/upstream/jobset) beside this checkout")
+    for c in ("east", "west"):
+        fleet.install_crds(c, crds)
+    ns = fleet.unique("promised")
+    # no JobSet controller runs: the JobSet placer creates has no pods, only a promise
+    code, out = submit(fleet, tmp_path, write(tmp_path, "first.yaml", jobset("first", ns, pods=3, gpus=4)))
+    assert code == 0 and [p["cluster"] for p in out["placements"]] == ["east"], out
+    assert not fleet.pods("east", ns)
+    # east looks empty to the inventory, but its 12 GPUs are promised: the next one does not fit there
+    code, out = submit(fleet, tmp_path, write(tmp_path, "second.yaml", job("second", ns, pods=3, gpus=4)))
+    assert code == 3, out
+    assert out["reserved"]["east"]["nvidia.com/gpu"] == 12 and out["placements"] == []
+    # once its pods exist (as the JobSet operator would make them, bound to the three nodes), they count
+    # as used, not promised
+    for i in range(3):
+        fleet.client("east").create("pods", {**filler(f"first-workers-{i}-0", f"e4-{i}", 4),
+                                             "metadata": {"name": f"first-workers-{i}-0", "labels": {
+                                                 "jobset.sigs.k8s.io/jobset-name": "first",
+                                                 "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                                                 "jobset.sigs.k8s.io/job-index": str(i)}}}, ns)
+    code, out = submit(fleet, tmp_path, write(tmp_path, "second.yaml", job("second", ns, pods=3, gpus=4)))
+    assert code == 3 and out["reserved"] == {}, out
