@@ -1,7 +1,11 @@
 """placer daemon against the test API server: latency from staging create to remote create
 at a steady arrival rate, and throughput for a burst.
 
-    python3 benchmarks/daemon.py [--rate 20] [--steady 200] [--burst 1000] [--window 0.1]
+    python3 benchmarks/daemon.py [--rate 20] [--steady 200] [--burst 1000] [--window 0.1] [--real]
+
+--real: hub, alpha and beta are real control planes from hack/kube-env (etcd, kube-apiserver,
+scheduler, controller-manager; the upstream JobSet CRD from ../shared/corpus/upstream installed on
+each, 80 registered 8-GPU nodes per GPU cluster) instead of the in-repo test server.
 
 The hub and two GPU clusters run in this process (tests/kubeapi), as does the daemon; the
 arrivals are created through the real client from a separate thread pool. Latency is
@@ -71,20 +75,53 @@ class Arrivals:
         return True
 
 
+def start_inrepo(directory: str):
+    fleet = start_fleet(("hub", "alpha", "beta"), directory, bookmark_interval=1.0)
+    # room for everything: 2 x 80 nodes x 8 GPUs = 1280 GPUs for 1-GPU workloads
+    fleet["alpha"].seed(gpu_nodes("a", 80))
+    fleet["beta"].seed(gpu_nodes("b", 80))
+    return fleet
+
+
+class RealFleet:
+    """The same world on hack/kube-env control planes (what Env and this benchmark use of a fleet)."""
+
+    def __init__(self, directory: str):
+        from tests.realkube import RealKube, require_binaries, upstream_crds
+
+        require_binaries()
+        crds = upstream_crds().get("jobset")
+        if not crds:
+            raise SystemExit("--real needs the upstream JobSet CRD in ../shared/corpus/upstream/jobset")
+        self.env = RealKube(Path(directory) / "real", ("hub", "alpha", "beta"))
+        self.kubeconfig = self.env.kubeconfig
+        for name in ("hub", "alpha", "beta"):
+            self.env.install_crds(name, crds)
+        self.env.nodes("alpha", count=80, prefix="a", gpus=8)
+        self.env.nodes("beta", count=80, prefix="b", gpus=8)
+        for ns in (STAGING, "baseline"):
+            self.env.namespace("hub", ns)
+
+    def stop(self) -> None:
+        self.env.down()
+
+
+def start_real(directory: str):
+    return RealFleet(directory)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rate", type=float, default=20.0)
     ap.add_argument("--steady", type=int, default=200, help="arrivals at --rate")
     ap.add_argument("--burst", type=int, default=1000)
     ap.add_argument("--window", type=float, default=0.1, help="daemon --batch-window")
+    ap.add_argument("--real", action="store_true", help="real control planes (hack/kube-env)")
     args = ap.parse_args()
     logging.getLogger("urllib3").setLevel(logging.ERROR)
 
     directory = tempfile.mkdtemp()
-    fleet = start_fleet(("hub", "alpha", "beta"), directory, bookmark_interval=1.0)
-    # room for everything: 2 x 80 nodes x 8 GPUs = 1280 GPUs for 1-GPU workloads
-    fleet["alpha"].seed(gpu_nodes("a", 80))
-    fleet["beta"].seed(gpu_nodes("b", 80))
+    fleet = start_real(directory) if args.real else start_inrepo(directory)
     env = Env(fleet)
     user = Kube(str(fleet.kubeconfig), max_workers=16)
     hub = user.client("hub")
@@ -134,7 +171,9 @@ def main() -> None:
     pool.shutdown()
     fleet.stop()
 
-    print(f"# placer daemon benchmark (hub + 2 clusters x 80 nodes x 8 GPUs, batch window {args.window}s)")
+    server = "real kube-apiserver (hack/kube-env)" if args.real else "in-repo test server"
+    print(f"# placer daemon benchmark ({server}: hub + 2 clusters x 80 nodes x 8 GPUs, "
+          f"batch window {args.window}s)")
     print(f"baseline: hub create round trip p50 {statistics.median(base) * 1000:.1f} ms")
     print("| scenario | workloads | placed | p50 (s) | p99 (s) | max (s) | total (s) | target |")
     print("|---|---|---|---|---|---|---|---|")

@@ -2,6 +2,12 @@
 test API server (tests/kubeapi, seeded directly), inventoried through placer.kube.
 
     python3 benchmarks/inventory.py [--clusters 20] [--nodes 500] [--pods-per-node 4] [--repeat 3]
+    python3 benchmarks/inventory.py --real --clusters 4 --nodes 2500   # real control planes (hack/kube-env)
+
+With --real the clusters are real etcd + kube-apiserver (+ scheduler, controller-manager) started
+by hack/kube-env (about 0.5 GiB each, so fewer clusters with more nodes each: the same fleet size),
+nodes registered by `hack/kube-env nodes`, pods created bound through the API; the in-repo test
+server with the same shape runs in the same invocation, as the ratio's baseline.
 
 Prints wall seconds, requests made, and where the time goes, from one cProfile run split
 by module path: placer's own code, the kubernetes client library (+ urllib3/http.client
@@ -46,9 +52,38 @@ def start(n_clusters: int, nodes: int, pods_per_node: int, directory: str):
     return fleet, [Entry(n) for n in names]
 
 
-def placer_inventory(fleet, entries):
+class RealFleet:
+    """hack/kube-env clusters shaped like synthetic_cluster: `nodes` 8-GPU nodes per cluster, each with
+    `pods_per_node` bound 1-GPU pods (created through the API with spec.nodeName, no scheduler)."""
+
+    def __init__(self, names, nodes: int, pods_per_node: int, directory: str):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tests.kubeapi.builders import bound_pod
+        from tests.realkube import RealKube, require_binaries
+
+        require_binaries()
+        self.env = RealKube(Path(directory) / "real", names)
+        self.kubeconfig = self.env.kubeconfig
+        for name in names:
+            self.env.nodes(name, count=nodes, prefix="node", gpus=8,
+                           label=["nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"])
+            client = self.env.client(name)
+            self.env.namespace(name, "bench")
+            pods = [bound_pod(f"node-{i}-p{j}", f"node-{i}", gpus=1, namespace="bench", labels={"app": "bench"})
+                    for i in range(nodes) for j in range(pods_per_node)]
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda p: client.create("pods", p, "bench"), pods))
+
+    def stop(self):
+        self.env.down()
+
+
+def placer_inventory(fleet, entries, stats=None):
     kube = Kube(str(fleet.kubeconfig))
     result = live_clusters(entries, kube=kube)
+    if stats is not None:
+        stats.append(kube.stats.requests)
     kube.close()
     return result
 
@@ -144,6 +179,61 @@ def profile_split(fn) -> dict[str, float]:
     return dict(split)
 
 
+def measure(fleet, entries, args) -> dict:
+    times, stats = [], []
+    for _ in range(args.repeat):
+        t = time.perf_counter()
+        result = placer_inventory(fleet, entries, stats)
+        times.append(time.perf_counter() - t)
+    nodes = sum(len(c.nodes) for c in result.values())
+    gpus_used = sum(n.used.get("nvidia.com/gpu", 0) for c in result.values() for n in c.nodes)
+    assert all(c.error is None for c in result.values()), [c.error for c in result.values()]
+    assert nodes == args.clusters * args.nodes, nodes
+    assert gpus_used == args.clusters * args.nodes * args.pods_per_node, gpus_used
+    out = {"times": times, "requests": stats[-1], "nodes": nodes, "pods": gpus_used, "result": result}
+    if not args.no_baseline:
+        t = time.perf_counter()
+        typed = typed_inventory(fleet, entries)
+        out["baseline"] = time.perf_counter() - t
+        assert typed[entries[0].name].nodes == result[entries[0].name].nodes
+    return out
+
+
+def main_real(args) -> None:
+    """The same fleet on real control planes and on the in-repo test server, one table."""
+    names = [f"c{i:02d}" for i in range(args.clusters)]
+    entries = [Entry(n) for n in names]
+    rows = {}
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        fleet, _ = start(args.clusters, args.nodes, args.pods_per_node, d)
+        setup = time.perf_counter() - t0
+        try:
+            rows["in-repo test server"] = (measure(fleet, entries, args), setup)
+        finally:
+            fleet.stop()
+        t0 = time.perf_counter()
+        real = RealFleet(names, args.nodes, args.pods_per_node, d)
+        setup = time.perf_counter() - t0
+        try:
+            rows["real kube-apiserver v1.37.2"] = (measure(real, entries, args), setup)
+        finally:
+            real.stop()
+    print(f"fleet: {args.clusters} clusters x {args.nodes} nodes x {args.pods_per_node} pods/node")
+    print("\n| server | set-up (s) | placer inventory, best of %d (s) | runs (s) | requests/run | "
+          "baseline: client models (s) | baseline / placer |" % args.repeat)
+    print("|---|---|---|---|---|---|---|")
+    base = None
+    for name, (m, setup) in rows.items():
+        best = min(m["times"])
+        base = base or best
+        b = m.get("baseline")
+        print(f"| {name} | {setup:.0f} | {best:.2f} | {', '.join(f'{t:.2f}' for t in m['times'])} | "
+              f"{m['requests']} | {f'{b:.2f}' if b else '-'} | {f'{b / best:.1f}x' if b else '-'} |")
+    real_best = min(rows["real kube-apiserver v1.37.2"][0]["times"])
+    print(f"\nreal / in-repo server: {real_best / base:.2f}x; target < 10 s: {'met' if real_best < 10 else 'NOT met'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clusters", type=int, default=20)
@@ -151,7 +241,10 @@ def main() -> None:
     ap.add_argument("--pods-per-node", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--real", action="store_true", help="also real control planes (hack/kube-env)")
     args = ap.parse_args()
+    if args.real:
+        return main_real(args)
 
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()

@@ -385,16 +385,20 @@ class KubeClient:
             self._discover_versions()
         name, _, qualifier = arg.partition(".")
         name = name.lower()
+        # preferred versions first, then the group's other versions: a group's kinds need not all be
+        # served at its preferred version (kubeflow.org: PyTorchJob at v1, MPIJob only at v2beta1)
+        preferred = list(self._preferred or ())
+        every = preferred + [gv for gv in self._all_versions or () if gv not in preferred]
         candidates: list[str] = []
         if qualifier:
             # `name.version.group` names one group version; else `name.group`
             version, _, group = qualifier.partition(".")
-            if group and f"{group}/{version}" in (self._all_versions or ()):
+            if group and f"{group}/{version}" in every:
                 candidates = [f"{group}/{version}"]
             else:
-                candidates = [gv for gv in self._preferred or () if gv.rpartition("/")[0] == qualifier]
+                candidates = [gv for gv in every if gv.rpartition("/")[0] == qualifier]
         else:
-            candidates = list(self._preferred or ())
+            candidates = every
         # group versions in server order, core first (kubectl's precedence), fetched lazily
         for gv in candidates:
             for r in self.group_version(gv):

@@ -60,11 +60,38 @@ def kube_ns(request) -> str:
 
 @pytest.fixture(scope="session")
 def kubectl() -> str:
-    """Path of the real kubectl; tests using it skip where it is not installed."""
+    """Path of the real kubectl: the one hack/kube-env builds (the pinned release; built here when
+    Go is present), else one on PATH; tests using it skip where there is neither."""
+    from tests import realkube
+
+    if realkube.built() or shutil.which("go"):
+        return str(realkube.require_binaries() / "kubectl")
     path = shutil.which("kubectl")
     if not path:
         pytest.skip("kubectl is not installed on this machine: kubectl fidelity checks skipped")
     return path
+
+
+@pytest.fixture(scope="session")
+def real_kube(tmp_path_factory):
+    """Real control planes (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) for hub,
+    east and west, started by hack/kube-env for the session (building the binaries the first time).
+    Skipped with one line where there is no Go; under CI=true that is a failure."""
+    from tests import realkube
+
+    realkube.require_binaries()
+    env = realkube.RealKube(tmp_path_factory.mktemp("kube-env"))
+    yield env
+    env.down()
+
+
+@pytest.fixture
+def real(real_kube):
+    """The session's real clusters, with east and west wiped (no nodes, no test namespaces) before
+    the test: each test registers the nodes it needs."""
+    for name in ("east", "west"):
+        real_kube.wipe(name)
+    return real_kube
 
 
 @pytest.fixture

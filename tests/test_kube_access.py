@@ -39,6 +39,8 @@ def kube_for(fleet, sleeps, **options) -> Kube:
     ("JobSet", ("jobset.x-k8s.io", "v1alpha2", "JobSet")),
     ("rayclusters.ray.io", ("ray.io", "v1", "RayCluster")),
     ("pytorchjob", ("kubeflow.org", "v1", "PyTorchJob")),
+    # kinds a group serves only at a version other than its preferred one (kubeflow.org prefers v1)
+    ("mpijobs", ("kubeflow.org", "v2beta1", "MPIJob")), ("MPIJob.kubeflow.org", ("kubeflow.org", "v2beta1", "MPIJob")),
     # kubectl's precedence: the core group wins a name two groups share
     ("services", ("", "v1", "Service")), ("ksvc", ("serving.knative.dev", "v1", "Service")),
     ("services.serving.knative.dev", ("serving.knative.dev", "v1", "Service")),

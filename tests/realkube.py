@@ -1,0 +1,206 @@
+"""Real Kubernetes control planes for the `kube`-marked tests: hack/kube-env started once per session
+(see the `real_kube` fixture in conftest.py), plus the small helpers those tests share: registering
+nodes, wiping a cluster between tests, waiting for the real scheduler, installing upstream CRDs."""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+import yaml
+
+from placer.errors import NotFound
+from placer.kube import Kube, KubeClient, RetryPolicy
+
+REPO = Path(__file__).resolve().parent.parent
+KUBE_ENV = REPO / "hack" / "kube-env"
+UPSTREAM = REPO.parent / "shared" / "corpus" / "upstream"
+NAMES = ("hub", "east", "west")
+BUILD_TIMEOUT = 3 * 3600        # a cold build on a small machine
+RETRY = RetryPolicy(attempts=4, base=0.1, cap=1.0)
+TEST_LABEL = "placer-test/owned"
+
+
+def kube_env(*args: str, timeout: float = 300) -> str:
+    proc = subprocess.run([str(KUBE_ENV), *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hack/kube-env {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def bindir() -> Path:
+    return Path(kube_env("bindir"))
+
+
+def built() -> bool:
+    return all(os.access(bindir() / b, os.X_OK) for b in ("etcd", "kube-apiserver", "kubectl"))
+
+
+def require_binaries() -> Path:
+    """The built binaries, building them when Go is here; else skip (fail under CI=true)."""
+    if not built():
+        if shutil.which("go") is None:
+            why = "no Go on this machine to build the real Kubernetes control planes (hack/kube-env)"
+            if os.environ.get("CI") == "true":
+                pytest.fail(why + "; CI=true requires them", pytrace=False)
+            pytest.skip(why)
+        kube_env("build", timeout=BUILD_TIMEOUT)
+    return bindir()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
+             interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class RealKube:
+    """The session's clusters: hack/kube-env up --dir DIR hub east west."""
+
+    def __init__(self, directory: Path, names: Iterable[str] = NAMES):
+        self.dir, self.names = Path(directory), tuple(names)
+        self.kubeconfig = Path(kube_env("up", "--dir", str(self.dir), *self.names, timeout=600).splitlines()[-1])
+        self.kube = Kube(str(self.kubeconfig), retry=RETRY, timeout=30)
+
+    def client(self, name: str) -> KubeClient:
+        return self.kube.client(name)
+
+    def down(self) -> None:
+        self.kube.close()
+        kube_env("down", "--dir", str(self.dir), timeout=120)
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        proc = subprocess.run([str(bindir() / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+                              capture_output=True, text=True, timeout=120, input=input)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
+        return proc
+
+    def nodes(self, context: str, *, count: int, prefix: str, gpus: int, **options) -> None:
+        """hack/kube-env nodes; options: cpu, memory, pods, label=[...], taint=[...], cordon, not_ready."""
+        args = ["nodes", "--dir", str(self.dir), "--context", context, "--count", str(count),
+                "--prefix", prefix, "--gpus", str(gpus)]
+        for key, value in options.items():
+            flag = "--" + key.replace("_", "-")
+            if value is True:
+                args.append(flag)
+            elif isinstance(value, (list, tuple)):
+                for v in value:
+                    args += [flag, v]
+            else:
+                args += [flag, str(value)]
+        kube_env(*args)
+
+    # -- between tests ---------------------------------------------------------------------
+    def unique(self, base: str) -> str:
+        """A namespace name not used before in this session (a deleted one stays Terminating a while)."""
+        self._serial = getattr(self, "_serial", 0) + 1
+        return f"{base}-{self._serial}"
+
+    def namespace(self, context: str, name: str) -> str:
+        """Create namespace `name` (as given: pass unique(...) for a fresh one)."""
+        self.client(context).apply({"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": name, "labels": {TEST_LABEL: "true"}}})
+        return name
+
+    def wipe(self, context: str) -> None:
+        """Leave `context` with no nodes and no test namespaces. Without a kubelet nothing finishes a
+        bound pod's graceful deletion, so pods are deleted at once (grace 0) after their controllers
+        (orphaning, so nothing recreates them) and their finalizers."""
+        c = self.client(context)
+        namespaces = [n["metadata"]["name"] for n in c.list("namespaces").items
+                      if not n["metadata"]["name"].startswith("kube-") and n["metadata"]["name"] != "default"]
+        for ns in namespaces:
+            for kind in ("jobs", "deployments", "statefulsets", "replicasets"):
+                for o in c.list(kind, ns).items:
+                    c.delete(kind, o["metadata"]["name"], ns, propagation="Orphan", missing_ok=True)
+        for ns in (*namespaces, "default"):
+            self.delete_pods(context, ns)
+        for ns in namespaces:
+            c.delete("namespaces", ns, missing_ok=True)
+        for n in c.list("nodes").items:
+            c.delete("nodes", n["metadata"]["name"], missing_ok=True)
+        # until the namespace controller has emptied them, objects placer created there (JobSets...)
+        # would still count as capacity promised to workloads not yet running
+        wait_for(lambda: not {n["metadata"]["name"] for n in c.list("namespaces").items} & set(namespaces),
+                 120, f"test namespaces deleted on {context}", interval=0.5)
+
+    def delete_pods(self, context: str, ns: str) -> None:
+        c = self.client(context)
+        for p in c.list("pods", ns).items:
+            name = p["metadata"]["name"]
+            try:
+                if p["metadata"].get("finalizers"):
+                    c.patch("pods", name, {"metadata": {"finalizers": None}}, ns)
+                c.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"gracePeriodSeconds": 0},
+                          content_type="application/json")
+            except NotFound:
+                pass
+
+    # -- the real scheduler ------------------------------------------------------------------
+    def pods(self, context: str, ns: str, selector: str | None = None) -> list[dict]:
+        return list(self.client(context).list("pods", ns, label_selector=selector).items)
+
+    def wait_bound(self, context: str, ns: str, count: int, selector: str | None = None,
+                   timeout: float = 90) -> list[dict]:
+        """The namespace's pods once `count` of them exist and all are bound (spec.nodeName)."""
+        def bound():
+            pods = self.pods(context, ns, selector)
+            return pods if len(pods) >= count and all(p["spec"].get("nodeName") for p in pods) else None
+        return wait_for(bound, timeout, f"{count} pods bound in {context}/{ns}")
+
+    def wait_unschedulable(self, context: str, ns: str, timeout: float = 90) -> list[dict]:
+        """The pods the scheduler reported unschedulable (PodScheduled=False, reason Unschedulable)."""
+        def unschedulable():
+            out = [p for p in self.pods(context, ns)
+                   if any(c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
+                          for c in (p.get("status") or {}).get("conditions") or ())]
+            return out or None
+        return wait_for(unschedulable, timeout, f"an unschedulable pod in {context}/{ns}")
+
+    def events(self, context: str, ns: str, reason: str) -> list[dict]:
+        return [e for e in self.client(context).list("events", ns).items if e.get("reason") == reason]
+
+    # -- CRDs ----------------------------------------------------------------------------------
+    def install_crds(self, context: str, files: Iterable[Path]) -> list[str]:
+        """Install upstream CRD files (server-side apply: some are too large for the last-applied
+        annotation) and wait until each is Established. Returns the CRD names."""
+        names = []
+        c = self.client(context)
+        for path in files:
+            for doc in crd_documents(Path(path)):
+                c.apply(doc, "customresourcedefinitions", force=True)
+                names.append(doc["metadata"]["name"])
+        for name in names:
+            wait_for(lambda n=name: any(cond["type"] == "Established" and cond["status"] == "True" for cond in
+                                        (c.get("customresourcedefinitions", n).get("status") or {})
+                                        .get("conditions") or ()), 60, f"CRD {name} established")
+        c.invalidate()
+        return names
+
+
+@functools.lru_cache(maxsize=None)
+def crd_documents(path: Path) -> tuple[dict, ...]:
+    """The CRDs of a file, parsed once (upstream CRD files are megabytes: libyaml's parser)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return tuple(d for d in yaml.load_all(path.read_text(), Loader=loader)
+                 if d and d.get("kind") == "CustomResourceDefinition")
+
+
+def upstream_crds() -> dict[str, list[Path]]:
+    """Workload type -> its CRD files under ../shared/corpus/upstream (crd*.yaml)."""
+    if not UPSTREAM.is_dir():
+        return {}
+    return {d.name: sorted(d.glob("crd*.yaml")) for d in sorted(UPSTREAM.iterdir())
+            if d.is_dir() and list(d.glob("crd*.yaml"))}
