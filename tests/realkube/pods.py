@@ -1,0 +1,117 @@
+"""The pods a placed workload's controllers create, in a real cluster.
+
+Job, Deployment, StatefulSet and Pod are submitted as they are and the real
+kube-controller-manager creates their pods. For the catalog's CRD kinds (no operator runs in
+the test clusters) the pods placer's interpretation describes are created directly: one pod
+per pod of each component instance, from that instance's own pod template in the object
+(found through the definition's template path, as the operator copies it), labelled as the
+operator labels them (the instance's pod selector). A definition that assembles the pod from
+fields (resources, nodeSelector... outside a template) gets a pod built from placer's
+interpreted shape instead: then only the scheduling predicates are judged, not the requests.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Mapping
+
+from placer.catalog import Catalog
+from placer.interpret import _paths, definition_for, object_name
+from placer.workload import Instance, Workload
+
+from .cluster import Cluster, container
+
+NATIVE = {("batch/v1", "Job"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Pod")}
+_TEMPLATE_ONLY = {"labels", "annotations"}           # fields that do not change what the pod asks
+
+
+def is_native(obj: Mapping[str, Any]) -> bool:
+    return (obj.get("apiVersion"), obj.get("kind")) in NATIVE
+
+
+def materialise(cluster: Cluster, namespace: str, workload: Workload, catalog: Catalog) -> int:
+    """Create the workload's pods (or the object whose controller creates them) in
+    `namespace`; returns how many pods to expect."""
+    obj = copy.deepcopy(dict(workload.obj))
+    if is_native(obj):
+        if obj["kind"] == "StatefulSet":
+            # OrderedReady creates pod n+1 once pod n is Ready; without a kubelet none ever is
+            obj["spec"]["podManagementPolicy"] = "Parallel"
+        cluster.create(namespace, obj)
+        return workload.pods
+    pods = operator_pods(workload, catalog)
+    for body in pods:
+        cluster.core.create_namespaced_pod(namespace, body)
+    return len(pods)
+
+
+def _name(*parts: str) -> str:
+    text = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    return text[:63].rstrip("-")
+
+
+def _get(obj: Any, path: list[Any]) -> Any:
+    for part in path:
+        obj = obj[part] if isinstance(obj, list) else (obj or {}).get(part)
+    return obj
+
+
+def _selector_labels(inst: Instance) -> dict[str, str]:
+    labels = dict(inst.selector)
+    for e in inst.selector_expressions:
+        if e["operator"] == "In":
+            labels[e["key"]] = e["values"][0]
+        elif e["operator"] == "Exists":
+            labels[e["key"]] = "true"
+    return labels
+
+
+def _shape_spec(inst: Instance) -> dict[str, Any]:
+    """A pod spec from placer's interpreted shape: requests and node constraints."""
+    shape = inst.pod
+    spec: dict[str, Any] = {"containers": [container("main", {k: str(v) if k != "cpu" else f"{v}m"
+                                                              for k, v in shape.requests.items()})]}
+    if shape.node_selector:
+        spec["nodeSelector"] = dict(shape.node_selector)
+    if shape.affinity_terms:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [dict(t) for t in shape.affinity_terms]}}}
+    if shape.tolerations:
+        spec["tolerations"] = [dict(t) for t in shape.tolerations]
+    return spec
+
+
+def _sort_key(inst: Instance) -> tuple:
+    r = inst.pod.requests
+    return (-inst.gpus_per_pod, -r.get("cpu", 0), -r.get("memory", 0))
+
+
+def operator_pods(workload: Workload, catalog: Catalog) -> list[dict[str, Any]]:
+    """Pod bodies for a CRD workload, biggest pods first (the order placer packs them in;
+    the scheduler takes pods of equal priority in creation order)."""
+    obj = workload.obj
+    compiled = definition_for(obj, catalog)
+    per_component = _paths(compiled, obj, object_name(obj), None)[:-1]
+    rows = [row for comp_rows in per_component for row in comp_rows]
+    columns = [compiled.layout.columns[i] for i, comp_rows in enumerate(per_component) for _ in comp_rows]
+    if len(rows) != len(workload.instances):
+        raise ValueError(f"{workload.key}: {len(rows)} template paths for {len(workload.instances)} instances")
+    out = []
+    ordered = sorted(zip(workload.instances, rows, columns), key=lambda t: _sort_key(t[0]))
+    for inst, row, cols in ordered:
+        template = _get(obj, row["template"]) if isinstance(row.get("template"), list) else None
+        overrides = {f for f, _ in cols.fields} - _TEMPLATE_ONLY
+        if isinstance(template, dict) and not overrides:
+            spec = copy.deepcopy(template.get("spec") or {})
+            labels = dict((template.get("metadata") or {}).get("labels") or {})
+        else:
+            spec, labels = _shape_spec(inst), dict(inst.pod.labels)
+        labels.update(_selector_labels(inst))
+        spec.setdefault("terminationGracePeriodSeconds", 0)
+        for k in range(inst.pods):
+            out.append({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": _name(workload.name, inst.component, inst.instance, str(k)),
+                                     "labels": labels},
+                        "spec": copy.deepcopy(spec)})
+    return out
