@@ -127,7 +127,8 @@ def shape_problem(spec: Any, meta: Any, resources: Any = None) -> str:
     checks += [(f"metadata.{k}", meta.get(k), (dict,), "a map") for k in ("labels", "annotations")]
     checks += [(f"spec.{k}", spec.get(k), (dict,), "a map") for k in ("nodeSelector", "affinity", "overhead")]
     checks += [(f"spec.{k}", spec.get(k), SEQUENCES, "a list") for k in ("containers", "initContainers", "tolerations")]
-    checks += [(f"spec.{k}", spec.get(k), (str,), "a string") for k in ("schedulerName", "priorityClassName")]
+    checks += [(f"spec.{k}", spec.get(k), (str,), "a string")
+               for k in ("schedulerName", "priorityClassName", "runtimeClassName")]
     for k in ("containers", "initContainers"):
         items = spec.get(k)
         for i, item in enumerate(items if isinstance(items, SEQUENCES) else ()):

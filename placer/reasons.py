@@ -116,6 +116,18 @@ class NoMatchingNodes(Reason):
 
 
 @dataclass(frozen=True)
+class UnknownRuntimeClass(Reason):
+    """The pods name a RuntimeClass the cluster does not have: its API server refuses them."""
+
+    instance: str
+    runtime_class: str
+    code = "UnknownRuntimeClass"
+
+    def render(self) -> str:
+        return f"pods of {self.instance} use RuntimeClass {self.runtime_class}, which the cluster does not have"
+
+
+@dataclass(frozen=True)
 class PodTooLarge(Reason):
     """A single pod exceeds what any matching node has even when empty."""
 

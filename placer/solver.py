@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 from itertools import combinations_with_replacement
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -47,6 +48,7 @@ from .names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exp
 from .plan import Placement, Plan, Summary, Unplaced
 from .podspec import DEFAULT_GPU_RESOURCES
 from .scheduling import (
+    UNSCHEDULABLE_TAINT,
     NodeClass,
     Requirement,
     describe_constraints,
@@ -57,6 +59,7 @@ from .scheduling import (
     node_classes,
     parse_label_selector,
     pod_demand,
+    runtime_overhead,
     selector_matches,
     untolerated_taints,
 )
@@ -186,7 +189,8 @@ class ClusterInfo:
         self.index = index
         self.gpu_names = tuple(gpu_names)
         self.cluster = cluster
-        self.nodes = [n for n in cluster.nodes if n.schedulable]
+        # cordoned nodes too: a pod that tolerates the cordon may go there (see `mismatch`)
+        self.nodes = [n for n in cluster.nodes if n.ready]
         self.classes: list[NodeClass] = node_classes(self.nodes, by_name=by_name)
         pos = {n.name: i for i, n in enumerate(self.nodes)}
         self.class_nodes = [[pos[n.name] for n in k.nodes] for k in self.classes]
@@ -366,8 +370,10 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
     for rank, g in enumerate(sorted(ginfos, key=lambda g: g.key)):
         g.rank = rank
     for g in ginfos:
+        policy = [_policy_reason(g, cl, names) for cl in clusters]
+        missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
         for c, cl in enumerate(clusters):
-            reason = _policy_reason(g, cl, names)
+            reason = policy[c] or missing.get(cl.name)
             if reason is None and c in infos:
                 reason = _static_reason(g, infos[c])
             if reason is None:
@@ -378,8 +384,28 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
     for g, (_, cname) in zip(cinfos, committed):
         if cname not in names:
             raise InputError(f"committed group {g.key} is on cluster {cname!r}, which is not in the fleet")
+        _runtime_classes(g, [clusters[names[cname]]], gpu_names)
         com.append((g, names[cname]))
     return Problem(fleet, clusters, infos, ginfos, com, gpu_names)
+
+
+def _runtime_classes(g: GroupInfo, candidates: Sequence[Cluster], names: Sequence[str]) -> dict[str, R.Reason]:
+    """Add to each part's demand the overhead its RuntimeClass puts on every pod: the
+    largest among the candidate clusters (exact when there is one; never less than any).
+    Clusters without that RuntimeClass come back with a reason (they refuse the pods)."""
+    missing: dict[str, R.Reason] = {}
+    for p in g.parts:
+        extra: dict[str, int] = {}
+        for cl in candidates:
+            got = runtime_overhead(p.instance.pod, cl.runtime_classes)
+            if got is None:
+                missing.setdefault(cl.name, R.UnknownRuntimeClass(p.instance.key, p.instance.pod.runtime_class or ""))
+            for r, v in (got or {}).items():
+                extra[r] = max(extra.get(r, 0), v)
+        if extra:
+            p.demand = {r: p.demand.get(r, 0) + extra.get(r, 0) for r in {**p.demand, **extra}}
+            p.gpu, p.sort_key = _gpus(p.demand, names), _sort_key(p.demand, names)
+    return missing
 
 
 def _policy_reason(g: GroupInfo, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:
@@ -404,6 +430,8 @@ def _static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
     if not info.classes:
         return R.NoSchedulableNodes()
     for p in g.parts:
+        if not info.matching(p) and all(k.sample.unschedulable for k in info.classes):
+            return R.NoSchedulableNodes()
         if info.compat(p):
             continue
         # nodes with room for one such pod: if there are some, predicates keep it off them
@@ -420,7 +448,9 @@ def _no_match(p: Part, info: ClusterInfo, among: Sequence[int] | None = None) ->
     sel_ok = [n for n in samples if matches_node_selector(shape.node_selector, n.labels)]
     aff_ok = [n for n in sel_ok if matches_affinity(shape.affinity_terms, n)]
     if aff_ok:
-        t = untolerated_taints(shape.tolerations, aff_ok[0].taints)[0]
+        n = aff_ok[0]
+        taints = untolerated_taints(shape.tolerations, n.taints) or [UNSCHEDULABLE_TAINT]
+        t = taints[0]
         return R.NoMatchingNodes(p.instance.key, "taint", f"{t.key}={t.value}:{t.effect}" if t.value
                                  else f"{t.key}:{t.effect}")
     if sel_ok:
@@ -1041,8 +1071,8 @@ def _rebase(problem: Problem, states: Mapping[int, ClusterState]) -> Problem:
                 if taken and r in node.allocatable:
                     used[r] = used.get(r, 0) + taken
             nodes.append(_replace_used(node, used))
-        nodes += [n for n in cl.nodes if not n.schedulable]
-        clusters[c] = Cluster(cl.name, cl.labels, tuple(nodes), cl.context, cl.error, cl.reserved)
+        nodes += [n for n in cl.nodes if not n.ready]
+        clusters[c] = dataclass_replace(cl, nodes=tuple(nodes))
     fleet = Fleet(tuple(clusters), problem.fleet.taken_at)
     fresh = prepare(fleet, [g.group for g in problem.groups], gpu_resources=problem.gpu_names)
     fresh.committed = problem.committed
