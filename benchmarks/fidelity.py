@@ -187,8 +187,9 @@ def report(verdicts: list[Verdict | BaseException], feats: Counter, seconds: flo
     errors = [e for e in verdicts if not isinstance(e, Verdict)]
     placed = [v for v in ok if v.placer_fits]
     refused = [v for v in ok if not v.placer_fits]
-    print(f"# scheduler fidelity: {len(verdicts)} scenarios on {clusters} real control planes, {seconds:.0f} s "
-          f"({seconds / max(1, len(verdicts)):.2f} s per scenario per cluster... {seconds * clusters / max(1, len(verdicts)):.1f} s cluster-time each)")
+    n = max(1, len(verdicts))
+    print(f"# scheduler fidelity: {len(verdicts)} scenarios on {clusters} real control planes in {seconds:.0f} s "
+          f"({seconds * clusters / n:.1f} s of one cluster per scenario)")
     print("| placer's verdict | scenarios | pods | scheduler agrees | agreement |")
     print("|---|---|---|---|---|")
     for label, vs in (("places it (every pod must bind)", placed),
@@ -243,10 +244,13 @@ def main() -> None:
             scenarios = [scenario(args.seed, i, feats) for i in range(args.scenarios)]
 
             def done(s: Scenario, v: Any) -> None:
-                if args.verbose:
+                if not args.verbose:
+                    return
+                what = f"ERROR {v}"
+                if isinstance(v, Verdict):
                     what = (f"{'places' if v.placer_fits else 'refuses'}, "
-                            f"{'AGREE' if v.agree else 'DISAGREE'} {v.outcome.seconds:.1f}s") if isinstance(v, Verdict) else f"ERROR {v}"
-                    print(f"{s.name}: {s.workload['kind']} {what}", file=sys.stderr)
+                            f"{'AGREE' if v.agree else 'DISAGREE'} {v.outcome.seconds:.1f}s")
+                print(f"{s.name}: {s.workload['kind']} {what}", file=sys.stderr)
 
             t1 = time.monotonic()
             verdicts = pool.run(scenarios, timeout=args.timeout, done=done, keep_errors=True)

@@ -91,6 +91,7 @@ def _cases():
     case("slots-nofit", False, [node("slots-nofit-0", pods="3")],
          M.deployment("slots-nofit", 3, M.pod_spec({"cpu": "100m"})),
          [BoundPod("slots-nofit-old", "slots-nofit-0", {"cpu": "100m"})])
+    case("slots-none-nofit", False, [node("slots-none-0", pods=None)], M.pod("slots-none", M.pod_spec({"cpu": "100m"})))
     # extended resources
     fpga = "example.com/fpga"
     case("ext-fit", True, [NodeSpec("ext-fit-0", {"cpu": "8", "memory": "8Gi", "pods": "110", fpga: "2"})],
@@ -135,6 +136,9 @@ def _cases():
         case(f"affinity-{low}-fit", True, aff(f"af-{low}-y"), M.job(f"af-{low}-y", 1, M.pod_spec(gpu(8), terms=[M.term(yes)])))
         case(f"affinity-{low}-nofit", False, aff(f"af-{low}-n"),
              M.job(f"af-{low}-n", 1, M.pod_spec(gpu(8), terms=[M.term(no)])))
+    # Gt/Lt compare label values that parse as int64 only
+    odd = [node("af-odd-0", labels={"cores": "1_0"}), node("af-odd-1", labels={"cores": "99999999999999999999"})]
+    case("affinity-gt-not-int64-nofit", False, odd, M.job("af-odd", 1, M.pod_spec(gpu(1), terms=[M.term(("cores", "Gt", "5"))])))
     # terms are ORed, expressions inside a term ANDed
     case("affinity-or-fit", True, aff("af-or"),
          M.job("af-or", 2, M.pod_spec(gpu(8), terms=[M.term(("tier", "In", "a")), M.term(("cores", "Lt", "20"))])))
