@@ -272,7 +272,8 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
             containers = spec.get("containers") or ()
             if resources is not None:
                 containers = _with_main_resources(list(containers), resources, main)
-        requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"))
+        requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"),
+                                      spec.get("resources"))
         affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution") or {}
         node_selector, terms = spec.get("nodeSelector") or {}, affinity.get("nodeSelectorTerms") or ()

@@ -68,7 +68,7 @@ def _requests_cached(spec: Mapping[str, Any], cache: dict[str, dict[str, int]]) 
     # Pods of one workload share their resources exactly; parsing quantities is the
     # costly part, so key on the few fields that decide the requests.
     key = repr((_resources_of(spec.get("containers")), _resources_of(spec.get("initContainers")),
-                spec.get("overhead")))
+                spec.get("overhead"), spec.get("resources")))
     hit = cache.get(key)
     if hit is None:
         hit = cache[key] = pod_requests(spec)

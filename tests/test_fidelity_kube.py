@@ -116,6 +116,11 @@ def _cases():
          M.deployment("overhead-nofit", 1, M.pod_spec({"cpu": "3500m", "memory": "1Gi"}, runtime_class=OVERHEAD_RC)))
     case("runtimeclass-plain-fit", True, [node("rc-plain-0", cpu="4")],
          M.pod("rc-plain", M.pod_spec({"cpu": "4"}, runtime_class=PLAIN_RC)))
+    # pod-level resources (spec.resources) replace the containers' cpu/memory total
+    case("podlevel-fit", True, [node("podlevel-y-0", cpu="4")],
+         M.pod("podlevel-y", {**M.pod_spec({"cpu": "1"}), "resources": {"requests": {"cpu": "4"}}}))
+    case("podlevel-nofit", False, [node("podlevel-n-0", cpu="4")],
+         M.pod("podlevel-n", {**M.pod_spec({"cpu": "1"}), "resources": {"requests": {"cpu": "4500m"}}}))
     # nodeSelector
     labelled = lambda p: [node(f"{p}-0", labels={"gpu": "h100"}), node(f"{p}-1", labels={"gpu": "a100"})]  # noqa: E731
     case("selector-fit", True, labelled("sel-fit"), M.job("sel-fit", 1, M.pod_spec(gpu(8), node_selector={"gpu": "h100"})))
