@@ -38,10 +38,12 @@ def real_env(tmp_path_factory):
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true needs real control planes: {why}")
         pytest.skip(f"real control planes unavailable: {why}")
-    directory = tmp_path_factory.mktemp("kube-env")
-    env = KubeEnv.up(directory, CLUSTERS)
+    # PLACER_KUBE_DIR: a kube-env directory to reuse (started if needed, left running)
+    keep = os.environ.get("PLACER_KUBE_DIR")
+    env = KubeEnv.up(keep or tmp_path_factory.mktemp("kube-env"), CLUSTERS)
     yield env
-    env.down()
+    if not keep:
+        env.down()
 
 
 @pytest.fixture(scope="session")
