@@ -29,7 +29,8 @@ class NodeSpec:
 
 @dataclass(frozen=True)
 class BoundPod:
-    """A pod already on a node (created with spec.nodeName, as if scheduled earlier)."""
+    """A pod already on a node (created with spec.nodeName, as if scheduled earlier), that
+    tolerates every taint."""
 
     name: str
     node: str
@@ -138,7 +139,10 @@ class Cluster:
         for p in pods:
             meta = {"name": p.name, "labels": {"fidelity/bound": "true"}}
             body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                    # tolerating everything, as pods that were there before a NoExecute taint
+                    # would (else the taint-eviction controller deletes them at once)
                     "spec": {"nodeName": p.node, "terminationGracePeriodSeconds": 0,
+                             "tolerations": [{"operator": "Exists"}],
                              "containers": [container("c", p.requests)]}}
             self.core.create_namespaced_pod(namespace, body)
             if p.phase:
