@@ -113,10 +113,17 @@ def _expr(rng: random.Random) -> tuple:
     return (key, op)
 
 
-def _spec(rng: random.Random, feats: Counter) -> dict[str, Any]:
+def _spec(rng: random.Random, feats: Counter, edges: list[tuple[int, int]] = ()) -> dict[str, Any]:
     req: dict[str, str] = {"cpu": _cpu(rng.choice([100, 250, 500, 1000, 2000, 3000, 6000])),
                            "memory": rng.choice(["256Mi", "1Gi", "4Gi", "12Gi"])}
     g = rng.choice([0, 0, 1, 1, 2, 2, 4, 8])
+    if edges and rng.random() < 0.25:
+        # on the boundary: exactly what one node has free, or one unit more
+        free_gpu, free_cpu = rng.choice(edges)
+        over = rng.random() < 0.4
+        g = max(0, free_gpu + over) if free_gpu or over else 0
+        req["cpu"] = _cpu(max(1, free_cpu + (rng.random() < 0.3)))
+        feats["request at a node's free capacity (+1 40% of the time)"] += 1
     if g:
         req[GPU] = str(g)
     if rng.random() < 0.12:
@@ -148,36 +155,48 @@ def _spec(rng: random.Random, feats: Counter) -> dict[str, Any]:
     return M.pod_spec(req, **kw)
 
 
-def _workload(rng: random.Random, name: str, feats: Counter) -> dict[str, Any]:
+def _workload(rng: random.Random, name: str, feats: Counter, edges: list[tuple[int, int]]) -> dict[str, Any]:
     kind = rng.choice(KINDS)
     feats[f"kind {kind}"] += 1
     n = rng.randint(1, 4)
     if kind == "Job":
-        return M.job(name, n, _spec(rng, feats), indexed=rng.random() < 0.5)
+        return M.job(name, n, _spec(rng, feats, edges), indexed=rng.random() < 0.5)
     if kind == "Deployment":
-        return M.deployment(name, n, _spec(rng, feats))
+        return M.deployment(name, n, _spec(rng, feats, edges))
     if kind == "StatefulSet":
-        return M.statefulset(name, n, _spec(rng, feats))
+        return M.statefulset(name, n, _spec(rng, feats, edges))
     if kind == "Pod":
-        return M.pod(name, _spec(rng, feats))
+        return M.pod(name, _spec(rng, feats, edges))
     if kind == "JobSet":
-        jobs = [("workers", rng.randint(1, 2), rng.randint(1, 2), _spec(rng, feats))]
+        jobs = [("workers", rng.randint(1, 2), rng.randint(1, 2), _spec(rng, feats, edges))]
         if rng.random() < 0.5:
-            jobs.append(("driver", 1, 1, _spec(rng, feats)))
+            jobs.append(("driver", 1, 1, _spec(rng, feats, edges)))
         return M.jobset(name, jobs)
     if kind == "LeaderWorkerSet":
-        leader = _spec(rng, feats) if rng.random() < 0.5 else None
-        return M.leaderworkerset(name, rng.randint(1, 2), rng.randint(1, 3), _spec(rng, feats), leader)
+        leader = _spec(rng, feats, edges) if rng.random() < 0.5 else None
+        return M.leaderworkerset(name, rng.randint(1, 2), rng.randint(1, 3), _spec(rng, feats, edges), leader)
     if kind == "RayCluster":
-        return M.raycluster(name, _spec(rng, feats), rng.randint(1, 3), _spec(rng, feats))
-    return M.pytorchjob(name, rng.randint(1, 2), _spec(rng, feats))
+        return M.raycluster(name, _spec(rng, feats, edges), rng.randint(1, 3), _spec(rng, feats, edges))
+    return M.pytorchjob(name, rng.randint(1, 2), _spec(rng, feats, edges))
 
 
 def scenario(seed: int, index: int, feats: Counter) -> Scenario:
     rng = random.Random(f"{seed}/{index}")
     prefix = f"s{seed}-{index}"
     nodes = [_node(rng, f"{prefix}-n{i}", feats) for i in range(rng.randint(2, 5))]
-    return Scenario(prefix, tuple(nodes), _workload(rng, f"w{index}", feats), tuple(_bound(rng, prefix, nodes, feats)))
+    bound = _bound(rng, prefix, nodes, feats)
+    return Scenario(prefix, tuple(nodes), _workload(rng, f"w{index}", feats, _edges(nodes, bound)), tuple(bound))
+
+
+def _edges(nodes: list[NodeSpec], bound: list[BoundPod]) -> list[tuple[int, int]]:
+    """(free GPUs, free millicores) of each node after its active bound pods."""
+    out = []
+    for n in nodes:
+        active = [b for b in bound if b.node == n.name and not b.phase]
+        gpus = int(n.allocatable.get(GPU, "0")) - sum(int(b.requests.get(GPU, "0")) for b in active)
+        cpu = int(n.allocatable["cpu"]) * 1000 - sum(int(b.requests["cpu"].rstrip("m")) for b in active)
+        out.append((gpus, cpu))
+    return out
 
 
 # --- running and reporting --------------------------------------------------------------------
@@ -209,13 +228,14 @@ def report(verdicts: list[Verdict | BaseException], feats: Counter, seconds: flo
 
 
 def _reasons(vs: list[Verdict]) -> Counter:
+    """The scheduler's per-node reasons (`0/3 nodes are available: 1 Too many pods, 2 ...`)."""
     import re
     out: Counter = Counter()
     for v in vs:
         for p in v.outcome.unschedulable:
-            for part in re.findall(r"\d+ (?:node\(s\) )?([^,.]+)", (p.unschedulable or "").split("preemption")[0]):
-                if "nodes are available" not in part:
-                    out[part.strip()] += 1
+            text = (p.unschedulable or "").split(" preemption:")[0].rstrip(".")
+            for part in text.split("available: ", 1)[-1].split(", "):
+                out[re.sub(r"^\d+ (node\(s\) )?", "", part.strip())] += 1
     return out
 
 
