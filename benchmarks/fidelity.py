@@ -39,7 +39,9 @@ from tests.realkube.scenario import Pool, Scenario, Verdict  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 FPGA = "example.com/fpga"
-RUNTIME_CLASSES = {"fid-overhead": {"cpu": "500m", "memory": "512Mi"}, "fid-plain": None}
+RUNTIME_CLASSES = {"fid-overhead": {"overhead": {"podFixed": {"cpu": "500m", "memory": "512Mi"}}}, "fid-plain": None,
+                   "fid-pool": {"scheduling": {"nodeSelector": {"tier": "a"},
+                                               "tolerations": [{"key": "dedicated", "operator": "Exists"}]}}}
 TAINTS = [("dedicated", "ml", "NoSchedule"), ("dedicated", "web", "NoSchedule"), ("gpu", "true", "NoExecute"),
           ("spot", "", "PreferNoSchedule"), ("maintenance", "", "NoExecute")]
 TOLERATIONS = [{"operator": "Exists"},
@@ -137,7 +139,7 @@ def _spec(rng: random.Random, feats: Counter, edges: list[tuple[int, int]] = ())
         kw["sidecars"] = [(0, {"cpu": _cpu(rng.choice([250, 1000, 3000])), "memory": "256Mi"})]
         feats["restartable sidecar"] += 1
     if rng.random() < 0.15:
-        kw["runtime_class"] = rng.choice(sorted(RUNTIME_CLASSES))
+        kw["runtime_class"] = rng.choice(sorted(RUNTIME_CLASSES) + ["fid-missing"])
         feats[f"runtimeClass {kw['runtime_class']}"] += 1
     if rng.random() < 0.15:
         kw["node_selector"] = {"tier": rng.choice("ab")}
@@ -206,6 +208,7 @@ def report(verdicts: list[Verdict | BaseException], feats: Counter, seconds: flo
     errors = [e for e in verdicts if not isinstance(e, Verdict)]
     placed = [v for v in ok if v.placer_fits]
     refused = [v for v in ok if not v.placer_fits]
+    admission = [v for v in refused if v.outcome.refused]
     n = max(1, len(verdicts))
     print(f"# scheduler fidelity: {len(verdicts)} scenarios on {clusters} real control planes in {seconds:.0f} s "
           f"({seconds * clusters / n:.1f} s of one cluster per scenario)")
@@ -216,6 +219,7 @@ def report(verdicts: list[Verdict | BaseException], feats: Counter, seconds: flo
         agree = sum(v.agree for v in vs)
         pct = f"{100 * agree / len(vs):.1f}%" if vs else "-"
         print(f"| {label} | {len(vs)} | {sum(v.pods for v in vs)} | {agree} | {pct} |")
+    print(f"refused by the API server's admission (not created) where placer refused: {len(admission)} scenarios")
     print(f"pods bound where placer placed: {sum(sum(1 for p in v.outcome.pods if p.node) for v in placed)}"
           f" of {sum(v.pods for v in placed)}; scheduler reasons seen where placer refused: "
           + ", ".join(f"{k} x{n}" for k, n in _reasons(refused).most_common(8)))

@@ -81,7 +81,10 @@ def _resources_of(containers: Any) -> tuple:
 
 def runtime_class_from_object(obj: Mapping[str, Any]) -> RuntimeClass:
     fixed = (obj.get("overhead") or {}).get("podFixed") or {}
-    return RuntimeClass((obj.get("metadata") or {}).get("name", ""), {r: canonical(r, q) for r, q in fixed.items()})
+    scheduling = obj.get("scheduling") or {}
+    return RuntimeClass((obj.get("metadata") or {}).get("name", ""), {r: canonical(r, q) for r, q in fixed.items()},
+                        {str(k): str(v) for k, v in (scheduling.get("nodeSelector") or {}).items()},
+                        tuple(scheduling.get("tolerations") or ()))
 
 
 def snapshot(name: str, node_objs: Iterable[Mapping[str, Any]], pod_objs: Iterable[Mapping[str, Any]],

@@ -117,13 +117,18 @@ class NoMatchingNodes(Reason):
 
 @dataclass(frozen=True)
 class UnknownRuntimeClass(Reason):
-    """The pods name a RuntimeClass the cluster does not have: its API server refuses them."""
+    """The pods name a RuntimeClass the cluster does not have, or whose scheduling
+    nodeSelector contradicts theirs: its API server refuses them."""
 
     instance: str
     runtime_class: str
+    conflict: str = ""        # the nodeSelector key both set, differently
     code = "UnknownRuntimeClass"
 
     def render(self) -> str:
+        if self.conflict:
+            return (f"pods of {self.instance} set nodeSelector {self.conflict} differently from their "
+                    f"RuntimeClass {self.runtime_class}")
         return f"pods of {self.instance} use RuntimeClass {self.runtime_class}, which the cluster does not have"
 
 

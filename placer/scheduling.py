@@ -9,7 +9,7 @@ label-selector syntax used by `placer.dev/cluster-selector`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import InputError
@@ -126,6 +126,23 @@ def runtime_overhead(shape: PodShape, runtime_classes: Mapping[str, RuntimeClass
     if rc is None:
         return None
     return {} if shape.overhead_set else dict(rc.overhead)
+
+
+def admitted(shape: PodShape, runtime_classes: Mapping[str, RuntimeClass] | None) -> PodShape | None:
+    """The pod as the RuntimeClass admission leaves it: the class's scheduling nodeSelector
+    merged into the pod's, its tolerations added. None when the admission refuses the pod
+    (no such class, or a nodeSelector key the class sets to another value)."""
+    if not shape.runtime_class or runtime_classes is None:
+        return shape
+    rc = runtime_classes.get(shape.runtime_class)
+    if rc is None:
+        return None
+    if not rc.node_selector and not rc.tolerations:
+        return shape
+    if any(shape.node_selector.get(k, v) != v for k, v in rc.node_selector.items()):
+        return None
+    return replace(shape, node_selector={**shape.node_selector, **rc.node_selector},
+                   tolerations=shape.tolerations + tuple(t for t in rc.tolerations if t not in shape.tolerations))
 
 
 def mismatch(shape: PodShape, node: Node) -> str | None:

@@ -58,6 +58,7 @@ from .scheduling import (
     mismatch,
     node_classes,
     parse_label_selector,
+    admitted,
     pod_demand,
     runtime_overhead,
     selector_matches,
@@ -145,7 +146,8 @@ class Part:
 
 
 def _pred_key(shape: PodShape) -> tuple:
-    return (tuple(sorted(shape.node_selector.items())), repr(shape.affinity_terms), repr(shape.tolerations))
+    return (tuple(sorted(shape.node_selector.items())), repr(shape.affinity_terms), repr(shape.tolerations),
+            shape.runtime_class)
 
 
 @dataclass
@@ -202,10 +204,14 @@ class ClusterInfo:
         """Classes whose nodes pass the pods' selector, affinity and taint predicates."""
         got = self._pred.get(part.pred_key)
         if got is None:
-            shape = part.instance.pod
-            got = tuple(k.index for k in self.classes if mismatch(shape, k.sample) is None)
+            shape = self.shape(part)
+            got = () if shape is None else tuple(k.index for k in self.classes if mismatch(shape, k.sample) is None)
             self._pred[part.pred_key] = got
         return got
+
+    def shape(self, part: Part) -> PodShape | None:
+        """The part's pods as this cluster's RuntimeClass admission leaves them (None: refused)."""
+        return admitted(part.instance.pod, self.cluster.runtime_classes)
 
     def compat(self, part: Part) -> tuple[int, ...]:
         """Matching classes on whose (currently free) nodes one such pod fits."""
@@ -398,14 +404,22 @@ def _runtime_classes(g: GroupInfo, candidates: Sequence[Cluster], names: Sequenc
         extra: dict[str, int] = {}
         for cl in candidates:
             got = runtime_overhead(p.instance.pod, cl.runtime_classes)
-            if got is None:
-                missing.setdefault(cl.name, R.UnknownRuntimeClass(p.instance.key, p.instance.pod.runtime_class or ""))
+            if got is None or admitted(p.instance.pod, cl.runtime_classes) is None:
+                missing.setdefault(cl.name, _refused(p, cl))
             for r, v in (got or {}).items():
                 extra[r] = max(extra.get(r, 0), v)
         if extra:
             p.demand = {r: p.demand.get(r, 0) + extra.get(r, 0) for r in {**p.demand, **extra}}
             p.gpu, p.sort_key = _gpus(p.demand, names), _sort_key(p.demand, names)
     return missing
+
+
+def _refused(p: Part, cl: Cluster) -> R.Reason:
+    shape = p.instance.pod
+    rc = (cl.runtime_classes or {}).get(shape.runtime_class or "")
+    clash = next((f"{k}={shape.node_selector[k]}" for k, v in (rc.node_selector if rc else {}).items()
+                  if shape.node_selector.get(k, v) != v), "")
+    return R.UnknownRuntimeClass(p.instance.key, shape.runtime_class or "", clash)
 
 
 def _policy_reason(g: GroupInfo, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:
@@ -443,7 +457,7 @@ def _static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
 
 
 def _no_match(p: Part, info: ClusterInfo, among: Sequence[int] | None = None) -> R.Reason:
-    shape = p.instance.pod
+    shape = info.shape(p) or p.instance.pod
     samples = [k.sample for k in info.classes if among is None or k.index in among]
     sel_ok = [n for n in samples if matches_node_selector(shape.node_selector, n.labels)]
     aff_ok = [n for n in sel_ok if matches_affinity(shape.affinity_terms, n)]

@@ -29,6 +29,11 @@ CLUSTERS = ("fid-a", "fid-b", "fid-c")
 GPU = "nvidia.com/gpu"
 OVERHEAD_RC = "fid-overhead"           # RuntimeClass with a pod overhead of 1 CPU and 1Gi
 PLAIN_RC = "fid-plain"                 # RuntimeClass without overhead
+POOL_RC = "fid-pool"                   # RuntimeClass whose scheduling selects pool=gpu and tolerates dedicated
+RUNTIME_CLASSES = {
+    OVERHEAD_RC: {"overhead": {"podFixed": {"cpu": "1", "memory": "1Gi"}}}, PLAIN_RC: None,
+    POOL_RC: {"scheduling": {"nodeSelector": {"pool": "gpu"},
+                             "tolerations": [{"key": "dedicated", "operator": "Exists"}]}}}
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +54,7 @@ def real_env(tmp_path_factory):
 @pytest.fixture(scope="session")
 def pool(real_env, tmp_path_factory) -> Pool:
     p = Pool(real_env.kubeconfig, real_env.names, load_catalog(), tmp_path_factory.mktemp("fidelity"))
-    p.prepare({OVERHEAD_RC: {"cpu": "1", "memory": "1Gi"}, PLAIN_RC: None})
+    p.prepare(RUNTIME_CLASSES)
     return p
 
 
@@ -118,6 +123,17 @@ def _cases():
          M.deployment("overhead-nofit", 1, M.pod_spec({"cpu": "3500m", "memory": "1Gi"}, runtime_class=OVERHEAD_RC)))
     case("runtimeclass-plain-fit", True, [node("rc-plain-0", cpu="4")],
          M.pod("rc-plain", M.pod_spec({"cpu": "4"}, runtime_class=PLAIN_RC)))
+    # RuntimeClass scheduling: its nodeSelector and tolerations are merged into the pods
+    pools = lambda p: [node(f"{p}-0", labels={"pool": "gpu"}, taints=(taint("dedicated", "ml", "NoSchedule"),)),  # noqa: E731
+                       node(f"{p}-1", labels={"pool": "cpu"})]
+    case("runtimeclass-scheduling-fit", True, pools("rcs-y")[:1],       # tainted: the class tolerates it
+         M.job("rcs-y", 1, M.pod_spec(gpu(8), runtime_class=POOL_RC)))
+    case("runtimeclass-scheduling-nofit", False, pools("rcs-n")[1:],     # pool=cpu: the class selects pool=gpu
+         M.job("rcs-n", 1, M.pod_spec(gpu(8), runtime_class=POOL_RC)))
+    # the API server refuses pods whose RuntimeClass is missing or contradicts their nodeSelector
+    case("runtimeclass-missing-refused", False, pools("rcm"), M.job("rcm", 1, M.pod_spec(gpu(1), runtime_class="fid-none")))
+    case("runtimeclass-conflict-refused", False, pools("rcc"),
+         M.leaderworkerset("rcc", 1, 1, M.pod_spec(gpu(1), runtime_class=POOL_RC, node_selector={"pool": "cpu"})))
     # pod-level resources (spec.resources) replace the containers' cpu/memory total
     case("podlevel-fit", True, [node("podlevel-y-0", cpu="4")],
          M.pod("podlevel-y", {**M.pod_spec({"cpu": "1"}), "resources": {"requests": {"cpu": "4"}}}))
@@ -219,6 +235,8 @@ def test_scheduler_agrees_with_placer(verdicts, cid, fits):
     assert v.agree, _explain(v)
     if fits:
         assert v.outcome.all_bound and len(v.outcome.pods) == v.outcome.expected > 0
+    elif "refused" in cid:
+        assert v.outcome.refused and "forbidden" in " ".join(v.outcome.refused).lower(), _explain(v)
     else:
         stuck = v.outcome.unschedulable
         assert stuck and all(p.unschedulable.startswith("Unschedulable:") for p in stuck), _explain(v)
@@ -269,7 +287,7 @@ def test_submit_binds_indexed_job_and_fragmented_workload_stays_unschedulable(po
 
         from placer.manifests import load_groups
         workload = load_groups([str(path)], pool.catalog)[0].workloads[0]
-        materialise(cluster, ns, workload, pool.catalog)
+        assert materialise(cluster, ns, workload, pool.catalog) == (1, [])
         out = observe(cluster, ns, 4, timeout=30)       # the 3 bound pods of train, and frag's
         stuck = [p for p in out.pods if p.name.startswith("frag-")]
         assert len(stuck) == 1 and stuck[0].node is None, out

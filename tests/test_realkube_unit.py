@@ -74,9 +74,12 @@ STUCK = PodState("w-1", None, "Unschedulable: 0/1 nodes are available: 1 Insuffi
     (False, (STUCK,), 1, False, True),
     (False, (BOUND,), 1, False, False),               # placer refuses, the scheduler binds
     (True, (BOUND,), 2, True, False),                 # a pod was never created
+    (False, (), 1, False, True),                      # refused by the API server (below)
+    (True, (), 1, False, False),
 ])
 def test_compare_both_ways(placed, pods, expected, timed_out, agree):
-    v = compare("s", "c", _plan(placed), Outcome(pods, expected, 1.0, timed_out))
+    refused = () if pods or timed_out else ("pod w-0: pod rejected: RuntimeClass \"x\" not found",)
+    v = compare("s", "c", _plan(placed), Outcome(pods, expected, 1.0, timed_out, (), refused))
     assert v.agree is agree and v.placer_fits is placed
     if not agree:
         assert v.problems and all(isinstance(p, str) for p in v.problems)

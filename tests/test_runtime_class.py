@@ -82,3 +82,33 @@ def test_runtime_class_name_must_be_a_string():
            "spec": {"runtimeClassName": ["kata"], "containers": [{"name": "c"}]}}
     with pytest.raises(InputError, match=r"spec.runtimeClassName: expected a string, got a list"):
         interpret(obj, load_catalog())
+
+
+POOL = {"pool": RuntimeClass("pool", node_selector={"pool": "gpu"},
+                             tolerations=({"key": "dedicated", "operator": "Exists"},))}
+
+
+def test_runtime_class_scheduling_merges_node_selector_and_tolerations():
+    """The RuntimeClass admission merges the class's scheduling nodeSelector into the pod's and
+    adds its tolerations; the scheduler then judges the merged pod."""
+    east = replace(cluster("east", "1x8 pool=gpu taint=dedicated=ml:NoSchedule", "1x8 pool=cpu"), runtime_classes=POOL)
+    w = _with_class(wl("ml/x", "2x8"), "pool")
+    plan = _plan([east], w)           # only the tainted pool=gpu node: the class's toleration, one node
+    assert plan.cluster_of("ml/x") is None
+    one = _with_class(wl("ml/one", "1x8"), "pool")
+    plan = _plan([east], one)
+    assert plan.placement("ml/one").nodes == {"east-0-0": {"c0/0": 1}}
+
+
+def test_runtime_class_node_selector_conflict_is_refused():
+    east = replace(cluster("east", "1x8 pool=cpu"), runtime_classes=POOL)
+    w = _with_class(wl("ml/x", "1x1 pool=cpu"), "pool")
+    plan = _plan([east], w)
+    assert plan.unplaced_entry("ml/x").reasons["east"].render() == (
+        "pods of c0/0 set nodeSelector pool=cpu differently from their RuntimeClass pool")
+
+
+def test_inventory_reads_runtime_class_scheduling():
+    c = snapshot("east", [], [], runtime_class_objs=[{"metadata": {"name": "pool"}, "handler": "runc", "scheduling": {
+        "nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "dedicated", "operator": "Exists"}]}}])
+    assert c.runtime_classes == POOL

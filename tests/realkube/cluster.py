@@ -193,11 +193,10 @@ class Cluster:
             self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
             time.sleep(0.1)
 
-    def ensure_runtime_class(self, name: str, handler: str, overhead: Mapping[str, str] | None = None) -> None:
+    def ensure_runtime_class(self, name: str, fields: Mapping[str, Any] | None = None) -> None:
+        """A RuntimeClass (handler runc) with `fields` such as overhead and scheduling."""
         body: dict[str, Any] = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-                                "metadata": {"name": name}, "handler": handler}
-        if overhead:
-            body["overhead"] = {"podFixed": dict(overhead)}
+                                "metadata": {"name": name}, "handler": "runc", **(fields or {})}
         try:
             self.node_v1.create_runtime_class(body)
         except ApiException as e:

@@ -13,8 +13,11 @@ interpreted shape instead: then only the scheduling predicates are judged, not t
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any, Mapping
+
+from kubernetes.client.rest import ApiException
 
 from placer.catalog import Catalog
 from placer.interpret import _paths, definition_for, object_name
@@ -30,20 +33,27 @@ def is_native(obj: Mapping[str, Any]) -> bool:
     return (obj.get("apiVersion"), obj.get("kind")) in NATIVE
 
 
-def materialise(cluster: Cluster, namespace: str, workload: Workload, catalog: Catalog) -> int:
+def materialise(cluster: Cluster, namespace: str, workload: Workload, catalog: Catalog) -> tuple[int, list[str]]:
     """Create the workload's pods (or the object whose controller creates them) in
-    `namespace`; returns how many pods to expect."""
+    `namespace`; returns how many pods to expect, and why the API server refused the pods
+    it refused (admission, e.g. a RuntimeClass's)."""
     obj = copy.deepcopy(dict(workload.obj))
     if is_native(obj):
         if obj["kind"] == "StatefulSet":
             # OrderedReady creates pod n+1 once pod n is Ready; without a kubelet none ever is
             obj["spec"]["podManagementPolicy"] = "Parallel"
         cluster.create(namespace, obj)
-        return workload.pods
+        return workload.pods, []
     pods = operator_pods(workload, catalog)
+    refused = []
     for body in pods:
-        cluster.core.create_namespaced_pod(namespace, body)
-    return len(pods)
+        try:
+            cluster.core.create_namespaced_pod(namespace, body)
+        except ApiException as e:
+            if e.status not in (403, 422):
+                raise
+            refused.append(f"pod {body['metadata']['name']}: {json.loads(e.body or '{}').get('message', e.reason)}")
+    return len(pods), refused
 
 
 def _name(*parts: str) -> str:

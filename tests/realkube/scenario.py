@@ -48,6 +48,7 @@ class Outcome:
     seconds: float
     timed_out: bool
     events: tuple[str, ...] = ()                       # controller warnings when pods are missing
+    refused: tuple[str, ...] = ()                      # pods the API server refused to create
 
     @property
     def all_bound(self) -> bool:
@@ -90,22 +91,34 @@ def pod_state(pod: Mapping[str, Any]) -> PodState:
     return PodState(pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName"), why)
 
 
+def _refusals(cluster: Cluster, namespace: str) -> tuple[str, ...]:
+    """Controllers' FailedCreate warnings where the API server refused the pods."""
+    return tuple(f"{(e.get('involvedObject') or {}).get('kind')}/{(e.get('involvedObject') or {}).get('name')}: "
+                 f"{e.get('message')}" for e in cluster.events(namespace)
+                 if e.get("reason") == "FailedCreate" and "forbidden" in (e.get("message") or "").lower())
+
+
 def observe(cluster: Cluster, namespace: str, expected: int, *, timeout: float = 30.0,
-            settle: float = 1.0, poll: float = 0.1) -> Outcome:
+            settle: float = 1.0, poll: float = 0.1, refused: Sequence[str] = ()) -> Outcome:
     """Wait until every expected pod is bound, or every pod has been decided (bound or
-    PodScheduled=False) and nothing changed for `settle` seconds, or `timeout`."""
+    PodScheduled=False, or refused by the API server) and nothing changed for `settle`
+    seconds, or `timeout`."""
     start = time.monotonic()
     last, since = None, start
+    refused = tuple(refused)
     while True:
         pods = tuple(pod_state(p) for p in cluster.pods(namespace)
                      if "fidelity/bound" not in ((p.get("metadata") or {}).get("labels") or {}))
         now = time.monotonic()
+        if len(pods) < expected and not refused and now - since >= settle:
+            refused = _refusals(cluster, namespace)
+        created = len(pods) + (expected - len(pods) if refused else 0)
         done = len(pods) >= expected and all(p.node for p in pods)
-        decided = len(pods) >= expected and all(p.node or p.unschedulable for p in pods)
+        decided = created >= expected and all(p.node or p.unschedulable for p in pods)
         if pods != last:
             last, since = pods, now
         if done or (decided and now - since >= settle):
-            return Outcome(tuple(sorted(pods, key=lambda p: p.name)), expected, now - start, False)
+            return Outcome(tuple(sorted(pods, key=lambda p: p.name)), expected, now - start, False, (), refused)
         if now - start > timeout:
             events = () if len(pods) >= expected else tuple(
                 f"{(e.get('involvedObject') or {}).get('kind')}/{(e.get('involvedObject') or {}).get('name')}: "
@@ -132,7 +145,11 @@ def compare(name: str, context: str, plan: Plan, outcome: Outcome) -> Verdict:
     reason = "; ".join(r.render() for u in plan.unplaced for r in u.reasons.values())
     nodes = {n: dict(per) for p in plan.placements for n, per in p.nodes.items()}
     problems: list[str] = []
-    if outcome.timed_out and len(outcome.pods) < outcome.expected:
+    if outcome.refused:
+        if placed:
+            problems.append(f"placer places it ({_nodes_text(nodes)}) but the API server refuses its pods: "
+                            + " | ".join(outcome.refused[:2]))
+    elif outcome.timed_out and len(outcome.pods) < outcome.expected:
         problems.append(f"only {len(outcome.pods)} of {outcome.expected} pods were created: "
                         + " | ".join(outcome.events[:3]))
     elif placed and not outcome.all_bound:
@@ -166,9 +183,10 @@ def run(scenario: Scenario, *, cluster: Cluster, kube: Kube, catalog: Catalog, n
         path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
         plan = placer_plan(kube, cluster.context, [str(path)], catalog)
         workload = next(w for g in load_groups([str(path)], catalog) for w in g.workloads)
-        expected = materialise(cluster, namespace, workload, catalog)
+        expected, refused = materialise(cluster, namespace, workload, catalog)
         placed = bool(plan.placements) and not plan.unplaced
-        outcome = observe(cluster, namespace, expected, timeout=timeout if placed else min(timeout, 15.0))
+        outcome = observe(cluster, namespace, expected, timeout=timeout if placed else min(timeout, 15.0),
+                          refused=refused)
         return compare(scenario.name, cluster.context, plan, outcome)
     finally:
         if not keep:
@@ -190,14 +208,15 @@ class Pool:
         self.clusters = [Cluster(self.kubeconfig, c) for c in self.contexts]
         self.kubes = [Kube(self.kubeconfig) for _ in self.contexts]
 
-    def prepare(self, runtime_classes: Mapping[str, Mapping[str, str] | None] = {}) -> None:
-        """Every cluster empty of leftovers (nodes, pods) and with the given RuntimeClasses."""
+    def prepare(self, runtime_classes: Mapping[str, Mapping[str, Any] | None] = {}) -> None:
+        """Every cluster empty of leftovers (nodes, pods) and with the given RuntimeClasses
+        (name -> fields such as overhead and scheduling)."""
         for c in self.clusters:
             c.ensure_namespace(self.namespace)
             c.clear_namespace(self.namespace)
             c.delete_nodes(c.node_names())
-            for name, overhead in runtime_classes.items():
-                c.ensure_runtime_class(name, "runc", overhead)
+            for name, fields in runtime_classes.items():
+                c.ensure_runtime_class(name, fields)
 
     def run(self, scenarios: Sequence[Scenario], *, timeout: float = 30.0, done: Any = None,
             keep_errors: bool = False) -> list[Verdict | BaseException]:
