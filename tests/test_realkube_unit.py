@@ -96,3 +96,13 @@ def test_benchmark_scenarios_are_seeded_and_interpretable():
     for s in a:
         assert interpret(s.workload, CATALOG).pods >= 1
         assert {b.node for b in s.bound} <= {n.name for n in s.nodes}
+
+
+def test_pods_of_definitions_with_fields_keep_the_template_rest():
+    """RayCluster's head takes its containers from a field (the autoscaler sidecar): the pod
+    still carries the template's RuntimeClass, with the interpreted requests and constraints."""
+    head = M.pod_spec({GPU: "1", "cpu": "2"}, runtime_class="pool", tolerations=[{"operator": "Exists"}])
+    w = interpret(M.raycluster("ray", head, 1, M.pod_spec({"cpu": "1"})), CATALOG)
+    pod = next(p for p in operator_pods(w, CATALOG) if "head" in p["metadata"]["name"])
+    assert pod["spec"]["runtimeClassName"] == "pool" and pod["spec"]["tolerations"] == [{"operator": "Exists"}]
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {GPU: "1", "cpu": "2000m"}

@@ -5,9 +5,11 @@ kube-controller-manager creates their pods. For the catalog's CRD kinds (no oper
 the test clusters) the pods placer's interpretation describes are created directly: one pod
 per pod of each component instance, from that instance's own pod template in the object
 (found through the definition's template path, as the operator copies it), labelled as the
-operator labels them (the instance's pod selector). A definition that assembles the pod from
-fields (resources, nodeSelector... outside a template) gets a pod built from placer's
-interpreted shape instead: then only the scheduling predicates are judged, not the requests.
+operator labels them (the instance's pod selector). Where the definition assembles part of
+the pod from fields (resources, extra containers, nodeSelector... beside or instead of a
+template), the pod keeps the template's other fields and takes its containers' requests and
+node constraints from placer's interpreted shape: then only the scheduling, not the request
+arithmetic, is judged for that pod.
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ def materialise(cluster: Cluster, namespace: str, workload: Workload, catalog: C
         if obj["kind"] == "StatefulSet":
             # OrderedReady creates pod n+1 once pod n is Ready; without a kubelet none ever is
             obj["spec"]["podManagementPolicy"] = "Parallel"
-        cluster.create(namespace, obj)
+        try:
+            cluster.create(namespace, obj)
+        except ApiException as e:
+            if e.status not in (403, 422):
+                raise
+            return workload.pods, [_refusal(obj["metadata"].get("name", ""), e)]
         return workload.pods, []
     pods = operator_pods(workload, catalog)
     refused = []
@@ -52,8 +59,16 @@ def materialise(cluster: Cluster, namespace: str, workload: Workload, catalog: C
         except ApiException as e:
             if e.status not in (403, 422):
                 raise
-            refused.append(f"pod {body['metadata']['name']}: {json.loads(e.body or '{}').get('message', e.reason)}")
+            refused.append(_refusal(body["metadata"]["name"], e))
     return len(pods), refused
+
+
+def _refusal(name: str, e: ApiException) -> str:
+    try:
+        message = json.loads(e.body or "{}").get("message") or e.reason
+    except ValueError:
+        message = e.reason
+    return f"{name}: {message}"
 
 
 def _name(*parts: str) -> str:
@@ -77,11 +92,13 @@ def _selector_labels(inst: Instance) -> dict[str, str]:
     return labels
 
 
-def _shape_spec(inst: Instance) -> dict[str, Any]:
-    """A pod spec from placer's interpreted shape: requests and node constraints."""
+def _shape_spec(inst: Instance, template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A pod spec from placer's interpreted shape (requests, node constraints, RuntimeClass)
+    over the template's other fields."""
     shape = inst.pod
-    spec: dict[str, Any] = {"containers": [container("main", {k: str(v) if k != "cpu" else f"{v}m"
-                                                              for k, v in shape.requests.items()})]}
+    spec = {k: v for k, v in copy.deepcopy(template or {}).items()
+            if k not in ("containers", "initContainers", "overhead", "nodeSelector", "affinity", "tolerations")}
+    spec["containers"] = [container("main", {k: str(v) if k != "cpu" else f"{v}m" for k, v in shape.requests.items()})]
     if shape.node_selector:
         spec["nodeSelector"] = dict(shape.node_selector)
     if shape.affinity_terms:
@@ -89,6 +106,8 @@ def _shape_spec(inst: Instance) -> dict[str, Any]:
             "nodeSelectorTerms": [dict(t) for t in shape.affinity_terms]}}}
     if shape.tolerations:
         spec["tolerations"] = [dict(t) for t in shape.tolerations]
+    if shape.runtime_class:
+        spec["runtimeClassName"] = shape.runtime_class
     return spec
 
 
@@ -112,11 +131,12 @@ def operator_pods(workload: Workload, catalog: Catalog) -> list[dict[str, Any]]:
     for inst, row, cols in ordered:
         template = _get(obj, row["template"]) if isinstance(row.get("template"), list) else None
         overrides = {f for f, _ in cols.fields} - _TEMPLATE_ONLY
-        if isinstance(template, dict) and not overrides:
-            spec = copy.deepcopy(template.get("spec") or {})
+        tpl_spec = (template.get("spec") or {}) if isinstance(template, dict) else None
+        if tpl_spec is not None and not overrides:
+            spec = copy.deepcopy(tpl_spec)
             labels = dict((template.get("metadata") or {}).get("labels") or {})
         else:
-            spec, labels = _shape_spec(inst), dict(inst.pod.labels)
+            spec, labels = _shape_spec(inst, tpl_spec), dict(inst.pod.labels)
         labels.update(_selector_labels(inst))
         spec.setdefault("terminationGracePeriodSeconds", 0)
         for k in range(inst.pods):
