@@ -51,6 +51,7 @@ from .scheduling import (
     UNSCHEDULABLE_TAINT,
     NodeClass,
     Requirement,
+    admitted,
     describe_constraints,
     fits_resources,
     matches_affinity,
@@ -58,7 +59,6 @@ from .scheduling import (
     mismatch,
     node_classes,
     parse_label_selector,
-    admitted,
     pod_demand,
     runtime_overhead,
     selector_matches,
@@ -462,9 +462,8 @@ def _no_match(p: Part, info: ClusterInfo, among: Sequence[int] | None = None) ->
     sel_ok = [n for n in samples if matches_node_selector(shape.node_selector, n.labels)]
     aff_ok = [n for n in sel_ok if matches_affinity(shape.affinity_terms, n)]
     if aff_ok:
-        n = aff_ok[0]
-        taints = untolerated_taints(shape.tolerations, n.taints) or [UNSCHEDULABLE_TAINT]
-        t = taints[0]
+        # no untolerated taint: the cordon keeps it off (a cordoned node's implied taint)
+        t = (untolerated_taints(shape.tolerations, aff_ok[0].taints) or [UNSCHEDULABLE_TAINT])[0]
         return R.NoMatchingNodes(p.instance.key, "taint", f"{t.key}={t.value}:{t.effect}" if t.value
                                  else f"{t.key}:{t.effect}")
     if sel_ok:
