@@ -32,7 +32,7 @@ from .errors import (EvaluationError, InputError, KubeError, NotFound, PlacerErr
                      Unreachable)
 from .fleet import Cluster
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
-from .inventory import ACTIVE_PODS, error_reason, snapshot
+from .inventory import ACTIVE_PODS, error_reason, list_runtime_classes, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD  # noqa: F401 (re-exported)
 from .podsecurity import LABEL as PSA_LABEL
@@ -552,8 +552,9 @@ def read_cluster_state(client: KubeClient, name: str, catalog: Catalog, *,
     """Nodes, non-terminated pods (as the inventory reads them) and placer's objects."""
     nodes = client.list("nodes").items
     pods = list(client.list("pods", field_selector=ACTIVE_PODS).items)
+    classes = list_runtime_classes(client)
     managed = managed_objects(client, catalog)
-    return snapshot(name, nodes, pods, labels=labels, context=context), pods, managed
+    return snapshot(name, nodes, pods, labels=labels, context=context, runtime_class_objs=classes), pods, managed
 
 
 def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Mapping
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,18 @@ class Node:
 
 
 @dataclass(frozen=True)
+class RuntimeClass:
+    """What a RuntimeClass adds to every pod that names it (the API server's RuntimeClass
+    admission writes it into the pod): its overhead (canonical units), and its scheduling
+    nodeSelector (merged into the pod's) and tolerations (added to the pod's)."""
+
+    name: str
+    overhead: Mapping[str, int] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -49,6 +61,8 @@ class Cluster:
     # capacity promised to placed workloads whose pods are not all bound yet (totals, for
     # display); the solver receives those workloads themselves as committed demand
     reserved: Mapping[str, int] = field(default_factory=dict)
+    # the cluster's RuntimeClasses by name; None when not known (a simulated cluster)
+    runtime_classes: Mapping[str, RuntimeClass] | None = None
 
     @property
     def reachable(self) -> bool:

@@ -272,7 +272,8 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
             containers = _containers(spec)
             if resources is not None:
                 containers = _with_main_resources(list(containers), resources, main)
-        requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"))
+        requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"),
+                                      spec.get("resources"))
         affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution") or {}
         node_selector, terms = spec.get("nodeSelector") or {}, affinity.get("nodeSelectorTerms") or ()
@@ -283,7 +284,8 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
                 and type(terms) in SEQUENCES and type(tolerations) in SEQUENCES):
             raise TypeError
         scheduler, priority = spec.get("schedulerName"), spec.get("priorityClassName")
-        if not (scheduler is None or type(scheduler) is str) or not (priority is None or type(priority) is str):
+        runtime = spec.get("runtimeClassName")
+        if not all(v is None or type(v) is str for v in (scheduler, priority, runtime)):
             raise TypeError
         problem = constraint_problem(node_selector, terms, tolerations) if node_selector or terms or tolerations else None
     except InputError as e:
@@ -295,7 +297,8 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
     return PodShape(
         requests=requests, node_selector=dict(node_selector), affinity_terms=tuple(terms),
         tolerations=tuple(tolerations), labels=dict(labels), annotations=dict(annotations),
-        scheduler_name=scheduler, priority_class_name=priority)
+        scheduler_name=scheduler, priority_class_name=priority, runtime_class=runtime or None,
+        overhead_set=bool(spec.get("overhead")))
 
 
 def _containers(spec: Mapping[str, Any]) -> Sequence[Any]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol
 
-from .errors import Forbidden, InputError, KubeError, PlacerError, ServerError, Unreachable
-from .fleet import Cluster, Node, Taint
+from .errors import Forbidden, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
+from .fleet import Cluster, Node, RuntimeClass, Taint
 from .kube import Kube, KubeClient
 from .podspec import DEFAULT_GPU_RESOURCES, gpu_count, pod_requests
 from .quantity import add, canonical
@@ -37,6 +37,8 @@ def node_from_object(obj: Mapping[str, Any], used: Mapping[str, int] | None = No
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     allocatable = {r: canonical(r, q) for r, q in (status.get("allocatable") or {}).items()}
+    # the scheduler lets a node that reports no pod capacity take no pod at all
+    allocatable.setdefault("pods", 0)
     taints = tuple(Taint(t.get("key", ""), t.get("value") or "", t.get("effect") or "NoSchedule")
                    for t in spec.get("taints") or ())
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
@@ -47,7 +49,8 @@ def node_from_object(obj: Mapping[str, Any], used: Mapping[str, int] | None = No
 
 
 def usage_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Effective requests (with overhead) of bound, non-terminated pods, per node."""
+    """Effective requests (with overhead) of bound, non-terminated pods, per node, and the
+    pod slot each takes (the scheduler counts them against the node's `pods`)."""
     used: dict[str, dict[str, int]] = {}
     cache: dict[str, dict[str, int]] = {}
     for pod in pods:
@@ -55,7 +58,9 @@ def usage_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]
         node = spec.get("nodeName")
         if not node or (pod.get("status") or {}).get("phase") in _TERMINAL:
             continue
-        add(used.setdefault(node, {}), _requests_cached(spec, cache))
+        slot = used.setdefault(node, {})
+        add(slot, _requests_cached(spec, cache))
+        slot["pods"] = slot.get("pods", 0) + 1
     return used
 
 
@@ -63,7 +68,7 @@ def _requests_cached(spec: Mapping[str, Any], cache: dict[str, dict[str, int]]) 
     # Pods of one workload share their resources exactly; parsing quantities is the
     # costly part, so key on the few fields that decide the requests.
     key = repr((_resources_of(spec.get("containers")), _resources_of(spec.get("initContainers")),
-                spec.get("overhead")))
+                spec.get("overhead"), spec.get("resources")))
     hit = cache.get(key)
     if hit is None:
         hit = cache[key] = pod_requests(spec)
@@ -74,12 +79,32 @@ def _resources_of(containers: Any) -> tuple:
     return tuple((c.get("resources"), c.get("restartPolicy")) for c in containers or ())
 
 
+def runtime_class_from_object(obj: Mapping[str, Any]) -> RuntimeClass:
+    fixed = (obj.get("overhead") or {}).get("podFixed") or {}
+    scheduling = obj.get("scheduling") or {}
+    return RuntimeClass((obj.get("metadata") or {}).get("name", ""), {r: canonical(r, q) for r, q in fixed.items()},
+                        {str(k): str(v) for k, v in (scheduling.get("nodeSelector") or {}).items()},
+                        tuple(scheduling.get("tolerations") or ()))
+
+
 def snapshot(name: str, node_objs: Iterable[Mapping[str, Any]], pod_objs: Iterable[Mapping[str, Any]],
-             *, labels: Mapping[str, str] | None = None, context: str | None = None) -> Cluster:
+             *, labels: Mapping[str, str] | None = None, context: str | None = None,
+             runtime_class_objs: Iterable[Mapping[str, Any]] | None = None) -> Cluster:
     used = usage_by_node(pod_objs)
     nodes = tuple(sorted((node_from_object(n, used.get((n.get("metadata") or {}).get("name")))
                           for n in node_objs), key=lambda n: n.name))
-    return Cluster(name=name, labels=dict(labels or {}), nodes=nodes, context=context)
+    classes = None if runtime_class_objs is None else {
+        rc.name: rc for rc in map(runtime_class_from_object, runtime_class_objs)}
+    return Cluster(name=name, labels=dict(labels or {}), nodes=nodes, context=context, runtime_classes=classes)
+
+
+def list_runtime_classes(client: KubeClient) -> list[dict[str, Any]] | None:
+    """The cluster's RuntimeClasses; None when it does not serve them or we may not read
+    them (their overhead is then not counted)."""
+    try:
+        return client.list("runtimeclasses").items
+    except (NotFound, Forbidden):
+        return None
 
 
 # --- live --------------------------------------------------------------------------
@@ -89,7 +114,8 @@ def read_cluster(client: KubeClient, name: str, *, labels: Mapping[str, str] | N
     """List nodes and active pods of one cluster; errors propagate."""
     nodes = client.list("nodes")
     pods = client.list("pods", field_selector=ACTIVE_PODS)
-    return snapshot(name, nodes.items, pods.items, labels=labels, context=context)
+    return snapshot(name, nodes.items, pods.items, labels=labels, context=context,
+                    runtime_class_objs=list_runtime_classes(client))
 
 
 def live_cluster(entry: ClusterEntry, kube: Kube) -> Cluster:

@@ -31,12 +31,18 @@ def _max_into(into: dict[str, int], other: Mapping[str, int]) -> None:
             into[k] = v
 
 
+# what pod-level resources (spec.resources) may set; they replace the containers' total
+POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
+
+
 def effective_requests(containers: Iterable[Mapping[str, Any]],
                        init_containers: Iterable[Mapping[str, Any]] = (),
-                       overhead: Mapping[str, Any] | None = None) -> dict[str, int]:
+                       overhead: Mapping[str, Any] | None = None,
+                       pod_level: Mapping[str, Any] | None = None) -> dict[str, int]:
     """Per resource: max(sum over app containers + sidecars, each init container plus the
-    sidecars started before it), plus pod overhead. Sidecars are init containers with
-    restartPolicy Always (they keep running next to the app containers)."""
+    sidecars started before it), replaced by the pod-level request (spec.resources) where
+    one is set for cpu or memory, plus pod overhead: the scheduler's PodRequests. Sidecars
+    are init containers with restartPolicy Always (they keep running next to the app containers)."""
     total: dict[str, int] = {}
     for c in containers or ():
         add(total, container_requests(c))
@@ -51,6 +57,10 @@ def effective_requests(containers: Iterable[Mapping[str, Any]],
             _max_into(init_peak, add(dict(sidecars), req))
     add(total, sidecars)
     _max_into(total, init_peak)
+    if pod_level:
+        for k, v in container_requests({"resources": pod_level}).items():
+            if k in POD_LEVEL_RESOURCES:
+                total[k] = v
     if overhead:
         extra = {k: canonical(k, v) for k, v in overhead.items()}
         negative = next((k for k, v in extra.items() if v < 0), None)
@@ -63,7 +73,7 @@ def effective_requests(containers: Iterable[Mapping[str, Any]],
 def pod_requests(spec: Mapping[str, Any] | None) -> dict[str, int]:
     spec = spec or {}
     return effective_requests(spec.get("containers") or (), spec.get("initContainers") or (),
-                              spec.get("overhead"))
+                              spec.get("overhead"), spec.get("resources"))
 
 
 def gpu_count(requests: Mapping[str, int], gpu_resources: Iterable[str] = DEFAULT_GPU_RESOURCES) -> int:
@@ -135,9 +145,14 @@ def shape_problem(spec: Any, meta: Any, resources: Any = None) -> str:
     spec = spec if isinstance(spec, dict) else {}
     meta = meta if isinstance(meta, dict) else {}
     checks += [(f"metadata.{k}", meta.get(k), (dict,), "a map") for k in ("labels", "annotations")]
-    checks += [(f"spec.{k}", spec.get(k), (dict,), "a map") for k in ("nodeSelector", "affinity", "overhead")]
+    checks += [(f"spec.{k}", spec.get(k), (dict,), "a map")
+               for k in ("nodeSelector", "affinity", "overhead", "resources")]
+    if isinstance(spec.get("resources"), dict):
+        checks += [(f"spec.resources.{part}", spec["resources"].get(part), (dict,), "a map")
+                   for part in ("requests", "limits")]
     checks += [(f"spec.{k}", spec.get(k), SEQUENCES, "a list") for k in ("containers", "initContainers", "tolerations")]
-    checks += [(f"spec.{k}", spec.get(k), (str,), "a string") for k in ("schedulerName", "priorityClassName")]
+    checks += [(f"spec.{k}", spec.get(k), (str,), "a string")
+               for k in ("schedulerName", "priorityClassName", "runtimeClassName")]
     for k in ("containers", "initContainers"):
         items = spec.get(k)
         for i, item in enumerate(items if isinstance(items, SEQUENCES) else ()):

@@ -116,6 +116,23 @@ class NoMatchingNodes(Reason):
 
 
 @dataclass(frozen=True)
+class UnknownRuntimeClass(Reason):
+    """The pods name a RuntimeClass the cluster does not have, or whose scheduling
+    nodeSelector contradicts theirs: its API server refuses them."""
+
+    instance: str
+    runtime_class: str
+    conflict: str = ""        # the nodeSelector key both set, differently
+    code = "UnknownRuntimeClass"
+
+    def render(self) -> str:
+        if self.conflict:
+            return (f"pods of {self.instance} set nodeSelector {self.conflict} differently from their "
+                    f"RuntimeClass {self.runtime_class}")
+        return f"pods of {self.instance} use RuntimeClass {self.runtime_class}, which the cluster does not have"
+
+
+@dataclass(frozen=True)
 class PodTooLarge(Reason):
     """A single pod exceeds what any matching node has even when empty."""
 

@@ -9,16 +9,20 @@ label-selector syntax used by `placer.dev/cluster-selector`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import InputError
-from .fleet import Node, Taint
+from .fleet import Node, RuntimeClass, Taint
 from .workload import PodShape
 
 # Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
 _HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 POD_COUNT = "pods"
+# A cordoned node still takes pods that tolerate this taint (the scheduler's NodeUnschedulable
+# plugin asks exactly that, whether or not the node controller has put the taint on yet).
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+_INT64 = re.compile(r"^[+-]?[0-9]+$")
 
 
 # --- node selectors and required node affinity ---------------------------------------
@@ -28,10 +32,13 @@ def matches_node_selector(selector: Mapping[str, str], labels: Mapping[str, str]
 
 
 def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
+    """An integer as Go's strconv.ParseInt(s, 10, 64) reads it, else None: Python's int()
+    would also take `1_0`, surrounding spaces, non-ASCII digits and values past int64."""
+    text = str(value)
+    if not _INT64.fullmatch(text):
         return None
+    n = int(text)
+    return n if -2**63 <= n < 2**63 else None
 
 
 def matches_expression(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -103,12 +110,47 @@ def pod_demand(shape: PodShape, node_has_pod_limit: bool = True) -> dict[str, in
     return demand
 
 
+def tolerates_cordon(shape: PodShape) -> bool:
+    return any(tolerates(t, UNSCHEDULABLE_TAINT) for t in shape.tolerations)
+
+
+def runtime_overhead(shape: PodShape, runtime_classes: Mapping[str, RuntimeClass] | None
+                     ) -> dict[str, int] | None:
+    """What the cluster's RuntimeClass adds to each pod of this shape: nothing without a
+    runtimeClassName, with the overhead already in the template, or when the cluster's
+    classes are not known; None when the cluster has no RuntimeClass of that name (the API
+    server then refuses the pods)."""
+    if not shape.runtime_class or runtime_classes is None:
+        return {}
+    rc = runtime_classes.get(shape.runtime_class)
+    if rc is None:
+        return None
+    return {} if shape.overhead_set else dict(rc.overhead)
+
+
+def admitted(shape: PodShape, runtime_classes: Mapping[str, RuntimeClass] | None) -> PodShape | None:
+    """The pod as the RuntimeClass admission leaves it: the class's scheduling nodeSelector
+    merged into the pod's, its tolerations added. None when the admission refuses the pod
+    (no such class, or a nodeSelector key the class sets to another value)."""
+    if not shape.runtime_class or runtime_classes is None:
+        return shape
+    rc = runtime_classes.get(shape.runtime_class)
+    if rc is None:
+        return None
+    if not rc.node_selector and not rc.tolerations:
+        return shape
+    if any(shape.node_selector.get(k, v) != v for k, v in rc.node_selector.items()):
+        return None
+    return replace(shape, node_selector={**shape.node_selector, **rc.node_selector},
+                   tolerations=shape.tolerations + tuple(t for t in rc.tolerations if t not in shape.tolerations))
+
+
 def mismatch(shape: PodShape, node: Node) -> str | None:
     """Why the pod can never go on this node regardless of load (None: it may).
     Checked in the scheduler's order: schedulable, selector, affinity, taints."""
     if not node.ready:
         return "not ready"
-    if node.unschedulable:
+    if node.unschedulable and not tolerates_cordon(shape):
         return "unschedulable"
     if not matches_node_selector(shape.node_selector, node.labels):
         return "nodeSelector"
@@ -171,15 +213,16 @@ class NodeClass:
 def _class_key(node: Node, by_name: bool) -> tuple:
     return (tuple(sorted(node.free_all().items())), tuple(sorted(node.labels.items())),
             tuple(sorted((t.key, t.value, t.effect) for t in node.taints)),
-            POD_COUNT in node.allocatable, node.name if by_name else None)
+            POD_COUNT in node.allocatable, node.unschedulable, node.name if by_name else None)
 
 
 def node_classes(nodes: Iterable[Node], by_name: bool = False) -> list[NodeClass]:
-    """Group the schedulable nodes into classes, in first-seen order; nodes inside a class
-    keep their order. `by_name` makes every node its own class (for matchFields)."""
+    """Group the ready nodes into classes, in first-seen order; nodes inside a class keep
+    their order. Cordoned nodes are classes of their own: only pods that tolerate the
+    cordon may use them (`mismatch`). `by_name` makes every node its own class (for matchFields)."""
     groups: dict[tuple, list[Node]] = {}
     for node in nodes:
-        if node.schedulable:
+        if node.ready:
             groups.setdefault(_class_key(node, by_name), []).append(node)
     out = []
     for i, members in enumerate(groups.values()):

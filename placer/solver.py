@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 from itertools import combinations_with_replacement
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -47,8 +48,10 @@ from .names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exp
 from .plan import Placement, Plan, Summary, Unplaced
 from .podspec import DEFAULT_GPU_RESOURCES
 from .scheduling import (
+    UNSCHEDULABLE_TAINT,
     NodeClass,
     Requirement,
+    admitted,
     describe_constraints,
     fits_resources,
     matches_affinity,
@@ -57,6 +60,7 @@ from .scheduling import (
     node_classes,
     parse_label_selector,
     pod_demand,
+    runtime_overhead,
     selector_matches,
     untolerated_taints,
 )
@@ -142,7 +146,8 @@ class Part:
 
 
 def _pred_key(shape: PodShape) -> tuple:
-    return (tuple(sorted(shape.node_selector.items())), repr(shape.affinity_terms), repr(shape.tolerations))
+    return (tuple(sorted(shape.node_selector.items())), repr(shape.affinity_terms), repr(shape.tolerations),
+            shape.runtime_class)
 
 
 @dataclass
@@ -186,7 +191,8 @@ class ClusterInfo:
         self.index = index
         self.gpu_names = tuple(gpu_names)
         self.cluster = cluster
-        self.nodes = [n for n in cluster.nodes if n.schedulable]
+        # cordoned nodes too: a pod that tolerates the cordon may go there (see `mismatch`)
+        self.nodes = [n for n in cluster.nodes if n.ready]
         self.classes: list[NodeClass] = node_classes(self.nodes, by_name=by_name)
         pos = {n.name: i for i, n in enumerate(self.nodes)}
         self.class_nodes = [[pos[n.name] for n in k.nodes] for k in self.classes]
@@ -198,10 +204,14 @@ class ClusterInfo:
         """Classes whose nodes pass the pods' selector, affinity and taint predicates."""
         got = self._pred.get(part.pred_key)
         if got is None:
-            shape = part.instance.pod
-            got = tuple(k.index for k in self.classes if mismatch(shape, k.sample) is None)
+            shape = self.shape(part)
+            got = () if shape is None else tuple(k.index for k in self.classes if mismatch(shape, k.sample) is None)
             self._pred[part.pred_key] = got
         return got
+
+    def shape(self, part: Part) -> PodShape | None:
+        """The part's pods as this cluster's RuntimeClass admission leaves them (None: refused)."""
+        return admitted(part.instance.pod, self.cluster.runtime_classes)
 
     def compat(self, part: Part) -> tuple[int, ...]:
         """Matching classes on whose (currently free) nodes one such pod fits."""
@@ -366,8 +376,10 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
     for rank, g in enumerate(sorted(ginfos, key=lambda g: g.key)):
         g.rank = rank
     for g in ginfos:
+        policy = [_policy_reason(g, cl, names) for cl in clusters]
+        missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
         for c, cl in enumerate(clusters):
-            reason = _policy_reason(g, cl, names)
+            reason = policy[c] or missing.get(cl.name)
             if reason is None and c in infos:
                 reason = _static_reason(g, infos[c])
             if reason is None:
@@ -378,8 +390,36 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
     for g, (_, cname) in zip(cinfos, committed):
         if cname not in names:
             raise InputError(f"committed group {g.key} is on cluster {cname!r}, which is not in the fleet")
+        _runtime_classes(g, [clusters[names[cname]]], gpu_names)
         com.append((g, names[cname]))
     return Problem(fleet, clusters, infos, ginfos, com, gpu_names)
+
+
+def _runtime_classes(g: GroupInfo, candidates: Sequence[Cluster], names: Sequence[str]) -> dict[str, R.Reason]:
+    """Add to each part's demand the overhead its RuntimeClass puts on every pod: the
+    largest among the candidate clusters (exact when there is one; never less than any).
+    Clusters without that RuntimeClass come back with a reason (they refuse the pods)."""
+    missing: dict[str, R.Reason] = {}
+    for p in g.parts:
+        extra: dict[str, int] = {}
+        for cl in candidates:
+            got = runtime_overhead(p.instance.pod, cl.runtime_classes)
+            if got is None or admitted(p.instance.pod, cl.runtime_classes) is None:
+                missing.setdefault(cl.name, _refused(p, cl))
+            for r, v in (got or {}).items():
+                extra[r] = max(extra.get(r, 0), v)
+        if extra:
+            p.demand = {r: p.demand.get(r, 0) + extra.get(r, 0) for r in {**p.demand, **extra}}
+            p.gpu, p.sort_key = _gpus(p.demand, names), _sort_key(p.demand, names)
+    return missing
+
+
+def _refused(p: Part, cl: Cluster) -> R.Reason:
+    shape = p.instance.pod
+    rc = (cl.runtime_classes or {}).get(shape.runtime_class or "")
+    clash = next((f"{k}={shape.node_selector[k]}" for k, v in (rc.node_selector if rc else {}).items()
+                  if shape.node_selector.get(k, v) != v), "")
+    return R.UnknownRuntimeClass(p.instance.key, shape.runtime_class or "", clash)
 
 
 def _policy_reason(g: GroupInfo, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:
@@ -404,6 +444,8 @@ def _static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
     if not info.classes:
         return R.NoSchedulableNodes()
     for p in g.parts:
+        if not info.matching(p) and all(k.sample.unschedulable for k in info.classes):
+            return R.NoSchedulableNodes()
         if info.compat(p):
             continue
         # nodes with room for one such pod: if there are some, predicates keep it off them
@@ -415,12 +457,13 @@ def _static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
 
 
 def _no_match(p: Part, info: ClusterInfo, among: Sequence[int] | None = None) -> R.Reason:
-    shape = p.instance.pod
+    shape = info.shape(p) or p.instance.pod
     samples = [k.sample for k in info.classes if among is None or k.index in among]
     sel_ok = [n for n in samples if matches_node_selector(shape.node_selector, n.labels)]
     aff_ok = [n for n in sel_ok if matches_affinity(shape.affinity_terms, n)]
     if aff_ok:
-        t = untolerated_taints(shape.tolerations, aff_ok[0].taints)[0]
+        # no untolerated taint: the cordon keeps it off (a cordoned node's implied taint)
+        t = (untolerated_taints(shape.tolerations, aff_ok[0].taints) or [UNSCHEDULABLE_TAINT])[0]
         return R.NoMatchingNodes(p.instance.key, "taint", f"{t.key}={t.value}:{t.effect}" if t.value
                                  else f"{t.key}:{t.effect}")
     if sel_ok:
@@ -1041,8 +1084,8 @@ def _rebase(problem: Problem, states: Mapping[int, ClusterState]) -> Problem:
                 if taken and r in node.allocatable:
                     used[r] = used.get(r, 0) + taken
             nodes.append(_replace_used(node, used))
-        nodes += [n for n in cl.nodes if not n.schedulable]
-        clusters[c] = Cluster(cl.name, cl.labels, tuple(nodes), cl.context, cl.error, cl.reserved)
+        nodes += [n for n in cl.nodes if not n.ready]
+        clusters[c] = dataclass_replace(cl, nodes=tuple(nodes))
     fleet = Fleet(tuple(clusters), problem.fleet.taken_at)
     fresh = prepare(fleet, [g.group for g in problem.groups], gpu_resources=problem.gpu_names)
     fresh.committed = problem.committed

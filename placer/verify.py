@@ -13,7 +13,7 @@ from .errors import VerificationError
 from .fleet import Fleet, Node
 from .names import ANN_CLUSTER, ANN_SELECTOR
 from .plan import Placement, Plan
-from .scheduling import mismatch, parse_label_selector, pod_demand, selector_matches
+from .scheduling import admitted, mismatch, parse_label_selector, pod_demand, runtime_overhead, selector_matches
 from .workload import PlacementGroup, Workload
 
 UNLIMITED_PODS = 10**15
@@ -107,12 +107,22 @@ def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, check_policy
                 _fail(f"unknown instance {ikey}", p.cluster, w.key)
             if n <= 0:
                 _fail(f"non-positive pod count for {ikey} on {nname}", p.cluster, w.key)
-            why = mismatch(inst.pod, node)
+            shape = admitted(inst.pod, cluster.runtime_classes)
+            if shape is None:
+                _fail(f"pods of {ikey} are refused by the cluster's RuntimeClass admission", p.cluster, w.key)
+            why = mismatch(shape, node)
             if why is not None:
                 _fail(f"pods of {ikey} cannot run on {nname} ({why})", p.cluster, w.key)
             counts[ikey] = counts.get(ikey, 0) + n
             slot = load.setdefault((p.cluster, nname), {})
-            for r, v in pod_demand(inst.pod).items():
+            extra = runtime_overhead(inst.pod, cluster.runtime_classes)
+            if extra is None:
+                _fail(f"pods of {ikey} use RuntimeClass {inst.pod.runtime_class}, which the cluster does not have",
+                      p.cluster, w.key)
+            demand = pod_demand(inst.pod)
+            for r, v in extra.items():              # the pods the admission gives the overhead
+                demand[r] = demand.get(r, 0) + v
+            for r, v in demand.items():
                 slot[r] = slot.get(r, 0) + v * n
     for ikey, inst in instances.items():
         if counts.get(ikey, 0) != inst.pods:

@@ -85,6 +85,10 @@ class PodShape:
     annotations: Mapping[str, str] = field(default_factory=dict)
     scheduler_name: str | None = None
     priority_class_name: str | None = None
+    # spec.runtimeClassName: the cluster's RuntimeClass of that name adds its overhead
+    # (unless the template sets spec.overhead itself, which is then in `requests`)
+    runtime_class: str | None = None
+    overhead_set: bool = False
 
 
 @dataclass(frozen=True)

@@ -484,3 +484,12 @@ def test_live_bookkeeping_is_not_handed_to_jq_and_the_object_is_untouched(cat):
     assert w.pods == interpret(trainer(), cat).pods
     assert w.annotations == obj["metadata"]["annotations"]          # the Workload keeps them all
     assert yaml.safe_dump(obj) == before
+
+
+def test_pod_level_resources_replace_the_containers_total_for_cpu_and_memory():
+    """PodLevelResources (on by default since Kubernetes 1.34): the scheduler takes
+    spec.resources requests (or limits alone) for cpu and memory instead of the containers' sum."""
+    from placer.podspec import pod_requests
+    spec = {"containers": [_c("a", {"cpu": "1", "memory": "1Gi"}, {"nvidia.com/gpu": 2})],
+            "resources": {"requests": {"cpu": "4"}, "limits": {"memory": "8Gi"}}, "overhead": {"cpu": "250m"}}
+    assert pod_requests(spec) == {"cpu": 4250, "memory": 8 * 2**30, "nvidia.com/gpu": 2}

@@ -56,8 +56,8 @@ def test_multi_context_inventory_with_gpus_used_by_bound_pods(four):
     assert alpha.error is None and alpha.labels == {"region": "us"} and alpha.context == "alpha"
     a1, a2, a3 = alpha.nodes
     assert a1.used["nvidia.com/gpu"] == 6 and a1.free("nvidia.com/gpu") == 2
-    # Succeeded/Failed/unbound pods take nothing; overhead counts
-    assert a2.used == {"nvidia.com/gpu": 1, "cpu": 2500, "memory": 5 * 2**30}
+    # Succeeded/Failed/unbound pods take nothing; overhead counts; each bound pod takes a slot
+    assert a2.used == {"nvidia.com/gpu": 1, "cpu": 2500, "memory": 5 * 2**30, "pods": 1}
     assert a2.taints[0].key == "nvidia.com/gpu" and a2.taints[0].effect == "NoSchedule"
     assert not a3.ready and a3.used == {}
     assert a1.allocatable["cpu"] == 96000 and a1.allocatable["memory"] == 2**40

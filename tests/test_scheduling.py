@@ -7,6 +7,7 @@ from placer.fleet import Node, Taint
 from placer.scheduling import (
     fits,
     matches_affinity,
+    matches_expression,
     mismatch,
     node_classes,
     parse_label_selector,
@@ -87,8 +88,10 @@ def test_node_classes_group_identical_nodes_only():
     c = Node("c", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 3}, {"gpu": "h100"})
     d = Node("d", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 2}, {"gpu": "a100"})
     e = Node("e", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 2}, {"gpu": "h100"}, unschedulable=True)
-    classes = node_classes([a, b, c, d, e])
-    assert [[n.name for n in k.nodes] for k in classes] == [["a", "b"], ["c"], ["d"]]
+    f = Node("f", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 2}, {"gpu": "h100"}, ready=False)
+    classes = node_classes([a, b, c, d, e, f])
+    # a cordoned node is a class of its own (pods that tolerate the cordon may use it)
+    assert [[n.name for n in k.nodes] for k in classes] == [["a", "b"], ["c"], ["d"], ["e"]]
     assert classes[0].free["nvidia.com/gpu"] == 6
 
 
@@ -109,3 +112,28 @@ def test_label_selectors(text, labels, ok):
 def test_bad_label_selector_is_input_error():
     with pytest.raises(InputError, match="cannot parse"):
         parse_label_selector("region=us-east,tier in a,b)")
+
+
+@pytest.mark.parametrize("label,op,value,ok", [
+    ("1_0", "Gt", "5", False),                      # Python's int() reads 10; Go's ParseInt refuses
+    ("99999999999999999999", "Gt", "5", False),     # beyond int64: ParseInt fails, no match
+    ("+7", "Gt", "5", True),                        # ParseInt takes a sign
+    ("-3", "Lt", "0", True),
+    ("7", "Gt", "٣", False),                        # non-ASCII digits are not digits to Go
+])
+def test_gt_lt_read_integers_as_the_scheduler_does(label, op, value, ok):
+    assert matches_expression({"key": "n", "operator": op, "values": [value]}, {"n": label}) is ok
+
+
+def test_cordoned_node_takes_pods_that_tolerate_the_cordon():
+    """Found by the scheduler-fidelity judge: the scheduler's NodeUnschedulable plugin lets a
+    pod tolerating node.kubernetes.io/unschedulable:NoSchedule (e.g. `operator: Exists`
+    with no key) onto a cordoned node."""
+    cordoned = Node("c", {"nvidia.com/gpu": 8}, unschedulable=True)
+    assert mismatch(PodShape({"nvidia.com/gpu": 1}), cordoned) == "unschedulable"
+    for tol in ({"operator": "Exists"}, {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"},
+                {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}):
+        assert mismatch(PodShape({"nvidia.com/gpu": 1}, tolerations=(tol,)), cordoned) is None
+    wrong = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}
+    assert mismatch(PodShape({"nvidia.com/gpu": 1}, tolerations=(wrong,)), cordoned) == "unschedulable"
+    assert fits(PodShape({"nvidia.com/gpu": 1}, tolerations=({"operator": "Exists"},)), cordoned)

@@ -295,3 +295,18 @@ def test_configured_gpu_resources_count_in_objective_and_totals():
     assert set(placed(plain)) == {"ml/s1", "ml/s2"} and plain.summary.gpus_requested == 0
     why = reason(plan, "ml/s1", "east").render()
     assert why == "fits alone, but its capacity went to ml/big (more GPUs placed overall)"
+
+
+def test_only_pods_that_tolerate_the_cordon_use_a_cordoned_node():
+    """Found by the scheduler-fidelity judge (tests/test_fidelity_kube.py, cordoned-tolerate-all-fit)."""
+    f = fleet("east: 1x8 unschedulable")
+    plan = solve(f, groups(wl("ml/any", "1x8", tolerations=[{"operator": "Exists"}]), wl("ml/plain", "1x8")))
+    assert plan.cluster_of("ml/any") == "east" and plan.cluster_of("ml/plain") is None
+    assert plan.unplaced_entry("ml/plain").reasons["east"].render() == "has no schedulable nodes"
+
+
+def test_cordoned_node_beside_ready_ones_names_the_cordon():
+    f = fleet("east: 1x8 unschedulable | 1x4")
+    plan = solve(f, groups(wl("ml/big", "1x8")))
+    assert plan.unplaced_entry("ml/big").reasons["east"].render() == (
+        "pods of c0/0 do not tolerate taint node.kubernetes.io/unschedulable:NoSchedule on the nodes they select")
