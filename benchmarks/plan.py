@@ -28,7 +28,8 @@ from ortools.linear_solver import pywraplp  # noqa: E402
 
 from generate import (FleetSpec, MixSpec, make_fleet, make_workloads, write_clusters_file,  # noqa: E402
                       write_manifests)
-from placer import solver as S  # noqa: E402
+from placer import solve as S  # noqa: E402
+from placer.solve import model as M, policy as P, problem as PR  # noqa: E402
 
 SCENARIOS = {
     # <= 50 workloads, <= 200 nodes: must be proven optimal
@@ -49,7 +50,7 @@ SCENARIOS = {
 
 def aggregate_greedy(fleet, groups) -> tuple[int, int, int]:
     """(GPUs claimed, placements that do not fit at node level, GPUs that really fit)."""
-    problem = S.prepare(fleet, groups)
+    problem = PR.prepare(fleet, groups)
     free = {c: sum(n.free("nvidia.com/gpu") for n in cl.nodes if n.schedulable)
             for c, cl in enumerate(fleet.clusters) if cl.reachable}
     states = problem.state()
@@ -57,14 +58,14 @@ def aggregate_greedy(fleet, groups) -> tuple[int, int, int]:
     names = {x.name: i for i, x in enumerate(fleet.clusters)}
     for g in problem.groups:                      # arrival order
         ok = [c for c, cl in enumerate(fleet.clusters)
-              if cl.reachable and S._policy_reason(g, cl, names) is None]
+              if cl.reachable and P.policy_reason(g, cl, names) is None]
         ok = [c for c in ok if free[c] >= g.gpus]
         if not ok:
             continue
         c = max(ok, key=lambda c: (free[c], -c))
         free[c] -= g.gpus
         claimed += g.gpus
-        if S.try_place(states[c], g) is None:
+        if PR.try_place(states[c], g) is None:
             misfits += 1
         else:
             real += g.gpus
@@ -72,13 +73,13 @@ def aggregate_greedy(fleet, groups) -> tuple[int, int, int]:
 
 
 def lp_bound(fleet, groups) -> float:
-    problem = S.prepare(fleet, groups)
+    problem = PR.prepare(fleet, groups)
     cand = [g for g in problem.groups if g.eligible]
-    agg = S.build_aggregate(problem, cand)
+    agg = M.build_aggregate(problem, cand)
     lp = pywraplp.Solver.CreateSolver("GLOP")
     vs = [lp.NumVar(lo, hi, "") for lo, hi in zip(agg.lb, agg.ub)]
     for terms, lo, hi in agg.cons:
-        ct = lp.Constraint(-lp.infinity() if lo <= -S.INF else lo, hi)
+        ct = lp.Constraint(-lp.infinity() if lo <= -M.INF else lo, hi)
         for a, v in terms:
             ct.SetCoefficient(vs[v], ct.GetCoefficient(vs[v]) + a)
     obj = lp.Objective()

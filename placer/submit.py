@@ -21,7 +21,7 @@ from .kube import Kube, run_concurrently
 from .manifests import load_groups
 from .plan import Placement, Plan
 from .podspec import DEFAULT_GPU_RESOURCES
-from .solver import ANN_CLUSTER, solve
+from .solve import ANN_CLUSTER, solve
 from .workload import PlacementGroup, Workload
 
 SIMULATED = "simulated (no context): placer cannot create objects there"

@@ -7,7 +7,7 @@ import pytest
 from placer import reasons as R
 from placer.errors import VerificationError
 from placer.plan import Placement
-from placer.solver import solve
+from placer.solve import solve
 from placer.verify import verify
 
 from .builders import cluster, fleet, group, groups, wl

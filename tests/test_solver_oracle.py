@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from placer.solver import solve
+from placer.solve import solve
 
 from . import oracle as O
 

@@ -39,7 +39,7 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     from ..catalog import load_catalog
     from ..clusters_file import build_fleet, load_clusters
     from ..podspec import DEFAULT_GPU_RESOURCES
-    from ..solver import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
+    from ..solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
 
     if time_limit <= 0:
         raise InputError(f"--time-limit {time_limit}: must be positive")

@@ -1,0 +1,182 @@
+"""Gang-aware placement of placement groups onto clusters: CP-SAT over node classes.
+
+Pure: a fleet snapshot and pending groups in, a verified `Plan` out.
+
+How it scales by structure rather than brute force:
+- nodes with identical free capacity, labels and taints form a class; pods of identical
+  requests and predicates form a type; CP-SAT decides group -> cluster (one bool per
+  eligible pair) and how many pods of each type go to each class;
+- per class, GPUs are constrained exactly: when the GPU sizes landing there form a
+  divisibility chain (1, 2, 4, 8) by "block" constraints (for each size s, pods of size
+  >= s use at most N * floor(F/s) blocks of s, which first-fit-decreasing then realises);
+  otherwise by node patterns (multisets of sizes that fit one node); CPU, memory and pod
+  slots are aggregate constraints plus a per-pod limit per node;
+- the aggregate answer is decoded into concrete pod -> node assignments (first-fit
+  decreasing with best fit inside classes); a group whose pods do not decode (possible
+  only through CPU/memory interplay) is moved or dropped, and the plan is no longer
+  called optimal;
+- a node-level greedy first-fit-decreasing plan seeds the solver as a hint and is the
+  fallback at timeout; the better of the two (lexicographically) is returned;
+- the objective is lexicographic, solved in stages: per priority level (highest first)
+  maximise GPUs placed (then workloads placed), fixing each level's value before the next;
+  then minimise whole nodes broken open, then (small models) a tie-break by cluster order
+  then name;
+- determinism: CP-SAT runs its interleaved search (a fixed set of subsolvers in batches of
+  fixed size, results exchanged only between batches) and each stage stops on deterministic
+  time (`effort`), so the same input gives the same plan whatever the thread count or the
+  machine's load; the wall-clock `time_limit` is only a safety net (a plan it cuts short is
+  flagged `time_limit_hit` and may differ between runs);
+- every plan goes through `placer.verify` before it is returned.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Iterable, Mapping, Sequence
+
+from ..fleet import Fleet
+from ..names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
+from ..plan import Placement, Plan, Summary, Unplaced
+from ..workload import PlacementGroup
+from .decode import decode
+from .explain import explain
+from .greedy import greedy
+from .model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
+from .problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
+
+def _lex_value(groups_by_idx: Mapping[int, GroupInfo], placed: Iterable[int], ng: int) -> tuple:
+    per: dict[int, int] = {}
+    for gi in placed:
+        g = groups_by_idx[gi]
+        per[g.priority] = per.get(g.priority, 0) + g.gpus * ng + 1
+    levels = sorted({g.priority for g in groups_by_idx.values()}, reverse=True)
+    return tuple(per.get(p, 0) for p in levels)
+
+
+def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float = 10.0,
+          workers: int = DEFAULT_WORKERS, seed: int = 0,
+          committed: Sequence[tuple[PlacementGroup, str]] = (),
+          progress: Progress | None = None, use_solver: bool = True,
+          effort: float = DEFAULT_EFFORT, gpu_resources: Sequence[str] = GPU_RESOURCES) -> Plan:
+    """Plan `groups` onto `fleet`. `committed` groups are already placed on the named
+    cluster but their pods are not bound yet: they take their capacity first.
+    `effort` bounds the search in CP-SAT deterministic time (the same plan for the same
+    input, whatever `workers` or the machine's load); `time_limit` (wall seconds) is a
+    safety net: a plan it cuts short says so (`summary.timeLimitHit`) and may vary.
+    `use_solver=False` returns the greedy plan (a baseline for benchmarks)."""
+    t0 = time.monotonic()
+    clock = _Clock(t0)
+    deadline = t0 + max(0.1, time_limit)
+    problem = prepare(fleet, groups, committed, gpu_resources)
+    if progress:
+        progress(f"prepared {len(problem.groups)} groups on {len(problem.infos)} reachable clusters")
+    base = problem.state()
+    overcommitted: dict[str, str] = {}
+    committed_assign: list[tuple[GroupInfo, int, PodAssign]] = []
+    for g, c in problem.committed:
+        assign = try_place(base[c], g) if c in base else None
+        if assign is None:
+            overcommitted[g.key] = f"no longer fits on {problem.clusters[c].name}"
+        else:
+            committed_assign.append((g, c, assign))
+    # the capacity left after committed groups is what the groups compete for
+    problem = rebase(problem, base)
+    clock.lap("prepare")
+    work = problem.state()
+    seed_plan = greedy(problem, work)
+    clock.lap("greedy")
+    by_idx = {g.index: g for g in problem.groups}
+    ng = len(problem.groups) + 1
+    result, status, timed_out = seed_plan, "greedy", False
+    candidates = [g for g in problem.groups if g.eligible]
+    if use_solver and candidates:
+        if progress:
+            progress(f"greedy placed {len(seed_plan)} of {len(problem.groups)} groups; building model")
+        agg = build_aggregate(problem, candidates)
+        hint = values_from(agg, seed_plan, problem, work)
+        clock.lap("model")
+        sol = solve_stages(agg, problem, candidates, hint, deadline, workers, seed, progress, effort=effort)
+        clock.lap("cpsat")
+        if sol is not None:
+            timed_out = sol.timed_out
+            states = problem.state()
+            decoded, dropped = decode(problem, states, agg, sol.values, candidates)
+            st = sol.status
+            if dropped:
+                st = "feasible"
+                decoded.update(greedy(problem, states, dropped))
+            if _lex_value(by_idx, decoded, ng) >= _lex_value(by_idx, seed_plan, ng):
+                result, status = decoded, st
+        else:
+            timed_out = time.monotonic() >= deadline
+        clock.lap("decode")
+    elif not candidates:
+        status = "optimal"
+    plan = _build_plan(problem, result, committed_assign, overcommitted, base_infos=problem.infos,
+                       status=status, seconds=time.monotonic() - t0)
+    clock.lap("explain")
+    from ..verify import verify
+    verify(fleet, groups, plan, committed=committed)
+    clock.lap("verify")
+    summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
+                       timings=dict(clock.laps))
+    return replace(plan, summary=summary)
+
+
+class _Clock:
+    def __init__(self, t0: float):
+        self.last = t0
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self.last, 4)
+        self.last = now
+
+
+
+def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
+                committed_assign, overcommitted, *, base_infos, status: str, seconds: float) -> Plan:
+    placements: list[Placement] = []
+    unplaced: list[Unplaced] = []
+    reason_states = problem.state()
+    reasons_cache: dict = {}
+    by_cluster: dict[int, list[GroupInfo]] = {}
+    for gi, (c, _) in result.items():
+        by_cluster.setdefault(c, []).append(next(g for g in problem.groups if g.index == gi))
+    for g in problem.groups:
+        if g.index in result:
+            c, assign = result[g.index]
+            placements += _placements(problem, g, c, assign)
+        else:
+            why = explain(problem, g, reason_states, by_cluster, reasons_cache)
+            for w in g.group.workloads:
+                unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why))
+    committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a, infos_from=True)]
+    nw = sum(len(g.group.workloads) for g in problem.groups)
+    summary = Summary(
+        workloads=nw, placed=len(placements),
+        gpus_requested=sum(g.gpus for g in problem.groups),
+        gpus_placed=sum(p.gpus for p in placements),
+        solve_seconds=seconds, optimal=status == "optimal", status=status,
+        groups=len(problem.groups), groups_placed=len(result))
+    return Plan(tuple(placements), tuple(unplaced), summary, tuple(committed), overcommitted)
+
+
+def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign, infos_from=False) -> list[Placement]:
+    info = problem.infos[c]
+    per_wl: dict[str, dict[str, dict[str, int]]] = {w.key: {} for w in g.group.workloads}
+    order = {n.name: i for i, n in enumerate(info.nodes)}
+    for j, i in assign:
+        part = g.parts[j]
+        node = info.nodes[i].name
+        slot = per_wl[part.workload.key].setdefault(node, {})
+        slot[part.instance.key] = slot.get(part.instance.key, 0) + 1
+    out = []
+    for w in g.group.workloads:
+        nodes = dict(sorted(per_wl[w.key].items(), key=lambda kv: order[kv[0]]))
+        out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
+                             g.priority, nodes))
+    return out
+
