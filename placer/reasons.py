@@ -34,6 +34,11 @@ def _where(match: str) -> str:
     return f" on nodes matching {match}" if match else ""
 
 
+def _of(workload: str, instance: str) -> str:
+    """An instance, with its workload when the group has several."""
+    return f"{workload} {instance}" if workload else instance
+
+
 class Reason:
     code = "reason"
 
@@ -106,13 +111,15 @@ class NoMatchingNodes(Reason):
     instance: str
     constraint: str          # nodeSelector | affinity | taint
     detail: str              # e.g. `gpu=h100`, or the untolerated taint
+    workload: str = ""       # set when the group has several workloads
     code = "NoMatchingNodes"
 
     def render(self) -> str:
+        who = _of(self.workload, self.instance)
         if self.constraint == "taint":
-            return f"pods of {self.instance} do not tolerate taint {self.detail} on the nodes they select"
+            return f"pods of {who} do not tolerate taint {self.detail} on the nodes they select"
         what = "nodeSelector" if self.constraint == "nodeSelector" else "required node affinity"
-        return f"no schedulable node matches the {what} of {self.instance} ({self.detail})"
+        return f"no schedulable node matches the {what} of {who} ({self.detail})"
 
 
 @dataclass(frozen=True)
@@ -124,11 +131,28 @@ class PodTooLarge(Reason):
     per_pod: int
     largest: int
     match: str
+    workload: str = ""
     code = "PodTooLarge"
 
     def render(self) -> str:
-        return (f"a pod of {self.instance} needs {amount(self.resource, self.per_pod)}; the largest node"
+        return (f"a pod of {_of(self.workload, self.instance)} needs {amount(self.resource, self.per_pod)}; the largest node"
                 f"{' matching ' + self.match if self.match else ''} has {amount(self.resource, self.largest)} allocatable")
+
+
+@dataclass(frozen=True)
+class NoRoomForPod(Reason):
+    """Nodes match and each has some of every resource, but none has room for one pod:
+    no single node has all of the pod's requests free at once."""
+
+    instance: str
+    demand: str              # e.g. `4 GPUs, 40 CPU`
+    match: str
+    workload: str = ""
+    code = "NoRoomForPod"
+
+    def render(self) -> str:
+        return (f"no schedulable node{' matching ' + self.match if self.match else ''} has room for one pod of "
+                f"{_of(self.workload, self.instance)} ({self.demand} on one node)")
 
 
 @dataclass(frozen=True)
@@ -167,7 +191,9 @@ class DoesNotFitTogether(Reason):
 
 @dataclass(frozen=True)
 class CapacityTaken(Reason):
-    """It would fit on an otherwise untouched cluster; the plan gave the room to others."""
+    """It would fit on the cluster as it is; the plan gave the room to others: to
+    higher-priority workloads (without which it would not fit), or else to workloads of its
+    own or lower priority. `by` names workloads."""
 
     by: tuple[str, ...]
     higher_priority: bool

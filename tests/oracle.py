@@ -341,7 +341,9 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
     nodes = cl.nodes
     if code == "NoSchedulableNodes":
         return not any(schedulable(n) for n in nodes) or "a node is schedulable"
-    inst = {i.key: i for i in parts}.get(getattr(r, "instance", None))
+    named = [i for wkey, i in instances(g) if i.key == getattr(r, "instance", None)
+             and getattr(r, "workload", "") in ("", wkey)]
+    inst = named[0] if len(named) == 1 else None          # an ambiguous name is no name
     if code == "NoMatchingNodes":
         if inst is None:
             return "unknown instance"

@@ -40,10 +40,23 @@ from ..names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-ex
 from ..plan import Placement, Plan, Summary, Unplaced
 from ..workload import PlacementGroup
 from .decode import decode
-from .explain import explain
-from .greedy import greedy
+from .explain import explain_all
+from .greedy import BASELINES, greedy
 from .model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
 from .problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
+from .repair import repair
+
+EXPLAIN_SHARE = 0.2          # of the time limit, kept for explanations and verification
+
+def _model_lex(agg, values: Sequence[int], problem: Problem, ng: int) -> tuple:
+    """The lexicographic value of the model's answer: an upper bound on any plan's."""
+    per: dict[int, int] = {}
+    for sg in agg.sigs:
+        for c in sg.rep.eligible:
+            per[sg.rep.priority] = per.get(sg.rep.priority, 0) + (sg.rep.gpus * ng + 1) * values[agg.z[(sg.index, c)]]
+    levels = sorted({g.priority for g in problem.groups}, reverse=True)
+    return tuple(per.get(p, 0) for p in levels)
+
 
 def _lex_value(groups_by_idx: Mapping[int, GroupInfo], placed: Iterable[int], ng: int) -> tuple:
     per: dict[int, int] = {}
@@ -83,38 +96,58 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     # the capacity left after committed groups is what the groups compete for
     problem = rebase(problem, base)
     clock.lap("prepare")
-    work = problem.state()
-    seed_plan = greedy(problem, work)
-    clock.lap("greedy")
     by_idx = {g.index: g for g in problem.groups}
     ng = len(problem.groups) + 1
-    result, status, timed_out = seed_plan, "greedy", False
+
+    def lex(r) -> tuple:
+        return _lex_value(by_idx, r, ng)
+
+    # the search ends early enough to leave explanations and verification their share
+    search_end = t0 + max(0.05, time_limit) * (1 - EXPLAIN_SHARE)
+    work = problem.state()
+    seed_plan = greedy(problem, work)
+    if not use_solver:
+        result, status, timed_out = seed_plan, "greedy", False
+    else:
+        # every baseline, repaired: the plan is never below any of them
+        best_name, result = "priority", repair(problem, seed_plan, search_end)
+        for name, order in BASELINES.items():
+            if name != "priority":
+                other = repair(problem, greedy(problem, problem.state(), order=order), search_end)
+                if lex(other) > lex(result):
+                    best_name, result = name, other
+        if progress:
+            progress(f"best greedy baseline (repaired): {best_name}")
+        status, timed_out = "greedy", False
+    clock.lap("greedy")
     candidates = [g for g in problem.groups if g.eligible]
     if use_solver and candidates:
         if progress:
-            progress(f"greedy placed {len(seed_plan)} of {len(problem.groups)} groups; building model")
+            progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
         agg = build_aggregate(problem, candidates)
-        hint = values_from(agg, seed_plan, problem, work)
+        hint = values_from(agg, result, problem, work)
         clock.lap("model")
-        sol = solve_stages(agg, problem, candidates, hint, deadline, workers, seed, progress, effort=effort)
+        sol = solve_stages(agg, problem, candidates, hint, search_end, workers, seed, progress, effort=effort)
         clock.lap("cpsat")
         if sol is not None:
             timed_out = sol.timed_out
             states = problem.state()
             decoded, dropped = decode(problem, states, agg, sol.values, candidates)
-            st = sol.status
             if dropped:
-                st = "feasible"
                 decoded.update(greedy(problem, states, dropped))
-            if _lex_value(by_idx, decoded, ng) >= _lex_value(by_idx, seed_plan, ng):
-                result, status = decoded, st
+            decoded = repair(problem, decoded, search_end)
+            bound = _model_lex(agg, sol.values, problem, ng)
+            if lex(decoded) >= lex(result):
+                result = decoded
+            # optimal: every stage proven on a relaxation of the real problem, and reached
+            status = "optimal" if sol.status == "optimal" and lex(result) == bound else "feasible"
         else:
-            timed_out = time.monotonic() >= deadline
+            timed_out = time.monotonic() >= search_end
         clock.lap("decode")
     elif not candidates:
         status = "optimal"
-    plan = _build_plan(problem, result, committed_assign, overcommitted, base_infos=problem.infos,
-                       status=status, seconds=time.monotonic() - t0)
+    plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
+                       seconds=time.monotonic() - t0, deadline=deadline)
     clock.lap("explain")
     from ..verify import verify
     verify(fleet, groups, plan, committed=committed)
@@ -137,20 +170,17 @@ class _Clock:
 
 
 def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
-                committed_assign, overcommitted, *, base_infos, status: str, seconds: float) -> Plan:
+                committed_assign, overcommitted, *, status: str, seconds: float,
+                deadline: float | None = None) -> Plan:
     placements: list[Placement] = []
     unplaced: list[Unplaced] = []
-    reason_states = problem.state()
-    reasons_cache: dict = {}
-    by_cluster: dict[int, list[GroupInfo]] = {}
-    for gi, (c, _) in result.items():
-        by_cluster.setdefault(c, []).append(next(g for g in problem.groups if g.index == gi))
+    reasons = explain_all(problem, result, deadline)
     for g in problem.groups:
         if g.index in result:
             c, assign = result[g.index]
             placements += _placements(problem, g, c, assign)
         else:
-            why = explain(problem, g, reason_states, by_cluster, reasons_cache)
+            why = reasons[g.index]
             for w in g.group.workloads:
                 unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why))
     committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a, infos_from=True)]

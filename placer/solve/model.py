@@ -184,6 +184,11 @@ def _class_constraints(agg: Agg, info: ClusterInfo, c: int, k: int, items, tdema
         sized = [(tdemand[t].get(r, 0), ts, ub) for t, ts, ub in items if tdemand[t].get(r, 0)]
         if not sized or F <= 0:
             continue
+        if size == 1:
+            # one node: its GPUs are a plain count, the total is exact
+            agg.add([(sz * a, v) for sz, ts, _ in sized for a, v in ts], 0, F)
+            _opens(agg, info, c, k, r, sized, F, size)
+            continue
         sizes = sorted({s for s, _, _ in sized})
         if sum(s * ub for s, _, ub in sized) <= F * size and max(sizes) * 2 > F and len(sizes) == 1:
             pass  # one size, each node takes at most one: the per-kind cap above is exact
@@ -207,13 +212,17 @@ def _class_constraints(agg: Agg, info: ClusterInfo, c: int, k: int, items, tdema
                 for s in sizes:
                     terms = [(a, v) for sz, ts, _ in sized if sz == s for a, v in ts]
                     agg.add(terms + [(-p.get(s, 0), y) for p, y in zip(pats, ys) if p.get(s, 0)], -INF, 0)
-        if info.classes[k].sample.used.get(r, 0) == 0:
-            # a whole-node class: count the nodes broken open (fragmentation)
-            o = agg.var(f"open_{c}_{k}", 0, size)
-            used_terms = [(sz * a, v) for sz, ts, _ in sized for a, v in ts]
-            agg.add(used_terms + [(-F, o)], -INF, 0)
-            agg.open_defs.append((o, used_terms, F))
-            agg.opens.append(o)
+        _opens(agg, info, c, k, r, sized, F, size)
+
+
+def _opens(agg: Agg, info: ClusterInfo, c: int, k: int, r: str, sized, F: int, size: int) -> None:
+    if info.classes[k].sample.used.get(r, 0) == 0:
+        # a whole-node class: count the nodes broken open (fragmentation)
+        o = agg.var(f"open_{c}_{k}", 0, size)
+        used_terms = [(sz * a, v) for sz, ts, _ in sized for a, v in ts]
+        agg.add(used_terms + [(-F, o)], -INF, 0)
+        agg.open_defs.append((o, used_terms, F))
+        agg.opens.append(o)
 
 
 # --- CP-SAT driver --------------------------------------------------------------------------
@@ -321,19 +330,23 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     for p in levels:
         terms = [((sg.rep.gpus * ng + 1), agg.z[(sg.index, c)]) for sg in agg.sigs
                  if sg.rep.priority == p for c in sg.rep.eligible]
-        per_level.append((p, terms))
-    # one weighted stage when exact in doubles (each level outweighs all below it), else
-    # one stage per level: the same lexicographic optimum, fewer proofs to wait for
+        top = sum((sg.rep.gpus * ng + 1) * len(sg.groups) for sg in agg.sigs if sg.rep.priority == p)
+        per_level.append((p, terms, top))
+    # one weighted stage when exact in doubles (each level outweighs all below it), else one
+    # stage per level, in order; a level the incumbent places entirely is fixed without a search
     scale, combined = 1, []
-    for p, terms in reversed(per_level):
+    for p, terms, top in reversed(per_level):
         combined += [(a * scale, v) for a, v in terms]
-        scale *= sum((sg.rep.gpus * ng + 1) * len(sg.groups) for sg in agg.sigs if sg.rep.priority == p) + 1
+        scale *= top + 1
     # (measured: the weighted form's huge coefficients slowed CP-SAT's search on the large
     # benchmark, so it is only used when small)
+    tops: dict[str, int] = {}
     if len(per_level) > 1 and scale < 2**31:
-        stages.append(("priorities " + ",".join(str(p) for p in levels), combined, True))
+        stages.append(("priorities " + ",".join(str(p) for p, _, _ in per_level), combined, True))
+        tops[stages[-1][0]] = scale - 1
     else:
-        stages += [(f"priority {p}", terms, True) for p, terms in per_level]
+        stages += [(f"priority {p}", terms, True) for p, terms, _ in per_level]
+        tops.update({f"priority {p}": top for p, _, top in per_level})
     tie = _tie_weights(agg, ng)
     if agg.opens:
         stages.append(("fragmentation", [(1, o) for o in agg.opens], False))
@@ -344,22 +357,32 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     best = hint
     all_optimal, timed_out = True, False
     shares = [8 if mx else 1 for _, _, mx in stages]
+    spent = 0.0
     for si, (label, terms, maximize) in enumerate(stages):
         value = None if best is None else sum(a * best[v] for a, v in terms)
         left = deadline - time.monotonic()
-        if left > 0.05:
+        if label in tops and value is not None and value >= tops[label]:
+            if progress:
+                progress(f"{label}: uncontested (the incumbent places all of it)")
+        elif left > 0.05:
+            # the effort left, shared among the stages left that may need a search
+            need = [j for j in range(si, len(stages)) if not (
+                stages[j][0] in tops and best is not None
+                and sum(a * best[v] for a, v in stages[j][1]) >= tops[stages[j][0]])]
+            share = (effort - spent) * shares[si] / max(1, sum(shares[j] for j in need))
             _objective(m, terms, maximize)
             m.clear_solution_hint()
             if best is not None:
                 m.solution_hint.vars.extend(range(len(best)))
                 m.solution_hint.values.extend(best)
             params = cmh.SatParameters()
-            _search_parameters(params, workers, seed, effort * shares[si] / sum(shares), left)
+            _search_parameters(params, workers, seed, share, left)
             if progress:
                 progress(f"solving: {label}")
             solver = cmh.SolveWrapper()
             solver.set_parameters(params)
             r = solver.solve(m)
+            spent += r.deterministic_time
             st = r.status
             optimal = st == cmh.CpSolverStatus.OPTIMAL
             found = optimal or st == cmh.CpSolverStatus.FEASIBLE

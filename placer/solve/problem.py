@@ -17,6 +17,7 @@ from .policy import Policy, group_policy, policy_reason
 GPU_RESOURCES = tuple(DEFAULT_GPU_RESOURCES)
 
 UNLIMITED = 10**15                 # pod slots on nodes that declare no `pods` allocatable
+NODE_EXACT_MAX_NODES = 150         # up to this many nodes, every node is its own class (exact)
 
 
 def gpus_of(demand: Mapping[str, int], names: Sequence[str] = GPU_RESOURCES) -> int:
@@ -236,6 +237,7 @@ class Problem:
     groups: list[GroupInfo]
     committed: list[tuple[GroupInfo, int]]
     gpu_names: tuple[str, ...] = GPU_RESOURCES
+    node_exact: bool = False
 
     def state(self) -> dict[int, ClusterState]:
         return {c: ClusterState(info) for c, info in self.infos.items()}
@@ -258,11 +260,15 @@ def _uses_match_fields(groups: Iterable[GroupInfo]) -> bool:
 
 def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
             committed: Sequence[tuple[PlacementGroup, str]] = (),
-            gpu_resources: Sequence[str] = GPU_RESOURCES) -> Problem:
+            gpu_resources: Sequence[str] = GPU_RESOURCES, node_exact: bool | None = None) -> Problem:
+    """`node_exact`: every node its own class, so the model constrains every resource per
+    node (exact); by default when the fleet is small (NODE_EXACT_MAX_NODES)."""
     gpu_names = tuple(gpu_resources)
     ginfos = [_group_info(i, g, gpu_names) for i, g in enumerate(groups)]
     cinfos = [_group_info(len(ginfos) + i, g, gpu_names) for i, (g, _) in enumerate(committed)]
-    by_name = _uses_match_fields(ginfos + cinfos)
+    if node_exact is None:
+        node_exact = sum(len(cl.nodes) for cl in fleet.clusters if cl.reachable) <= NODE_EXACT_MAX_NODES
+    by_name = node_exact or _uses_match_fields(ginfos + cinfos)
     clusters = list(fleet.clusters)
     infos = {c: ClusterInfo(c, cl, by_name, gpu_names) for c, cl in enumerate(clusters) if cl.reachable}
     names = {cl.name: c for c, cl in enumerate(clusters)}
@@ -283,7 +289,7 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
         if cname not in names:
             raise InputError(f"committed group {g.key} is on cluster {cname!r}, which is not in the fleet")
         com.append((g, names[cname]))
-    return Problem(fleet, clusters, infos, ginfos, com, gpu_names)
+    return Problem(fleet, clusters, infos, ginfos, com, gpu_names, node_exact)
 
 
 
@@ -308,7 +314,8 @@ def rebase(problem: Problem, states: Mapping[int, ClusterState]) -> Problem:
         nodes += [n for n in cl.nodes if not n.schedulable]
         clusters[c] = Cluster(cl.name, cl.labels, tuple(nodes), cl.context, cl.error, cl.reserved)
     fleet = Fleet(tuple(clusters), problem.fleet.taken_at)
-    fresh = prepare(fleet, [g.group for g in problem.groups], gpu_resources=problem.gpu_names)
+    fresh = prepare(fleet, [g.group for g in problem.groups], gpu_resources=problem.gpu_names,
+                    node_exact=problem.node_exact)
     fresh.committed = problem.committed
     return fresh
 
