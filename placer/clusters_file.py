@@ -30,6 +30,8 @@ from .fleet import Cluster, Fleet, Node, Taint
 from .quantity import canonical
 
 ENV = "PLACER_CLUSTERS"
+# libyaml's loader when PyYAML was built with it: ~10x faster on a 10,000-node file
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DEFAULT_NAME = "clusters.yaml"
 EXAMPLE_NAME = "clusters.example.yaml"
 
@@ -238,7 +240,7 @@ def read_clusters_file(path: str | Path) -> ClustersFile:
     except OSError as e:
         raise InputError(f"cannot read clusters file: {e.strerror or e}", source=str(path)) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""

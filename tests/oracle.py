@@ -147,6 +147,11 @@ def max_pods_fitting(parts: Sequence[Instance], nodes: Sequence[Node], cap: Sequ
 
 
 def fits(g_parts: Sequence[Instance], nodes: Sequence[Node], cap: Sequence[Mapping[str, int]]) -> bool:
+    # cheap necessary condition first: every resource in total over the nodes the pods may use
+    usable = {i for inst in g_parts for i, n in enumerate(nodes) if may_run(inst, n)}
+    for r in {r for inst in g_parts for r in demand(inst)}:
+        if sum(demand(inst).get(r, 0) * inst.pods for inst in g_parts) > sum(cap[i].get(r, 0) for i in usable):
+            return False
     return max_pods_fitting(g_parts, nodes, cap, need_all=True) >= 0
 
 
@@ -281,15 +286,18 @@ def plan_load(f: Fleet, groups: Sequence[PlacementGroup], plan, keep=lambda g: T
 def strict_priority_violations(f: Fleet, groups: Sequence[PlacementGroup], plan) -> list[str]:
     done = placed_groups(plan, groups)
     out = []
+    everything = plan_load(f, groups, plan)
+    per_level: dict[int, dict] = {}
     for g in groups:
         if g.key in done:
             continue
         p = priority(g)
-        caps = plan_load(f, groups, plan, keep=lambda o: priority(o) >= p)
+        if p not in per_level:
+            per_level[p] = plan_load(f, groups, plan, keep=lambda o: priority(o) >= p)
+        caps = per_level[p]
         for cl in f.clusters:
             if policy_ok(g, cl) and fits([i for _, i in instances(g)], cl.nodes, caps[cl.name]):
-                if not fits([i for _, i in instances(g)], cl.nodes,
-                            plan_load(f, groups, plan)[cl.name]):
+                if not fits([i for _, i in instances(g)], cl.nodes, everything[cl.name]):
                     out.append(f"{g.key} (priority {p}) fits {cl.name} without lower-priority work")
                 else:
                     out.append(f"{g.key} (priority {p}) fits {cl.name} beside the plan")
@@ -425,6 +433,14 @@ FAMILIES = {
     "cpu-bound": Family("cpu-bound", clusters=(3, 3), nodes=(4, 4), workloads=(16, 20), cpu_bound=True, levels=3),
     "many-levels": Family("many-levels", workloads=(10, 18), levels=12),
     "predicates": Family("predicates", predicates=True, levels=3, sizes=(1, 2, 4, 8, 3)),
+}
+# beyond the node-exact size: the class model, decoding and repair (no exact optimum here)
+MEDIUM = {
+    "medium-gpu": Family("medium-gpu", clusters=(3, 4), nodes=(80, 120), workloads=(60, 90), levels=4),
+    "medium-hetero": Family("medium-hetero", clusters=(3, 4), nodes=(80, 120), workloads=(60, 90), levels=12,
+                            predicates=True, sizes=(1, 2, 3, 4, 6, 8)),
+    "medium-cpu": Family("medium-cpu", clusters=(3, 3), nodes=(100, 120), workloads=(80, 100), levels=3,
+                         cpu_bound=True),
 }
 
 

@@ -17,6 +17,7 @@ from ..plan import Plan
 from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, err, gpu_resources, out, run
 
 DEFAULT_TIME_LIMIT = 10.0
+MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
 MAX_NODES_SHOWN = 4
 
 
@@ -47,7 +48,7 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
         raise InputError(f"--effort {effort}: must be positive")
     gpu = tuple(gpu or DEFAULT_GPU_RESOURCES)
     timings: dict[str, float] = {}
-    t = time.monotonic()
+    t = started = time.monotonic()
     loaded = load_clusters(clusters)
     timings["clusters"] = time.monotonic() - t
     t = time.monotonic()
@@ -80,7 +81,9 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     for c in fleet.clusters:
         if c.error and announce:                  # said even when everything fits elsewhere
             announce(f"{c.name}: {c.error}; planning without it")
-    plan = solve(fleet, groups, time_limit=time_limit, workers=workers or DEFAULT_WORKERS,
+    # --time-limit bounds the whole plan: reading files and clusters comes out of it
+    left = max(MIN_SOLVE_SECONDS, time_limit - (time.monotonic() - started))
+    plan = solve(fleet, groups, time_limit=left, workers=workers or DEFAULT_WORKERS,
                  effort=effort or DEFAULT_EFFORT, gpu_resources=gpu, progress=progress)
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
     return PlanResult(replace(plan, summary=summary), loaded.description)
@@ -93,7 +96,7 @@ def plan(
     clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters file (default: $PLACER_CLUSTERS, "
                                            "./clusters.yaml, else the bundled example fleet)."),
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig for live clusters."),
-    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Wall-clock safety net for the solver, seconds (a plan it cuts short is flagged timeLimitHit)."),
+    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Wall-clock bound on the whole plan, seconds: reading, solving and explaining (a search it cuts short is flagged timeLimitHit)."),
     output: str = typer.Option("table", "-o", "--output", help="table, json or yaml"),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
