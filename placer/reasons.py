@@ -112,14 +112,18 @@ class NoMatchingNodes(Reason):
     constraint: str          # nodeSelector | affinity | taint
     detail: str              # e.g. `gpu=h100`, or the untolerated taint
     workload: str = ""       # set when the group has several workloads
+    # only among the nodes with room for one pod (the nodes it may use have none)
+    among_roomy: bool = False
     code = "NoMatchingNodes"
 
     def render(self) -> str:
         who = _of(self.workload, self.instance)
         if self.constraint == "taint":
-            return f"pods of {who} do not tolerate taint {self.detail} on the nodes they select"
+            where = "the nodes with room for one" if self.among_roomy else "the nodes they select"
+            return f"pods of {who} do not tolerate taint {self.detail} on {where}"
         what = "nodeSelector" if self.constraint == "nodeSelector" else "required node affinity"
-        return f"no schedulable node matches the {what} of {who} ({self.detail})"
+        node = "node with room for one of its pods" if self.among_roomy else "schedulable node"
+        return f"no {node} matches the {what} of {who} ({self.detail})"
 
 
 @dataclass(frozen=True)

@@ -356,6 +356,12 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         if inst is None:
             return "unknown instance"
         sched = [n for n in nodes if schedulable(n)]
+        if r.among_roomy:
+            room = plan_load(f, groups, plan, keep=lambda o: False)[cl.name]
+            d = demand(inst)
+            if any(may_run(inst, n) and all(d[x] <= room[i].get(x, 0) for x in d) for i, n in enumerate(nodes)):
+                return "a node it may use has room"
+            sched = [n for i, n in enumerate(nodes) if schedulable(n) and all(d[x] <= room[i].get(x, 0) for x in d)]
         if r.constraint == "nodeSelector":
             return not any(selector_ok(inst, n) for n in sched) or "a schedulable node matches the selector"
         if r.constraint == "taint":
@@ -467,6 +473,8 @@ def instance(fam: Family, seed: int) -> tuple[Fleet, list[PlacementGroup]]:
                 if rnd.random() < 0.1:
                     s += " pods=3 usedpods=1"
             specs.append(s)
+        if fam.predicates and rnd.random() < 0.4:
+            specs.append(f"{rnd.randint(1, 2)}x0 cpu=32")         # CPU-only nodes, untainted
         err = "connection refused" if fam.predicates and rnd.random() < 0.1 else None
         cls.append(cluster(f"c{c}", *specs, labels={"region": regions[c % 2]}, error=err))
     f = fleet(*cls)

@@ -21,7 +21,8 @@ from typing import Mapping, Sequence
 
 from .. import reasons as R
 from ..quantity import format_quantity
-from ..scheduling import describe_constraints, matches_affinity, matches_node_selector, untolerated_taints
+from ..scheduling import (describe_constraints, fits_resources, matches_affinity, matches_node_selector,
+                          untolerated_taints)
 from ..workload import PodShape
 from .problem import UNLIMITED, ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, try_place, undo
 from .repair import pack, states_of
@@ -64,7 +65,11 @@ def static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
 def _part_static(g: GroupInfo, p: Part, info: ClusterInfo) -> R.Reason:
     matching = info.matching(p)
     if not matching:
-        return _no_match(g, p, info)
+        return _no_match(g, p, info, [k.index for k in info.classes])
+    # no matching node has room: if other nodes do, the predicates keep the pods off them
+    roomy = [k.index for k in info.classes if fits_resources(p.demand, info.class_free[k.index])]
+    if roomy:
+        return _no_match(g, p, info, roomy, among_roomy=True)
     match = describe_constraints(p.instance.pod)
     for r in _resources(p, info):
         alloc = [_alloc(info.classes[k].sample, r) for k in matching]
@@ -78,21 +83,25 @@ def _part_static(g: GroupInfo, p: Part, info: ClusterInfo) -> R.Reason:
     return R.NoRoomForPod(p.instance.key, _demand_text(p, info), match, _who(g, p))
 
 
-def _no_match(g: GroupInfo, p: Part, info: ClusterInfo) -> R.Reason:
-    """No schedulable node passes the predicates: the first predicate that rules them all out."""
+def _no_match(g: GroupInfo, p: Part, info: ClusterInfo, among: Sequence[int],
+              among_roomy: bool = False) -> R.Reason:
+    """No node of the classes `among` passes the predicates: the first predicate that rules
+    them all out."""
     shape = p.instance.pod
-    samples = [k.sample for k in info.classes]
+    samples = [info.classes[k].sample for k in among]
     sel_ok = [n for n in samples if matches_node_selector(shape.node_selector, n.labels)]
+    who = _who(g, p)
     if not sel_ok:
         return R.NoMatchingNodes(p.instance.key, "nodeSelector",
-                                 ",".join(f"{k}={v}" for k, v in sorted(shape.node_selector.items())), _who(g, p))
+                                 ",".join(f"{k}={v}" for k, v in sorted(shape.node_selector.items())),
+                                 who, among_roomy)
     aff_ok = [n for n in sel_ok if matches_affinity(shape.affinity_terms, n)]
     if not aff_ok:
         return R.NoMatchingNodes(p.instance.key, "affinity", describe_constraints(
-            PodShape(requests={}, affinity_terms=shape.affinity_terms)), _who(g, p))
+            PodShape(requests={}, affinity_terms=shape.affinity_terms)), who, among_roomy)
     t = untolerated_taints(shape.tolerations, aff_ok[0].taints)[0]
     return R.NoMatchingNodes(p.instance.key, "taint", f"{t.key}={t.value}:{t.effect}" if t.value
-                             else f"{t.key}:{t.effect}", _who(g, p))
+                             else f"{t.key}:{t.effect}", who, among_roomy)
 
 
 # --- against the plan ------------------------------------------------------------------------
