@@ -30,6 +30,7 @@ from placer.workload import Instance, PlacementGroup
 from .builders import cluster, fleet, group, wl
 
 GPU = "nvidia.com/gpu"
+GPUS: tuple[str, ...] = (GPU,)     # resources counted as GPUs (benchmarks add MIG slices)
 NO_LIMIT = 10**15
 
 
@@ -84,7 +85,7 @@ def priority(g: PlacementGroup) -> int:
 
 
 def gpus(g: PlacementGroup) -> int:
-    return sum(i.pods * i.pod.requests.get(GPU, 0) for w in g.workloads for i in w.instances)
+    return sum(i.pods * i.pod.requests.get(r, 0) for w in g.workloads for i in w.instances for r in GPUS)
 
 
 def _selector_ok(text: str, labels: Mapping[str, str]) -> bool:
@@ -398,7 +399,7 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         best = max_pods_fitting(parts, nodes, base)
         pool = sorted({i for p in parts for i in _pool(p, cl)})
         return (best == r.fitting and r.gpus == gpus(g) and r.pods == sum(p.pods for p in parts)
-                and r.free_gpus == sum(base[i].get(GPU, 0) for i in pool)) or f"{best} fit together"
+                and r.free_gpus == sum(base[i].get(x, 0) for i in pool for x in GPUS)) or f"{best} fit together"
     if code == "CapacityTaken":
         if not fits(parts, nodes, base):
             return "it does not fit alone"

@@ -1,7 +1,7 @@
 """placer's solver against judges it did not write (tests/oracle.py), on random small instances.
 
 Per instance: placer's plan equals the exact node-level optimum lexicographically by priority
-(and says `optimal` only then), is at least as good as every greedy baseline, leaves no
+(so it never says `optimal` when it is not), is at least as good as every greedy baseline, leaves no
 workload unplaced that lower-priority work keeps out, and every reason it gives is true.
 `PLACER_ORACLE_CASES` sets the instances per family (default 40).
 """
@@ -24,10 +24,9 @@ def judge(fam: O.Family, seed: int, exact: bool = True) -> list[str]:
     out = []
     if exact:
         best = O.optimum(f, gs)
+        # `optimal` must be true when claimed; an unproven optimum (the effort ran out) is allowed
         if got != best:
             out.append(f"below the optimum: {got} < {best} ({plan.summary.status})")
-        elif not plan.summary.optimal:
-            out.append(f"at the optimum but says {plan.summary.status}")
     for order in ("arrival", "ffd", "priority"):
         base = O.lex(gs, O.greedy(f, gs, order))
         if got < base:

@@ -46,7 +46,9 @@ from .model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, s
 from .problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
 from .repair import repair
 
-EXPLAIN_SHARE = 0.2          # of the time limit, kept for explanations and verification
+# shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
+# explanations at EXPLAIN_END; what is left is verification's
+SEARCH_END, REPAIR_END, EXPLAIN_END = 0.6, 0.8, 0.93
 
 def _model_lex(agg, values: Sequence[int], problem: Problem, ng: int) -> tuple:
     """The lexicographic value of the model's answer: an upper bound on any plan's."""
@@ -80,7 +82,6 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     `use_solver=False` returns the greedy plan (a baseline for benchmarks)."""
     t0 = time.monotonic()
     clock = _Clock(t0)
-    deadline = t0 + max(0.1, time_limit)
     problem = prepare(fleet, groups, committed, gpu_resources)
     if progress:
         progress(f"prepared {len(problem.groups)} groups on {len(problem.infos)} reachable clusters")
@@ -103,7 +104,8 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
         return _lex_value(by_idx, r, ng)
 
     # the search ends early enough to leave explanations and verification their share
-    search_end = t0 + max(0.05, time_limit) * (1 - EXPLAIN_SHARE)
+    limit = max(0.05, time_limit)
+    search_end, repair_end = t0 + limit * SEARCH_END, t0 + limit * REPAIR_END
     work = problem.state()
     seed_plan = greedy(problem, work)
     if not use_solver:
@@ -135,7 +137,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
             decoded, dropped = decode(problem, states, agg, sol.values, candidates)
             if dropped:
                 decoded.update(greedy(problem, states, dropped))
-            decoded = repair(problem, decoded, search_end)
+            decoded = repair(problem, decoded, repair_end)
             bound = _model_lex(agg, sol.values, problem, ng)
             if lex(decoded) >= lex(result):
                 result = decoded
@@ -147,7 +149,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     elif not candidates:
         status = "optimal"
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
-                       seconds=time.monotonic() - t0, deadline=deadline)
+                       seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
     clock.lap("explain")
     from ..verify import verify
     verify(fleet, groups, plan, committed=committed)

@@ -24,7 +24,7 @@ from ..quantity import format_quantity
 from ..scheduling import (describe_constraints, fits_resources, matches_affinity, matches_node_selector,
                           untolerated_taints)
 from ..workload import PodShape
-from .problem import UNLIMITED, ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, try_place, undo
+from .problem import UNLIMITED, ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, may_fit, try_place, undo
 from .repair import pack, states_of
 
 
@@ -58,7 +58,11 @@ def static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
         return R.NoSchedulableNodes()
     for p in g.parts:
         if not info.compat(p):
-            return _part_static(g, p, info)
+            # the same pod kind gets the same reason: computed once per cluster
+            key = (tuple(sorted(p.demand.items())), p.pred_key, p.instance.key, p.pods, _who(g, p))
+            if key not in info.statics:
+                info.statics[key] = _part_static(g, p, info)
+            return info.statics[key]
     return None
 
 
@@ -112,7 +116,7 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     if assign is not None:
         undo(st, g, assign)
         return True
-    if g.gpus > st.free_gpus:
+    if not may_fit(st, g):
         return False
     return pack(st, g, deadline=deadline) is not None
 

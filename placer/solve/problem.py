@@ -17,7 +17,7 @@ from .policy import Policy, group_policy, policy_reason
 GPU_RESOURCES = tuple(DEFAULT_GPU_RESOURCES)
 
 UNLIMITED = 10**15                 # pod slots on nodes that declare no `pods` allocatable
-NODE_EXACT_MAX_NODES = 150         # up to this many nodes, every node is its own class (exact)
+NODE_EXACT_MAX_NODES = 100         # up to this many nodes, every node is its own class (exact)
 
 
 def gpus_of(demand: Mapping[str, int], names: Sequence[str] = GPU_RESOURCES) -> int:
@@ -96,6 +96,7 @@ class ClusterInfo:
         self.class_nodes = [[pos[n.name] for n in k.nodes] for k in self.classes]
         self.class_free = [_free(k.sample) for k in self.classes]
         self._compat: dict[tuple, tuple[int, ...]] = {}
+        self.statics: dict[tuple, object] = {}          # static reasons by pod kind (explain)
         self._pred: dict[tuple, tuple[int, ...]] = {}
 
     def matching(self, part: Part) -> tuple[int, ...]:
@@ -203,10 +204,28 @@ def expand(g: GroupInfo) -> list[int]:
     return [j for j in order for _ in range(g.parts[j].pods)]
 
 
+def may_fit(st: ClusterState, g: GroupInfo) -> bool:
+    """A cheap necessary condition: the cluster's GPUs in total, and for each pod kind enough
+    GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
+    if g.gpus > st.free_gpus:
+        return False
+    need: dict[tuple, int] = {}
+    for p in g.parts:
+        if p.gpu:
+            key = (st.info.compat(p), p.gpu)
+            need[key] = need.get(key, 0) + p.pods
+    for (classes, size), pods in need.items():
+        have = sum(len(nodes) * (level // size) for k in classes for level, nodes in st.buckets[k].items()
+                   if level >= size)
+        if have < pods:
+            return False
+    return True
+
+
 def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     """Place every pod of the group on this cluster or nothing (state unchanged then)."""
     info = state.info
-    if g.gpus > state.free_gpus:
+    if not may_fit(state, g):
         return None
     compat = [info.compat(p) for p in g.parts]
     if any(not c for c in compat):

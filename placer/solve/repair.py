@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model_helper as cmh
 
 from ..scheduling import fits_resources
 from .greedy import greedy_order
-from .problem import ClusterState, GroupInfo, PodAssign, Problem, try_place, undo
+from .problem import ClusterState, GroupInfo, PodAssign, Problem, may_fit, try_place, undo
 
 PACK_MAX_VARS = 4000          # larger exact checks are skipped (best fit decides alone)
 PACK_EFFORT = 0.2             # CP-SAT deterministic seconds per exact check
@@ -109,7 +109,7 @@ def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodA
     assign = try_place(st, g)
     if assign is not None:
         return assign
-    if g.gpus > st.free_gpus:
+    if not may_fit(st, g):
         return None
     assign = pack(st, g, deadline=deadline)
     if assign is None:
