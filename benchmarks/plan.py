@@ -64,6 +64,7 @@ SCENARIOS = {
                           cpu_zero=16, priorities=(0, 50, 100), priority_weights=(3, 2, 1))),
 }
 GPU_NAMES = {"heterogeneous": (GPU, MIG)}
+ORDERS = ("arrival", "ffd", "priority")          # the baselines' columns, in this order
 LARGE_MIX = MixSpec(workloads=1000, size_weights=(1, 1, 2, 3, 5, 10, 30, 70), priorities=(0, 100),
                     priority_weights=(4, 1))
 # the issue's scale targets, end to end: (fleet, mix, target seconds)
@@ -227,7 +228,7 @@ def compare(results: list[dict]) -> None:
     print("|---|---|---|---|---|---|")
     for r in results:
         mine = r["levels"]
-        cells = ["yes" if lex(mine) >= lex(b) else "**no**" for b in r["base"].values()]
+        cells = ["yes" if lex(mine) >= lex(r["base"][n]) else "**no**" for n in ORDERS]
         worse = sorted({p for b in r["base"].values() for p in mine if b[p][0] > mine[p][0]}, reverse=True)
         print(f"| {r['scenario']} | {len(mine)} | " + " | ".join(cells) +
               f" | {', '.join(map(str, worse)) or 'none'} |")
@@ -243,7 +244,7 @@ def per_level(r: dict) -> None:
     for g in problem.groups:
         demand[g.priority] = demand.get(g.priority, 0) + g.gpus
     for p in sorted(r["levels"], reverse=True):
-        row = [r["levels"][p]] + [b[p] for b in r["base"].values()]
+        row = [r["levels"][p]] + [r["base"][n][p] for n in ORDERS]
         print(f"| {p} | {demand[p]} | " + " | ".join(f"{a} ({b})" for a, b in row) + " |")
 
 
