@@ -49,6 +49,18 @@ from .repair import repair
 # shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
 # explanations at EXPLAIN_END; what is left is verification's
 SEARCH_END, REPAIR_END, EXPLAIN_END = 0.6, 0.8, 0.93
+MODEL_MAX_VARS = 20_000      # beyond, building the class model (Python) costs more than the time limit allows
+
+def _model_size(problem: Problem, groups: Sequence[GroupInfo]) -> int:
+    """How many (pod kind, node class) count variables the model would have."""
+    kinds = set()
+    for g in groups:
+        for c in g.eligible:
+            info = problem.infos[c]
+            for p in g.parts:
+                kinds.add((c, tuple(sorted(p.demand.items())), info.compat(p)))
+    return sum(len(classes) for _, _, classes in kinds)
+
 
 def _model_lex(agg, values: Sequence[int], problem: Problem, ng: int) -> tuple:
     """The lexicographic value of the model's answer: an upper bound on any plan's."""
@@ -123,7 +135,11 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
         status, timed_out = "greedy", False
     clock.lap("greedy")
     candidates = [g for g in problem.groups if g.eligible]
-    if use_solver and candidates:
+    size = _model_size(problem, candidates)
+    if use_solver and candidates and size > MODEL_MAX_VARS:
+        if progress:
+            progress(f"model too large ({size} pod-kind x node-class pairs): the repaired greedy plan stands")
+    elif use_solver and candidates:
         if progress:
             progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
         agg = build_aggregate(problem, candidates)

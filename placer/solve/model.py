@@ -369,7 +369,12 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
             need = [j for j in range(si, len(stages)) if not (
                 stages[j][0] in tops and best is not None
                 and sum(a * best[v] for a, v in stages[j][1]) >= tops[stages[j][0]])]
-            share = (effort - spent) * shares[si] / max(1, sum(shares[j] for j in need))
+            polish = effort * sum(shares[j] for j in need if not stages[j][2]) / sum(shares)
+            if maximize:       # a priority stage: what is left, less the polish stages' own share
+                share = (effort - spent - polish) * shares[si] / max(1, sum(shares[j] for j in need if stages[j][2]))
+            else:
+                share = effort * shares[si] / sum(shares)
+            share = max(0.01, share)
             _objective(m, terms, maximize)
             m.clear_solution_hint()
             if best is not None:

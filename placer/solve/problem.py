@@ -3,6 +3,7 @@ mutable free capacity per node with a best-fit search."""
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 
@@ -17,6 +18,7 @@ from .policy import Policy, group_policy, policy_reason
 GPU_RESOURCES = tuple(DEFAULT_GPU_RESOURCES)
 
 UNLIMITED = 10**15                 # pod slots on nodes that declare no `pods` allocatable
+MANY_CLASSES = 16                  # a pod that may use more classes is searched node by node
 NODE_EXACT_MAX_NODES = 100         # up to this many nodes, every node is its own class (exact)
 
 
@@ -136,6 +138,11 @@ class ClusterState:
             for i in members:
                 self.node_class[i] = k
         self.free_gpus = sum(self.gpu)
+        # every node by free GPUs, in node order: the search when a pod may use many classes
+        self.levels: dict[int, list[int]] = {}
+        for i, lv in enumerate(self.gpu):
+            self.levels.setdefault(lv, []).append(i)
+        self._allowed: dict[tuple[int, ...], frozenset[int]] = {}
 
     def _class_of_nodes(self) -> list[int]:
         out = [0] * len(self.info.nodes)
@@ -146,7 +153,11 @@ class ClusterState:
 
     def best_node(self, demand: Mapping[str, int], gpu: int, classes: Sequence[int]) -> int | None:
         """Best fit: the node left with the fewest free GPUs (fill partly used nodes first,
-        keep whole nodes whole), then class preference order, then node order."""
+        keep whole nodes whole), then class preference order, then node order. When the pod
+        may use many classes (nodes that differ, as live ones do): the fewest free GPUs, then
+        node order, searched over all nodes at once."""
+        if len(classes) > MANY_CLASSES:
+            return self._best_node_many(demand, gpu, classes)
         best: tuple[int, int, int] | None = None
         for pos, k in enumerate(classes):
             b = self.buckets[k]
@@ -161,24 +172,31 @@ class ClusterState:
                     break
         return None if best is None else best[2]
 
+    def allowed(self, classes: Sequence[int]) -> frozenset[int]:
+        key = tuple(classes)
+        got = self._allowed.get(key)
+        if got is None:
+            got = self._allowed[key] = frozenset(key)
+        return got
+
+    def _best_node_many(self, demand: Mapping[str, int], gpu: int, classes: Sequence[int]) -> int | None:
+        ok = self.allowed(classes)
+        for level in sorted(lv for lv in self.levels if lv >= gpu):
+            for i in self.levels[level]:
+                if self.node_class[i] in ok and fits_resources(demand, self.free[i]):
+                    return i
+        return None
+
     def _move(self, i: int, new_gpu: int) -> None:
-        b = self.buckets[self.node_class[i]]
         old = self.gpu[i]
         if old != new_gpu:
-            lst = b[old]
-            lst.remove(i)
-            if not lst:
-                del b[old]
-            dst = b.setdefault(new_gpu, [])
-            # keep node order inside a bucket for deterministic first fit
-            lo, hi = 0, len(dst)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if dst[mid] < i:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            dst.insert(lo, i)
+            for index in (self.buckets[self.node_class[i]], self.levels):
+                lst = index[old]
+                lst.remove(i)
+                if not lst:
+                    del index[old]
+                # keep node order inside a bucket for deterministic first fit
+                bisect.insort(index.setdefault(new_gpu, []), i)
             self.free_gpus += new_gpu - old
             self.gpu[i] = new_gpu
 
@@ -215,8 +233,11 @@ def may_fit(st: ClusterState, g: GroupInfo) -> bool:
             key = (st.info.compat(p), p.gpu)
             need[key] = need.get(key, 0) + p.pods
     for (classes, size), pods in need.items():
-        have = sum(len(nodes) * (level // size) for k in classes for level, nodes in st.buckets[k].items()
-                   if level >= size)
+        if len(classes) > MANY_CLASSES:        # over all nodes: weaker, as necessary, cheaper
+            have = sum(len(nodes) * (level // size) for level, nodes in st.levels.items() if level >= size)
+        else:
+            have = sum(len(nodes) * (level // size) for k in classes for level, nodes in st.buckets[k].items()
+                       if level >= size)
         if have < pods:
             return False
     return True
