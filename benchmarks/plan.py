@@ -277,7 +277,8 @@ def scale(name: str, runs: int, extra: list[str]) -> None:
                    "    print('maxrss_kb=%d' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
         cmd = [sys.executable, "-c", wrapper, "plan", "--dry-run", "-f", wdir, "--clusters", cfile, "-o", "json",
                "--timings", *extra]
-        print(f"\n# scale: {name}: {mspec.workloads} workloads on {nodes} nodes, target <= {target:.0f} s end to end")
+        print(f"\n# scale: {name}: {mspec.workloads} workloads on {nodes} nodes, target <= {target:.0f} s end to end"
+              f"{' (' + ' '.join(extra) + ')' if extra else ''}")
         print("| run | wall s | exit | timings | placed GPUs | status | limit hit | peak MiB |")
         print("|---|---|---|---|---|---|---|---|")
         for i in range(runs):
@@ -309,6 +310,8 @@ def main() -> None:
                     help="per-priority table (default: heterogeneous when run)")
     ap.add_argument("--check-reasons", action="append", choices=sorted(SCENARIOS), default=[])
     ap.add_argument("--scale", action="append", choices=sorted(SCALE), default=[])
+    ap.add_argument("--scale-at-target", action="store_true",
+                    help="run each scale scenario with --time-limit set to its target")
     args = ap.parse_args()
     names = args.scenario or list(SCENARIOS)
     print(f"# solver: time limit {args.time_limit}s, effort {args.effort}, workers {args.workers}, "
@@ -335,7 +338,7 @@ def main() -> None:
         for name in args.e2e or ["large"]:
             end_to_end(name, args.runs, [])
     for name in args.scale:
-        scale(name, args.runs, [])
+        scale(name, args.runs, ["--time-limit", str(SCALE[name][2])] if args.scale_at_target else [])
 
 
 if __name__ == "__main__":

@@ -126,7 +126,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
         # every baseline, repaired: the plan is never below any of them
         best_name, result = "priority", repair(problem, seed_plan, search_end)
         for name, order in BASELINES.items():
-            if name != "priority":
+            if name != "priority" and time.monotonic() < search_end:
                 other = repair(problem, greedy(problem, problem.state(), order=order), search_end)
                 if lex(other) > lex(result):
                     best_name, result = name, other
@@ -139,6 +139,8 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     if use_solver and candidates and size > MODEL_MAX_VARS:
         if progress:
             progress(f"model too large ({size} pod-kind x node-class pairs): the repaired greedy plan stands")
+    elif use_solver and candidates and time.monotonic() >= search_end:
+        timed_out = True                   # reading and the greedy plans used the search's time
     elif use_solver and candidates:
         if progress:
             progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
