@@ -213,6 +213,16 @@ class CapacityTaken(Reason):
 
 
 @dataclass(frozen=True)
+class Unexplained(Reason):
+    """The time limit ended before this cluster's reason was worked out (no claim made)."""
+
+    code = "Unexplained"
+
+    def render(self) -> str:
+        return "not explained: the time limit ended first (placer plan --time-limit)"
+
+
+@dataclass(frozen=True)
 class CommittedOverflow(Reason):
     """Capacity promised to workloads placed earlier whose pods are not bound yet."""
 

@@ -343,6 +343,8 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         return (pins == {r.pinned_to} and r.pinned_to != cl.name) or "not pinned elsewhere"
     if code == "ExcludedBySelector":
         return (r.selector in sels and not _selector_ok(r.selector, cl.labels)) or "selector matches"
+    if code == "Unexplained":
+        return True                                     # makes no claim
     if code == "Unreachable":
         return cl.error is not None or "reachable"
     if not policy_ok(g, cl):

@@ -295,3 +295,21 @@ def test_configured_gpu_resources_count_in_objective_and_totals():
     assert set(placed(plain)) == {"ml/s1", "ml/s2"} and plain.summary.gpus_requested == 0
     why = reason(plan, "ml/s1", "east").render()
     assert why == "fits alone, but its capacity went to ml/big (more GPUs placed overall)"
+
+
+def test_past_the_deadline_reasons_make_no_claim_but_statics_stay():
+    from placer.solve.explain import explain_all
+    from placer.solve.problem import prepare
+    f = fleet("east: 1x8", "west: 1x4")
+    problem = prepare(f, groups(wl("ml/x", "1x8")))
+    why = explain_all(problem, {}, deadline=0.0)[0]
+    assert why["east"] == R.Unexplained()
+    assert why["west"] == R.PodTooLarge("c0/0", "nvidia.com/gpu", 8, 4, "")   # static: known at preparation
+
+
+def test_strict_priority_a_lower_priority_group_gives_way():
+    # room for 4 GPUs on one node: the priority-5 group gets it though it comes later
+    f = fleet("east: 1x8 used=4 | 1x2")
+    gs = groups(wl("ml/low", "1x4"), wl("ml/high", "1x4 cpu=2", prio=5), wl("ml/small", "1x2"))
+    plan = solve(f, gs, time_limit=T)
+    assert plan.cluster_of("ml/high") == "east"

@@ -10,22 +10,29 @@ How it scales by structure rather than brute force:
   divisibility chain (1, 2, 4, 8) by "block" constraints (for each size s, pods of size
   >= s use at most N * floor(F/s) blocks of s, which first-fit-decreasing then realises);
   otherwise by node patterns (multisets of sizes that fit one node); CPU, memory and pod
-  slots are aggregate constraints plus a per-pod limit per node;
+  slots are aggregate constraints plus a per-pod limit per node; on small fleets
+  (NODE_EXACT_MAX_NODES) every node is its own class, which makes every resource exact;
 - the aggregate answer is decoded into concrete pod -> node assignments (first-fit
   decreasing with best fit inside classes); a group whose pods do not decode (possible
-  only through CPU/memory interplay) is moved or dropped, and the plan is no longer
-  called optimal;
-- a node-level greedy first-fit-decreasing plan seeds the solver as a hint and is the
-  fallback at timeout; the better of the two (lexicographically) is returned;
+  only through CPU/memory interplay) is placed again greedily;
+- three node-level greedy plans (priority then size, first-fit decreasing, arrival order)
+  are each repaired (placer.solve.repair: fill, then displace lower priority) and the best
+  seeds the solver as a hint; the decoded answer is repaired too, and the better of the two
+  (lexicographically by priority) is returned, so the plan is never below a baseline;
 - the objective is lexicographic, solved in stages: per priority level (highest first)
-  maximise GPUs placed (then workloads placed), fixing each level's value before the next;
-  then minimise whole nodes broken open, then (small models) a tie-break by cluster order
-  then name;
+  maximise GPUs placed (then workloads placed), fixing each level's value before the next
+  (a level the incumbent places entirely is fixed without a search, so the effort goes to
+  contested levels); then minimise whole nodes broken open, then (small models) a
+  tie-break by cluster order then name; `optimal` means every stage was proven on the model
+  (a relaxation of the real problem) and the returned plan reaches the model's value;
+- reasons (placer.solve.explain) are true at node level against the cluster as it is and
+  the plan's higher-priority placements on it;
+- time: `time_limit` bounds the whole solve (search 60%, repair 80%, explanations 93%);
 - determinism: CP-SAT runs its interleaved search (a fixed set of subsolvers in batches of
   fixed size, results exchanged only between batches) and each stage stops on deterministic
   time (`effort`), so the same input gives the same plan whatever the thread count or the
-  machine's load; the wall-clock `time_limit` is only a safety net (a plan it cuts short is
-  flagged `time_limit_hit` and may differ between runs);
+  machine's load, unless the wall clock cuts it short (flagged `time_limit_hit`; such a plan
+  may differ between runs);
 - every plan goes through `placer.verify` before it is returned.
 """
 

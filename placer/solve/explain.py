@@ -11,12 +11,13 @@ Per cluster, in this order:
 - it fits the cluster as it is but not after the plan's higher-priority placements there:
   those workloads are named; else the capacity went to work of its own or lower priority.
 
-Exact checks (placer.solve.repair.pack) run while the deadline allows; past it, best fit
-decides alone.
+Exact checks (placer.solve.repair.pack) run while the deadline allows; past it, a cluster
+whose reason is not worked out yet says so (Unexplained) instead of guessing.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Mapping, Sequence
 
 from .. import reasons as R
@@ -168,7 +169,12 @@ class Explainer:
         self._advance(g.priority)
         out: dict[str, R.Reason] = {}
         for c, cl in enumerate(self.problem.clusters):
-            out[cl.name] = g.static[c] if c in g.static else self._dynamic(g, c)
+            if c in g.static:
+                out[cl.name] = g.static[c]
+            elif self.deadline is not None and time.monotonic() >= self.deadline:
+                out[cl.name] = R.Unexplained()             # bounded: no claim rather than a guess
+            else:
+                out[cl.name] = self._dynamic(g, c)
         self.cache[key] = out
         return out
 
