@@ -201,10 +201,13 @@ class CapacityTaken(Reason):
 
     by: tuple[str, ...]
     higher_priority: bool
+    # per workload of `by`, its placement group when that holds several workloads ("" if not)
+    groups: tuple[str, ...] = ()
     code = "CapacityTaken"
 
     def render(self) -> str:
-        names = ", ".join(self.by[:3]) + (f" and {len(self.by) - 3} more" if len(self.by) > 3 else "")
+        named = [f"{w} (group {g})" if g else w for w, g in zip(self.by, self.groups or ("",) * len(self.by))]
+        names = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
         if self.higher_priority:
             return f"fits alone, but its capacity went to higher-priority {names}"
         if not self.by:

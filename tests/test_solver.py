@@ -13,7 +13,7 @@ from placer.verify import verify
 from .builders import cluster, fleet, group, groups, wl
 
 TOL = ({"key": "dedicated", "operator": "Exists"},)
-T = 2.0          # time limit: every case here is proven optimal well within it
+T = 10.0         # time limit (a safety net, shared by search, repair and reasons): cases end on effort
 
 
 def placed(plan):
@@ -313,3 +313,12 @@ def test_strict_priority_a_lower_priority_group_gives_way():
     gs = groups(wl("ml/low", "1x4"), wl("ml/high", "1x4 cpu=2", prio=5), wl("ml/small", "1x2"))
     plan = solve(f, gs, time_limit=T)
     assert plan.cluster_of("ml/high") == "east"
+
+
+def test_reason_names_workloads_with_their_group_not_a_file_path():
+    f = fleet("east: 2x8")
+    gs = [group(wl("ml/a", "1x8", prio=5), wl("ml/b", "1x8", prio=5), key="jobs/pair.yaml"), group(wl("ml/c", "1x8"))]
+    plan = solve(f, gs, time_limit=T)
+    assert reason(plan, "ml/c", "east").render() == (
+        "fits alone, but its capacity went to higher-priority ml/a (group jobs/pair.yaml), "
+        "ml/b (group jobs/pair.yaml)")

@@ -183,12 +183,16 @@ class Explainer:
             return _capacity_reason(g, self.base[c], self.deadline)
         others = self.placed.get(c, [])
         if not fits(self.higher[c], g, self.deadline):
-            names = [w.key for h, _ in others if h.priority > g.priority for w in h.group.workloads]
-            return R.CapacityTaken(tuple(names), True)
+            return _taken([h for h, _ in others if h.priority > g.priority], True)
         if fits(self.after[c], g, self.deadline):
             return R.CapacityTaken((), False)             # the repair should have placed it
-        names = [w.key for h, _ in others if h.priority <= g.priority for w in h.group.workloads]
-        return R.CapacityTaken(tuple(names), False)
+        return _taken([h for h, _ in others if h.priority <= g.priority], False)
+
+
+def _taken(groups: Sequence[GroupInfo], higher: bool) -> R.Reason:
+    """Capacity taken by these groups' workloads, each with its group when it has several."""
+    by = [(w.key, h.key if len(h.group.workloads) > 1 else "") for h in groups for w in h.group.workloads]
+    return R.CapacityTaken(tuple(w for w, _ in by), higher, tuple(g for _, g in by))
 
 
 def _capacity_reason(g: GroupInfo, st: ClusterState, deadline: float | None) -> R.Reason:
