@@ -96,8 +96,9 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     """Plan `groups` onto `fleet`. `committed` groups are already placed on the named
     cluster but their pods are not bound yet: they take their capacity first.
     `effort` bounds the search in CP-SAT deterministic time (the same plan for the same
-    input, whatever `workers` or the machine's load); `time_limit` (wall seconds) is a
-    safety net: a plan it cuts short says so (`summary.timeLimitHit`) and may vary.
+    input, whatever `workers` or the machine's load); `time_limit` (wall seconds) bounds
+    the whole solve, explanations included: a search it cuts short says so
+    (`summary.timeLimitHit`) and may vary.
     `use_solver=False` returns the greedy plan (a baseline for benchmarks)."""
     t0 = time.monotonic()
     clock = _Clock(t0)
