@@ -11,8 +11,8 @@ Shared by `placer submit` and `placer daemon`. Two halves:
   and `read_live` (inventory + pods + placed objects in one pass per cluster).
 
 Idempotency rests on labels: every workload placer creates carries `placer.dev/managed=true`
-and `placer.dev/workload=<hash of namespace/Kind/name>`, so the same workload is found on
-any cluster by a label selector, whoever (submit or a restarted daemon) placed it.
+and `placer.dev/workload=<hash of its WorkloadRef>`, so the same workload is found on any
+cluster by a label selector, whoever (submit or a restarted daemon) placed it.
 """
 
 from __future__ import annotations
@@ -21,21 +21,26 @@ import copy
 import dataclasses
 import hashlib
 import random
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .catalog import Catalog
-from .clusters_file import ClusterEntry, as_entry
-from .errors import EvaluationError, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
+from .clusters_file import DEFAULT_POD_SECURITY, ClusterEntry, as_entry
+from .errors import (EvaluationError, InputError, KubeError, NotFound, PlacerError, PodSecurityRefused, ServerError,
+                     Unreachable)
 from .fleet import Cluster
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
-from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
+from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD  # noqa: F401 (re-exported)
+from .podsecurity import LABEL as PSA_LABEL
+from .podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
+from .podsecurity import object_violations
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from .quantity import add
-from .workload import Instance, Phase, PlacementGroup, Workload
+from .workload import Instance, Phase, PlacementGroup, Workload, WorkloadRef
 
 # --- labels and annotations ----------------------------------------------------------
 
@@ -52,13 +57,19 @@ SUSPEND_KEEP = "keep"                     # copy it as it is
 
 
 def workload_key(obj: Mapping[str, Any]) -> str:
-    """`<namespace>/<Kind>/<name>`: the identity of a source workload across clusters."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{obj.get('kind')}/{meta.get('name')}"
+    """`<namespace>/<Kind.group>/<name>`: the identity of a source workload across clusters
+    (the text of its WorkloadRef)."""
+    return str(WorkloadRef.of(obj))
 
 
 def key_of(w: Workload) -> str:
-    return f"{w.namespace}/{w.kind}/{w.name}"
+    return str(w.ref)
+
+
+def legacy_key(ref: WorkloadRef) -> str:
+    """`<namespace>/<Kind>/<name>`: the key placer labelled copies with before the API
+    group was part of the identity; still recognised when adopting such copies."""
+    return f"{ref.namespace}/{ref.kind}/{ref.name}"
 
 
 def label_value(text: str) -> str:
@@ -68,6 +79,16 @@ def label_value(text: str) -> str:
 
 def workload_label(key: str) -> str:
     return label_value(key)
+
+
+_LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def cluster_label(name: str) -> str:
+    """The cluster name as a label value, so that `kubectl get -l placer.dev/placed-cluster=east`
+    works (a context name such as an EKS ARN is squeezed into the label alphabet; the
+    annotation keeps it exactly)."""
+    return _LABEL_BAD.sub("-", name)[:63].strip("-_.")
 
 
 def new_plan_id(now: datetime | None = None, rng: random.Random | None = None) -> str:
@@ -150,6 +171,7 @@ class Handoff:
     object_labels: Mapping[str, str] = field(default_factory=dict)        # on the workload object
     object_annotations: Mapping[str, str] = field(default_factory=dict)
     suspend: str = SUSPEND_UNSUSPEND
+    pod_security: str = DEFAULT_POD_SECURITY      # the level enforced where placer creates namespaces
 
 
 def _plain(v: Any) -> Any:
@@ -170,7 +192,7 @@ def handoff_of(entry: Any) -> Handoff:
     return Handoff(pod_template_patch={k: _plain(v) for k, v in dict(patch).items() if v is not None},
                    object_labels=dict(obj_patch.get("labels") or {}),
                    object_annotations=dict(obj_patch.get("annotations") or {}),
-                   suspend=str(suspend))
+                   suspend=str(suspend), pod_security=entry.podSecurity or DEFAULT_POD_SECURITY)
 
 
 # --- preparing a group for one cluster ---------------------------------------------------
@@ -204,8 +226,8 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     if not group.workloads:
         raise InputError(f"group {group.key} has no workload")
     default_ns = group.workloads[0].namespace
-    common_ann = {PLAN: plan_id, CLUSTER: cluster, GROUP: group.key}
-    common_lab = {MANAGED: "true", GROUP: label_value(group.key)}
+    common_ann = {PLAN: plan_id, PLACED_CLUSTER: cluster, GROUP: group.key}
+    common_lab = {MANAGED: "true", GROUP: label_value(group.key), PLACED_CLUSTER: cluster_label(cluster)}
     out: list[dict[str, Any]] = []
     for comp in group.companions:
         obj = strip_server_fields(comp)
@@ -219,11 +241,24 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
         key = key_of(w)
         obj = set_suspend(obj, catalog, handoff.suspend)
         obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(key), w.source)
+        _check_pod_security(obj, handoff.pod_security, cluster, w.source)
         _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(key)},
                {**handoff.object_annotations, **common_ann, WORKLOAD: key,
                 ORIGIN: _origin_of(origin, w.obj, w.source) or key})
         out.append(obj)
     return out
+
+
+def _check_pod_security(obj: Mapping[str, Any], level: str, cluster: str, source: str | None) -> None:
+    """Refuse, before anything is created, what the cluster's Pod Security level forbids
+    (after the hand-off patch, which is what would run)."""
+    problems = object_violations(obj, level)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise PodSecurityRefused(
+            f"pod security level {level!r} of the cluster forbids {'; '.join(problems[:3])}{more}; "
+            f"set podSecurity for this cluster in the clusters file to allow it", cluster=cluster,
+            obj=_ref_name(obj), source=source)
 
 
 def _patch_pods(obj: dict[str, Any], catalog: Catalog, patch: Mapping[str, Any], tag: str,
@@ -253,6 +288,12 @@ class AppliedRef:
     name: str
     created: bool                     # False when it existed already (placer's own) and was updated
     uid: str = ""
+    before: str = ""                  # resourceVersion before the apply ("" when created)
+    after: str = ""                   # resourceVersion after it: equal to `before` when unchanged
+
+    @property
+    def changed(self) -> bool:
+        return self.created or self.before != self.after
 
     @property
     def ref(self) -> str:
@@ -273,15 +314,17 @@ def _ref_name(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"
 
 
-def ensure_namespace(client: KubeClient, name: str) -> bool:
-    """Create the namespace when missing; True when placer created it."""
+def ensure_namespace(client: KubeClient, name: str, pod_security: str = DEFAULT_POD_SECURITY) -> bool:
+    """Create the namespace when missing, enforcing the cluster's Pod Security level;
+    True when placer created it. An existing namespace keeps the labels its owner gave it."""
     try:
         client.get("namespaces", name)
         return False
     except NotFound:
         pass
     body = {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": {MANAGED: "true"}}}
+            "metadata": {"name": name, "labels": {MANAGED: "true", PSA_LABEL: pod_security,
+                                                  PSA_VERSION_LABEL: "latest"}}}
     try:
         client.create("namespaces", body)
         return True
@@ -302,7 +345,7 @@ def _is_ours(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
 
 
 def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, group_key: str,
-                force: bool = False) -> list[AppliedRef]:
+                force: bool = False, pod_security: str = DEFAULT_POD_SECURITY) -> list[AppliedRef]:
     """Server-side apply (field manager `placer`) of one group's objects, in order, after
     creating their namespaces when missing. All or nothing: when any object fails, every
     object this call created is deleted again (objects that existed before are left as
@@ -317,7 +360,7 @@ def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, gro
         for ns in dict.fromkeys((o.get("metadata") or {}).get("namespace") for o, r in zip(objects, resources)
                                 if r.namespaced):
             if ns:
-                ensure_namespace(client, ns)
+                ensure_namespace(client, ns, pod_security)
     except KubeError as e:
         raise _group_error(e, group_key, [], client) from None
     applied: list[AppliedRef] = []
@@ -340,8 +383,10 @@ def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, gro
             maybe = AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], True) \
                 if created and isinstance(e, (ServerError, Unreachable)) else None
             raise _group_error(e, group_key, applied, client, maybe) from None
+        after = (result or {}).get("metadata") or {}
+        before = ((existing or {}).get("metadata") or {}).get("resourceVersion", "")
         applied.append(AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], created,
-                                  ((result or {}).get("metadata") or {}).get("uid", "")))
+                                  after.get("uid", ""), before, after.get("resourceVersion", "")))
     return applied
 
 
@@ -390,8 +435,13 @@ class PlacedRef:
         return self.object.get("metadata") or {}
 
     @property
+    def ref(self) -> WorkloadRef:
+        """The copy has the identity of its source (same group, kind, namespace, name)."""
+        return WorkloadRef.of(self.object)
+
+    @property
     def key(self) -> str:
-        return (self.meta.get("annotations") or {}).get(WORKLOAD) or workload_key(self.object)
+        return str(self.ref)
 
     @property
     def plan(self) -> str | None:
@@ -407,16 +457,16 @@ class PlacedRef:
 
 
 class Placed(dict):
-    """workload key -> PlacedRef, plus the clusters that could not be read
+    """WorkloadRef -> PlacedRef, plus the clusters that could not be read
     (`unreachable`: cluster -> reason) and any workload found on more than one cluster
-    (`duplicates`: key -> every PlacedRef)."""
+    (`duplicates`: ref -> every PlacedRef)."""
 
-    def __init__(self, refs: Mapping[str, PlacedRef] = (), *,
+    def __init__(self, refs: Mapping[WorkloadRef, PlacedRef] = (), *,
                  unreachable: Mapping[str, str] | None = None,
-                 duplicates: Mapping[str, Sequence[PlacedRef]] | None = None):
+                 duplicates: Mapping[WorkloadRef, Sequence[PlacedRef]] | None = None):
         super().__init__(refs)
         self.unreachable: dict[str, str] = dict(unreachable or {})
-        self.duplicates: dict[str, list[PlacedRef]] = {k: list(v) for k, v in (duplicates or {}).items()}
+        self.duplicates: dict[WorkloadRef, list[PlacedRef]] = {k: list(v) for k, v in (duplicates or {}).items()}
 
     def on(self, cluster: str) -> list[PlacedRef]:
         return [r for r in self.values() if r.cluster == cluster]
@@ -445,17 +495,17 @@ def managed_objects(client: KubeClient, catalog: Catalog) -> list[dict[str, Any]
 
 def index_placed(per_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
                  unreachable: Mapping[str, str] | None = None, order: Sequence[str] = ()) -> Placed:
-    """Index objects read from each cluster by workload key (clusters in `order` first)."""
-    refs: dict[str, PlacedRef] = {}
-    dups: dict[str, list[PlacedRef]] = {}
+    """Index objects read from each cluster by WorkloadRef (clusters in `order` first)."""
+    refs: dict[WorkloadRef, PlacedRef] = {}
+    dups: dict[WorkloadRef, list[PlacedRef]] = {}
     names = list(order) + [c for c in per_cluster if c not in order]
     for cluster in names:
         for obj in per_cluster.get(cluster, ()):
             ref = PlacedRef(cluster, obj)
-            if ref.key in refs:
-                dups.setdefault(ref.key, [refs[ref.key]]).append(ref)
+            if ref.ref in refs:
+                dups.setdefault(ref.ref, [refs[ref.ref]]).append(ref)
                 continue
-            refs[ref.key] = ref
+            refs[ref.ref] = ref
     return Placed(refs, unreachable=unreachable, duplicates=dups)
 
 
@@ -587,7 +637,7 @@ def outstanding(w: Workload, pods: Sequence[Mapping[str, Any]]) -> Workload | No
     return dataclasses.replace(w, instances=tuple(instances), gangs=())
 
 
-def promised(placed: Mapping[str, PlacedRef], pods_by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
+def promised(placed: Mapping[WorkloadRef, PlacedRef], pods_by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
              catalog: Catalog, *, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
              interpreter: Interpreter | None = None) -> list[tuple[PlacementGroup, str]]:
     """Committed demand for the solver: every placed workload whose pods are not all bound

@@ -12,10 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-import yaml
-
 from .definitions import Definition, parse_definition
 from .errors import DefinitionError, InputError
+from .inputs import decode, load_yaml
 from .program import Layout, build_paths_program, build_program, compile_program, layout
 
 COMPANIONS_FILE = "companions.yaml"
@@ -87,14 +86,10 @@ def builtin_catalog_dir() -> Path:
 
 def read_yaml_documents(path: Path) -> list[Any]:
     try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        return [d for d in yaml.load_all(path.read_text(), Loader=loader) if d is not None]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise InputError(f"malformed YAML{where}: {getattr(e, 'problem', None) or e}", source=str(path)) from None
+        raw = path.read_bytes()
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", source=str(path)) from None
+    return [d for d, _ in load_yaml(decode(raw, str(path)), str(path)) if d is not None]
 
 
 def load_definition_file(path: Path) -> list[CompiledDefinition]:

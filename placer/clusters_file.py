@@ -9,31 +9,33 @@
       - {namePrefix: h100-, count: 16, allocatable: {nvidia.com/gpu: 8, cpu: "96", memory: 1Ti, pods: 110},
          used: {nvidia.com/gpu: 3}, labels: {...}, taints: [{key: k, value: v, effect: NoSchedule}]}
 
-Validated strictly (unknown fields are errors naming their path). Found, in order: the
-`--clusters` option, `$PLACER_CLUSTERS`, `./clusters.yaml`, else the bundled example fleet
-(`clusters.example.yaml` without its live entries).
+Validated strictly (unknown fields are errors naming their path). Which clusters a
+command uses (this file, the kubeconfig's contexts, or the bundled example fleet) is
+decided in one place: `placer.targets.resolve_clusters`.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, NamedTuple
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import InputError
 from .fleet import Cluster, Fleet, Node, Taint
+from .inputs import decode, load_yaml
 from .quantity import canonical
 
 ENV = "PLACER_CLUSTERS"
-# libyaml's loader when PyYAML was built with it: ~10x faster on a 10,000-node file
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DEFAULT_NAME = "clusters.yaml"
 EXAMPLE_NAME = "clusters.example.yaml"
+# baseline, not restricted: it forbids what lets a pod take over its node (privileged,
+# host namespaces and paths, added capabilities) yet admits ordinary GPU workloads, which
+# rarely set runAsNonRoot and seccompProfile as restricted demands.
+DEFAULT_POD_SECURITY = "baseline"
+CLUSTERS_MAX_VALUES = 20_000_000     # a fleet written node by node is large, and still bounded
 
 _NATIVE = {"cpu", "memory", "pods", "ephemeral-storage"}
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -46,12 +48,21 @@ def _resource_name(name: str) -> str:
                      "hugepages-<size> or a domain-prefixed name such as nvidia.com/gpu")
 
 
+# Bounds that keep every sum the solver forms within CP-SAT's 64-bit integers
+# (MAX_NODES x MAX_AMOUNT < 2^63) and far above any real node (32 TiB, 35 billion GPUs).
+MAX_AMOUNT = 2**45
+MAX_GROUP_NODES = 100_000
+MAX_NODES = 200_000
+
+
 def _quantity_map(value: dict[str, Any]) -> dict[str, Any]:
     for name, q in value.items():
         try:
-            canonical(name, q)
+            amount = canonical(name, q)
         except InputError as e:
             raise ValueError(f"{name}: {e.message}") from None
+        if not 0 <= amount <= MAX_AMOUNT:
+            raise ValueError(f"{name}: {q!r} is out of range (0 to {MAX_AMOUNT} per node)")
     return value
 
 
@@ -74,7 +85,7 @@ class NodeGroup(_Strict):
 
     name: str | None = None
     namePrefix: str | None = None
-    count: int = Field(default=1, ge=1)
+    count: int = Field(default=1, ge=1, le=MAX_GROUP_NODES)
     allocatable: Resources
     used: Resources = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -120,6 +131,9 @@ class ClusterEntry(_Strict):
     podTemplatePatch: PodTemplatePatch | None = None
     objectPatch: ObjectPatch | None = None
     suspend: Literal["unsuspend", "omit", "keep"] | None = None
+    # the Pod Security level placer enforces on namespaces it creates there, and checks
+    # workloads against before creating them
+    podSecurity: Literal["privileged", "baseline", "restricted"] = DEFAULT_POD_SECURITY
 
     @model_validator(mode="after")
     def _kind(self) -> "ClusterEntry":
@@ -140,7 +154,8 @@ def context_entry(context: str) -> ClusterEntry:
     """A kubeconfig context taken as a live cluster when there is no clusters file. Not
     validated: context names (EKS ARNs, GKE's project_zone_name) need not be DNS-like."""
     return ClusterEntry.model_construct(name=context, context=context, labels={}, nodes=None,
-                                        podTemplatePatch=None, objectPatch=None, suspend=None)
+                                        podTemplatePatch=None, objectPatch=None, suspend=None,
+                                        podSecurity=DEFAULT_POD_SECURITY)
 
 
 def as_entry(value: Any) -> ClusterEntry:
@@ -162,6 +177,7 @@ def as_entry(value: Any) -> ClusterEntry:
 class Hub(_Strict):
     context: str
     stagingNamespace: str = "placer-staging"
+    secrets: bool = False           # Secrets in the staging namespace follow their groups (needs read access)
 
 
 class ClustersFile(_Strict):
@@ -175,6 +191,9 @@ class ClustersFile(_Strict):
             if c.name in seen:
                 raise ValueError(f"clusters[{i}].name: duplicate cluster name {c.name!r}")
             seen.add(c.name)
+        total = sum(g.count for c in self.clusters for g in c.nodes or ())
+        if total > MAX_NODES:
+            raise ValueError(f"{total:,} simulated nodes: at most {MAX_NODES:,} in one clusters file")
         return self
 
     def entry(self, name: str) -> ClusterEntry | None:
@@ -234,18 +253,15 @@ def parse_clusters(data: Any, source: str) -> ClustersFile:
 
 
 def read_clusters_file(path: str | Path) -> ClustersFile:
-    p = Path(path)
+    source = str(path)
     try:
-        text = p.read_text()
+        raw = Path(path).read_bytes()
     except OSError as e:
-        raise InputError(f"cannot read clusters file: {e.strerror or e}", source=str(path)) from None
-    try:
-        data = yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        raise InputError(f"{where}invalid YAML: {getattr(e, 'problem', None) or e}", source=str(path)) from None
-    return parse_clusters(data, str(path))
+        raise InputError(f"cannot read clusters file: {e.strerror or e}", source=source) from None
+    docs = list(load_yaml(decode(raw, source), source, max_values=CLUSTERS_MAX_VALUES))
+    if len(docs) > 1:
+        raise InputError(f"line {docs[1][1]}: a clusters file is one YAML document", source=source)
+    return parse_clusters(docs[0][0] if docs else None, source)
 
 
 def example_path() -> Path:
@@ -259,22 +275,13 @@ def example_path() -> Path:
     return Path(__file__).resolve().parent.parent / EXAMPLE_NAME
 
 
-def load_clusters(path: str | None = None) -> Loaded:
-    """The clusters file in effect and a description of where it came from."""
-    if path:
-        return Loaded(read_clusters_file(path), path)
-    env = os.environ.get(ENV)
-    if env:
-        return Loaded(read_clusters_file(env), f"{env} (from ${ENV})")
-    local = Path.cwd() / DEFAULT_NAME
-    if local.is_file():
-        return Loaded(read_clusters_file(local), f"./{DEFAULT_NAME}")
-    example = example_path()
-    if not example.is_file():
-        raise InputError(f"no clusters file: pass --clusters, set ${ENV} or create ./{DEFAULT_NAME}")
-    return Loaded(read_clusters_file(example).without_live(),
-                  f"the bundled example fleet (simulated clusters of {EXAMPLE_NAME}; "
-                  f"pass --clusters, set ${ENV} or create ./{DEFAULT_NAME} to use your own)")
+def load_clusters(path: str | None = None, *, kubeconfig: str | None = None) -> Loaded:
+    """The clusters in effect and a description of where they came from, by the one rule
+    every command uses (`placer.targets.resolve_clusters`)."""
+    from .targets import resolve_clusters
+
+    targets = resolve_clusters(path, kubeconfig=kubeconfig)
+    return Loaded(targets.file, targets.description)
 
 
 # --- to the fleet ------------------------------------------------------------------------

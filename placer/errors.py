@@ -51,6 +51,10 @@ class EvaluationError(InputError):
         self.expression = expression
 
 
+class PodSecurityRefused(InputError):
+    """A workload's pod specs break the Pod Security level of the cluster it would go to."""
+
+
 class UnknownKind(InputError):
     """A document whose apiVersion/kind has no definition and is no companion kind."""
 

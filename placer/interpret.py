@@ -253,7 +253,7 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
     meta = meta or (row[c.meta] if c.meta is not None else None) or {}
     resources = None
     try:
-        containers = spec.get("containers") or ()
+        containers = _containers(spec)
         if c.fields:            # fields override the template's: work on copies
             spec, meta = dict(spec), dict(meta)
             main = None
@@ -269,7 +269,7 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
                     main = value
                 else:
                     spec[field] = value
-            containers = spec.get("containers") or ()
+            containers = _containers(spec)
             if resources is not None:
                 containers = _with_main_resources(list(containers), resources, main)
         requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"))
@@ -296,6 +296,15 @@ def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str)
         requests=requests, node_selector=dict(node_selector), affinity_terms=tuple(terms),
         tolerations=tuple(tolerations), labels=dict(labels), annotations=dict(annotations),
         scheduler_name=scheduler, priority_class_name=priority)
+
+
+def _containers(spec: Mapping[str, Any]) -> Sequence[Any]:
+    containers = spec.get("containers")
+    if containers is None:
+        return ()
+    if type(containers) not in SEQUENCES:     # `containers: {}` is not "no containers"
+        raise TypeError
+    return containers
 
 
 def _with_main_resources(containers: list[dict], resources: Any, main: str | None) -> list[dict]:

@@ -6,23 +6,21 @@
 
 from __future__ import annotations
 
-import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
-import yaml
-
 from .catalog import Catalog
 from .errors import InputError, UnknownKind
+from .inputs import decode, load_json, load_yaml
 from .interpret import interpret
 from .names import ANN_GROUP
-from .podspec import DEFAULT_GPU_RESOURCES
+from .podspec import DEFAULT_GPU_RESOURCES, value_kind
 from .workload import PlacementGroup, Workload
 
 _SUFFIXES = (".yaml", ".yml", ".json")
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -57,24 +55,8 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
 
 def parse_text(text: str, source: str) -> list[Document]:
     if source.endswith(".json"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(f"malformed JSON (line {e.lineno}): {e.msg}", source=source) from None
-        return _documents(data, source, 1)
-    docs: list[Document] = []
-    loader = _Loader(text)
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            docs.extend(_documents(loader.construct_document(node), source, node.start_mark.line + 1))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise InputError(f"malformed YAML{where}: {getattr(e, 'problem', None) or e}", source=source) from None
-    finally:
-        loader.dispose()
-    return docs
+        return _documents(load_json(text, source), source, 1)
+    return [d for data, line in load_yaml(text, source) for d in _documents(data, source, line)]
 
 
 def _documents(data: Any, source: str, line: int) -> list[Document]:
@@ -87,25 +69,70 @@ def _documents(data: Any, source: str, line: int) -> list[Document]:
         raise InputError(f"document at line {line} has no {missing}", source=source)
     if data["kind"] == "List" and isinstance(data.get("items"), list):   # kubectl's v1 List
         return [d for item in data["items"] for d in _documents(item, source, line)]
-    meta = data.get("metadata")
-    if not isinstance(meta, dict) or not (meta.get("name") or meta.get("generateName")):
-        raise InputError(f"document at line {line} ({data['kind']}) has no metadata.name or generateName",
-                         source=source)
+    problem = metadata_problem(data)
+    if problem:
+        raise InputError(f"document at line {line} ({data['kind']}): {problem}", source=source)
     return [Document(data, source, line)]
+
+
+# what the API server checks of every object's identity (apimachinery's name validation)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_PATH_SEGMENT = re.compile(r"^(?!\.\.?$)[^/%]+$")
+
+
+def metadata_problem(data: Mapping[str, Any]) -> str | None:
+    """The first thing wrong with apiVersion, kind, metadata.name, generateName or namespace."""
+    for key in ("apiVersion", "kind"):
+        if type(data[key]) is not str:
+            return f"{key}: expected a string, got {value_kind(data[key])}"
+    meta = data.get("metadata")
+    if not isinstance(meta, dict):
+        return "has no metadata.name or generateName" if meta is None else \
+            f"metadata: expected a map, got {value_kind(meta)}"
+    name, generate = meta.get("name"), meta.get("generateName")
+    if not (name or generate):
+        return "has no metadata.name or generateName"
+    rbac = data["apiVersion"].startswith("rbac.authorization.k8s.io/")   # path-segment names: 'system:x'
+    for key, value, pattern, limit in (("name", name, _PATH_SEGMENT if rbac else _DNS_SUBDOMAIN, 253),
+                                       ("generateName", generate, None, 253),
+                                       ("namespace", meta.get("namespace"), _DNS_LABEL, 63)):
+        if value is None:
+            continue
+        if type(value) is not str:
+            return f"metadata.{key}: expected a string, got {value_kind(value)}"
+        if len(value) > limit or (pattern is not None and value and not pattern.match(value)):
+            if pattern is _PATH_SEGMENT:
+                return f"metadata.{key} {value[:80]!r}: may not contain '/' or '%' or be '.' or '..'"
+            chars = "'-' or '.'" if pattern is _DNS_SUBDOMAIN else "'-'"
+            return (f"metadata.{key} {value[:80]!r}: must be at most {limit} lower-case letters, digits "
+                    f"and {chars}, starting and ending with a letter or digit")
+    return None
 
 
 def read_documents(paths: Sequence[str], stdin: TextIO | None = None) -> list[Document]:
     docs: list[Document] = []
     for f in expand_paths(paths):
         if f == "-":
-            docs.extend(parse_text((stdin or sys.stdin).read(), "<stdin>"))
+            docs.extend(parse_text(_read_stdin(stdin), "<stdin>"))
             continue
         try:
-            text = Path(f).read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"cannot read: {getattr(e, 'strerror', None) or e}", source=f) from None
-        docs.extend(parse_text(text, f))
+            data = Path(f).read_bytes()
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror or e}", source=f) from None
+        docs.extend(parse_text(decode(data, f), f))
     return docs
+
+
+def _read_stdin(stdin: TextIO | None) -> str:
+    stream = stdin or sys.stdin
+    raw = getattr(stream, "buffer", None)       # bytes when we can have them: decode ourselves
+    if raw is not None:
+        return decode(raw.read(), "<stdin>")
+    try:
+        return stream.read()
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text: {e.reason}", source="<stdin>") from None
 
 
 @dataclass(frozen=True)

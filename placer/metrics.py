@@ -1,140 +1,110 @@
-"""The daemon's metrics in Prometheus text format, and its `/metrics` + `/healthz` server.
+"""The daemon's metrics (prometheus_client, on a private registry) and its `/metrics` +
+`/healthz` server.
 
-A tiny registry (counters, gauges, a histogram; optional labels) instead of a client
-library: the daemon exports a handful of series, and the standard library's http.server
-is enough to serve them.
+The registry is the daemon's own, so two daemons in one process (tests, benchmarks)
+never share series; it carries the standard process and platform collectors and a
+`placer_build_info`. Every unlabelled series exists from the start, at 0.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Mapping
+from importlib import metadata
+from typing import Callable, Iterable, Mapping
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info,
+                               PlatformCollector, ProcessCollector, generate_latest)
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
 SOLVE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-Labels = tuple[tuple[str, str], ...]
+
+def versions() -> dict[str, str]:
+    """placer's version and its engines' (OR-Tools, jq's binding), as installed."""
+    out = {}
+    for dist, key in (("placer", "version"), ("ortools", "ortools"), ("jq", "jq")):
+        try:
+            out[key] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[key] = "unknown"
+    return out
 
 
-def _labels(labels: Mapping[str, str] | None) -> Labels:
-    return tuple(sorted((labels or {}).items()))
+class _Totals(Collector):
+    """A counter whose totals are kept elsewhere (the Interpreter counts its own hits and
+    misses) and set here: exposed with counter semantics, never decremented by us."""
 
+    def __init__(self, name: str, help: str, labelnames: tuple[str, ...]):
+        self.name, self.help, self.labelnames = name, help, labelnames
+        self.values: dict[tuple[str, ...], float] = {}
 
-def _render_labels(labels: Labels, extra: Labels = ()) -> str:
-    pairs = labels + extra
-    if not pairs:
-        return ""
-    body = ",".join(f'{k}="{_escape(v)}"' for k, v in pairs)
-    return "{" + body + "}"
-
-
-def _escape(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _number(v: float) -> str:
-    if v == float("inf"):
-        return "+Inf"
-    return repr(float(v)) if isinstance(v, float) and not float(v).is_integer() else str(int(v))
-
-
-@dataclass
-class _Metric:
-    name: str
-    help: str
-    kind: str                                   # counter | gauge
-    values: dict[Labels, float] = field(default_factory=dict)
-
-    def render(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
-        for labels, v in sorted(self.values.items()):
-            lines.append(f"{self.name}{_render_labels(labels)} {_number(v)}")
-        return lines
-
-
-@dataclass
-class _Histogram:
-    name: str
-    help: str
-    buckets: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    n: int = 0
-
-    def observe(self, v: float) -> None:
-        if not self.counts:
-            self.counts = [0] * len(self.buckets)
-        for i, b in enumerate(self.buckets):
-            if v <= b:
-                self.counts[i] += 1
-        self.total += v
-        self.n += 1
-
-    def render(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        counts = self.counts or [0] * len(self.buckets)
-        for b, c in zip(self.buckets, counts):
-            lines.append(f'{self.name}_bucket{{le="{_number(b)}"}} {c}')
-        lines.append(f'{self.name}_bucket{{le="+Inf"}} {self.n}')
-        lines.append(f"{self.name}_sum {_number(round(self.total, 6))}")
-        lines.append(f"{self.name}_count {self.n}")
-        return lines
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=self.labelnames)
+        for labels, value in sorted(self.values.items()):
+            family.add_metric(labels, value)
+        yield family
 
 
 class Metrics:
-    """The daemon's series. Thread-safe; `render()` gives the exposition text."""
+    """The daemon's series by their exposed names; `inc`/`set`/`observe`/`value` keep the
+    daemon's calls independent of the client library's types. Thread-safe (the client is)."""
 
     def __init__(self):
+        self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        r = self.registry
+        self._series: dict[str, Counter | Gauge | Histogram | _Totals] = {
+            "placer_placements_total": Counter("placer_placements", "Workloads created on a target cluster",
+                                               registry=r),
+            "placer_withdrawals_total": Counter("placer_withdrawals", "Placed workloads withdrawn to be rescheduled",
+                                                registry=r),
+            "placer_unplaced": Gauge("placer_unplaced", "Staging workloads waiting for capacity", registry=r),
+            "placer_placed": Gauge("placer_placed", "Staging workloads with a remote copy", registry=r),
+            "placer_queue_depth": Gauge("placer_queue_depth", "Keys waiting in the reconcile queue", registry=r),
+            "placer_leader": Gauge("placer_leader", "1 while this daemon holds the leader lease", registry=r),
+            "placer_api_errors_total": Counter("placer_api_errors", "Failed Kubernetes API calls, per cluster",
+                                               ["cluster"], registry=r),
+            "placer_solves_total": Counter("placer_solves", "Planning rounds", registry=r),
+            "placer_solve_seconds": Histogram("placer_solve_seconds", "Seconds per planning round's solve",
+                                              buckets=SOLVE_BUCKETS, registry=r),
+        }
+        totals = _Totals("placer_interpretations_total", "Objects interpreted (result=computed) or answered "
+                         "from memory, unchanged (result=remembered)", ("result",))
+        r.register(totals)
+        self._series[totals.name] = totals
+        Info("placer_build", "placer's version and its engines'", registry=r).info(versions())
         self._lock = threading.Lock()
-        self._metrics: dict[str, _Metric | _Histogram] = {}
-        self.counter("placer_placements_total", "Workloads created on a target cluster")
-        self.counter("placer_withdrawals_total", "Placed workloads withdrawn to be rescheduled")
-        self.gauge("placer_unplaced", "Staging workloads waiting for capacity")
-        self.gauge("placer_placed", "Staging workloads with a remote copy")
-        self.gauge("placer_queue_depth", "Keys waiting in the reconcile queue")
-        self.gauge("placer_leader", "1 while this daemon holds the leader lease")
-        self.counter("placer_api_errors_total", "Failed Kubernetes API calls, per cluster")
-        self.counter("placer_solves_total", "Planning rounds")
-        self.counter("placer_interpretations_total",
-                     "Objects interpreted (result=computed) or answered from memory, unchanged (result=remembered)")
-        self._metrics["placer_solve_seconds"] = _Histogram(
-            "placer_solve_seconds", "Seconds per planning round's solve", SOLVE_BUCKETS)
 
-    def counter(self, name: str, help: str) -> None:
-        self._metrics[name] = _Metric(name, help, "counter")
-
-    def gauge(self, name: str, help: str) -> None:
-        self._metrics[name] = _Metric(name, help, "gauge")
+    def _child(self, name: str, labels: Mapping[str, str] | None):
+        metric = self._series[name]
+        return metric.labels(**labels) if labels else metric
 
     def inc(self, name: str, by: float = 1, labels: Mapping[str, str] | None = None) -> None:
-        with self._lock:
-            m = self._metrics[name]
-            key = _labels(labels)
-            m.values[key] = m.values.get(key, 0) + by
+        self._child(name, labels).inc(by)
 
     def set(self, name: str, value: float, labels: Mapping[str, str] | None = None) -> None:
-        with self._lock:
-            self._metrics[name].values[_labels(labels)] = value
+        metric = self._series[name]
+        if isinstance(metric, _Totals):
+            with self._lock:
+                metric.values[tuple((labels or {})[k] for k in metric.labelnames)] = value
+        else:
+            self._child(name, labels).set(value)
 
     def observe(self, name: str, value: float) -> None:
-        with self._lock:
-            self._metrics[name].observe(value)
+        self._series[name].observe(value)
 
     def value(self, name: str, labels: Mapping[str, str] | None = None) -> float:
-        with self._lock:
-            m = self._metrics[name]
-            if isinstance(m, _Histogram):
-                return m.n
-            return m.values.get(_labels(labels), 0)
+        """The current value (for a histogram: its count), read back from the registry."""
+        sample = name + "_count" if isinstance(self._series[name], Histogram) else name
+        found = self.registry.get_sample_value(sample, dict(labels or {}))
+        return found or 0
 
     def render(self) -> str:
-        with self._lock:
-            lines: list[str] = []
-            for m in self._metrics.values():
-                lines += m.render()
-        return "\n".join(lines) + "\n"
+        return generate_latest(self.registry).decode()
 
 
 class MetricsServer:
@@ -168,7 +138,11 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._httpd = ThreadingHTTPServer((host or "127.0.0.1", int(port or 0)), Handler)
+        try:
+            self._httpd = ThreadingHTTPServer((host or "127.0.0.1", int(port or 0)), Handler)
+        except OSError as e:        # a busy port, an address not on this machine
+            from .errors import InputError
+            raise InputError(f"--metrics-addr {address}: cannot listen: {e.strerror or e}") from None
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

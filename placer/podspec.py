@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
+from .errors import InputError
 from .quantity import add, canonical
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu",)
@@ -16,7 +17,12 @@ def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
     # requests after limits, so they win; a null quantity is none (mapped vendor structs leave gaps)
     merged = {k: v for part in ("limits", "requests") for k, v in (resources.get(part) or {}).items()
               if v is not None}
-    return {name: canonical(name, v) for name, v in merged.items()}
+    out = {name: canonical(name, v) for name, v in merged.items()}
+    for name, amount in out.items():
+        if amount < 0:      # the API server rejects it; summed, it would hide other containers' requests
+            raise InputError(f"container {container.get('name') or '?'}: resources {name}: "
+                             f"must not be negative, got {merged[name]!r}")
+    return out
 
 
 def _max_into(into: dict[str, int], other: Mapping[str, int]) -> None:
@@ -46,7 +52,11 @@ def effective_requests(containers: Iterable[Mapping[str, Any]],
     add(total, sidecars)
     _max_into(total, init_peak)
     if overhead:
-        add(total, {k: canonical(k, v) for k, v in overhead.items()})
+        extra = {k: canonical(k, v) for k, v in overhead.items()}
+        negative = next((k for k, v in extra.items() if v < 0), None)
+        if negative:
+            raise InputError(f"overhead {negative}: must not be negative, got {overhead[negative]!r}")
+        add(total, extra)
     return {k: v for k, v in total.items() if v}
 
 

@@ -72,7 +72,12 @@ def test_hub_role_covers_every_catalog_kind_and_nothing_cluster_wide(workload_re
         assert {"update", "patch"} <= allowed(rules, group, f"{res}/status"), (group, res)
         assert "update" in allowed(rules, group, f"{res}/finalizers"), (group, res)
         assert not allowed(rules, group, res) & {"create", "delete", "deletecollection", "*"}
-    assert allowed(rules, "", "configmaps") == allowed(rules, "", "secrets") == {"get", "list", "watch"}
+    assert allowed(rules, "", "configmaps") == {"get", "list", "watch"}
+    assert allowed(rules, "", "secrets") == set()                  # opt-in: secrets-rbac.yaml
+    (secrets_role,) = by_kind("secrets-rbac.yaml", "Role")
+    assert allowed(secrets_role["rules"], "", "secrets") == {"get", "list", "watch"}
+    assert secrets_role["metadata"]["namespace"] == "placer-staging"
+    assert "secrets-rbac.yaml" not in (DEPLOY / "kustomization.yaml").read_text()
     assert "create" in allowed(rules, "", "events")
     lease_rules = [r for r in rules if "leases" in r["resources"]]
     assert {"get", "update", "patch"} <= {v for r in lease_rules if r.get("resourceNames") == ["placer-daemon"]
@@ -100,6 +105,11 @@ def test_target_role_covers_workloads_companions_and_inventory(workload_resource
         group = group or COMPANION_GROUPS.get(kind, "")
         if kind in ("Role", "RoleBinding"):
             continue                               # needs bind/escalate: left out on purpose
+        if kind == "Secret":                       # opt-in: target/secrets-rbac.yaml
+            assert allowed(rules, "", "secrets") == set()
+            (opt_in,) = by_kind("target/secrets-rbac.yaml", "ClusterRole")
+            assert {"get", "create", "patch", "delete"} <= allowed(opt_in["rules"], "", "secrets")
+            continue
         assert {"get", "create", "patch", "delete"} <= allowed(rules, group, plural(group, kind)), entry
     assert {"list", "watch"} <= allowed(rules, "", "nodes") and {"list", "watch"} <= allowed(rules, "", "pods")
     assert "create" in allowed(rules, "", "namespaces")

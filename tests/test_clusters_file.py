@@ -77,6 +77,7 @@ def test_bad_files_name_the_field(path, value, message):
 def test_lookup_order(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
     bundled = load_clusters(None)
     assert bundled.description.startswith("the bundled example fleet")
     assert bundled.clusters and all(not c.live for c in bundled.clusters)
@@ -114,5 +115,5 @@ def test_unreadable_and_invalid_yaml(tmp_path):
         read_clusters_file(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("clusters: [\n")
-    with pytest.raises(InputError, match="invalid YAML"):
+    with pytest.raises(InputError, match="malformed YAML"):
         read_clusters_file(bad)

@@ -15,7 +15,7 @@ from tests.kubeapi.builders import bound_pod, gpu_node
 
 
 def _placed(env: Env, obj: dict) -> str | None:
-    return env.annotations(obj).get(D.ANN_CLUSTER)
+    return env.annotations(obj).get(D.PLACED_CLUSTER)
 
 
 def test_end_to_end_four_kinds(env):
@@ -188,6 +188,29 @@ def test_group_placed_together_with_companions(env):
     wait_for(lambda: not env.fleet[cluster].objects("v1", "ConfigMap", STAGING), what="companion removed")
 
 
+def test_secrets_follow_their_group_only_when_the_hub_allows_it(env):
+    ann = {D.ANN_GROUP: "secret-llm"}
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": "token", "namespace": STAGING, "annotations": ann}, "data": {"t": "eA=="}}
+    env.create(secret)
+    d = env.daemon()                        # default: Secrets are neither read nor copied
+    job = jobset("with-secret", pods=1, gpus=1, annotations=ann)
+    env.create(job)
+    assert d.wait_idle(10)
+    cluster = _placed(env, job)
+    assert cluster and env.fleet[cluster].objects("v1", "Secret", STAGING) == []
+    reads = lambda: sum(env.fleet["hub"].requests.count(verb=v, resource="secrets") for v in ("get", "list", "watch"))
+    assert reads() == 0
+    d.stop()
+    d2 = env.daemon(secrets=True)
+    other = jobset("with-secret-2", pods=1, gpus=1, annotations=ann)
+    env.create(other)
+    assert d2.wait_idle(10)
+    assert reads() > 0
+    wait_for(lambda: [s["metadata"]["name"] for s in env.fleet[_placed(env, other)].objects("v1", "Secret", STAGING)]
+             == ["token"], what="secret copied")
+
+
 def test_metrics_healthz_and_json_logs(env, capsys):
     D.setup_logging("json")
     try:
@@ -203,6 +226,9 @@ def test_metrics_healthz_and_json_logs(env, capsys):
         assert "placer_leader 1" in text
         assert "placer_solve_seconds_count" in text and "placer_queue_depth" in text
         assert re.search(r'placer_interpretations_total\{result="computed"\} [1-9]', text)
+        # the standard series and the build info, from prometheus_client on the daemon's own registry
+        assert "process_resident_memory_bytes" in text and 'placer_build_info{jq="' in text
+        assert "# TYPE placer_withdrawals_total counter" in text and "placer_withdrawals_total 0.0" in text
         health = urllib.request.urlopen(f"{base}/healthz")
         assert health.status == 200 and health.read().startswith(b"ok")
     finally:
@@ -225,3 +251,41 @@ def test_cli_bad_input_exits_2(tmp_path):
     r = runner.invoke(app, ["daemon", "--clusters", str(no_hub), "--reschedule-after", "soon"])
     assert r.exit_code == 2 and "--reschedule-after" in r.output
     assert D.parse_duration("1h30m") == 5400 and D.parse_duration("90") == 90 and D.parse_duration("500ms") == 0.5
+
+
+def test_a_pin_survives_an_unplaced_round_and_is_never_moved(env):
+    # issue 12, defect 2: an unplaceable pinned workload had its pin erased (placer.dev/cluster: null)
+    # and a later round placed it elsewhere
+    d = env.daemon()
+    pinned = jobset("pinned", pods=3, gpus=8, annotations={D.ANN_CLUSTER: "alpha"})   # alpha has 2 nodes
+    env.create(pinned)
+    assert d.wait_idle(10)
+    ann = env.annotations(pinned)
+    assert ann[D.ANN_CLUSTER] == "alpha" and D.PLACED_CLUSTER not in ann
+    assert ann[D.ANN_MESSAGE].startswith("unplaced: ") and "pinned to alpha" in ann[D.ANN_MESSAGE]
+    env.kube.client("beta").create("nodes", gpu_node("b-new", gpus=8))      # beta now fits it
+    assert d.wait_idle(10)
+    env.kube.client("alpha").create("nodes", gpu_node("a-new", gpus=8))     # and then alpha does
+    wait_for(lambda: _placed(env, pinned) == "alpha", what="placed where pinned")
+    assert list(env.copies(pinned)) == ["alpha"]
+    ann = env.annotations(pinned)
+    assert ann[D.ANN_CLUSTER] == "alpha" and ann[D.PLACED_CLUSTER] == "alpha"
+    assert env.staged(pinned)["metadata"]["labels"][D.PLACED_CLUSTER] == "alpha"     # kubectl get -l on the hub
+    copy_ = env.copies(pinned)["alpha"]["metadata"]
+    assert copy_["labels"][D.PLACED_CLUSTER] == "alpha" and copy_["annotations"][D.ANN_CLUSTER] == "alpha"
+
+
+def test_placer_delete_leaves_daemon_copies_to_their_staging_object(env):
+    from typer.testing import CliRunner
+
+    from placer.cli import app
+
+    d = env.daemon()
+    job = jobset("kept", pods=1, gpus=4)
+    env.create(job)
+    assert d.wait_idle(10)
+    where = _placed(env, job)
+    r = CliRunner().invoke(app, ["delete", "jobset/kept", "-n", STAGING, "--kubeconfig", str(env.fleet.kubeconfig),
+                                 "--context", "alpha", "--context", "beta"])
+    assert r.exit_code == 1 and "delete that object on the hub instead" in r.stderr
+    assert list(env.copies(job)) == [where]

@@ -15,7 +15,7 @@ from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
 
 
 def _cluster(env: Env, obj: dict) -> str | None:
-    return env.annotations(obj).get(D.ANN_CLUSTER)
+    return env.annotations(obj).get(D.PLACED_CLUSTER)
 
 
 def _all_copies(env: Env) -> list[tuple[str, str]]:
@@ -69,7 +69,7 @@ def test_crash_between_remote_create_and_staging_annotation(env, monkeypatch):
     wait_for(lambda: _all_copies(env), what="the copy created")
     wait_for(lambda: not first._thread.is_alive(), what="the daemon dead")
     first.stop(release=False)
-    assert D.ANN_CLUSTER not in env.annotations(job)
+    assert D.PLACED_CLUSTER not in env.annotations(job)
     monkeypatch.setattr(actuate, "apply_group", real)
     second = env.daemon(identity="second")                  # takes over once the dead one's lease expires
     wait_for(lambda: _cluster(env, job), timeout=15, what="adopted")
@@ -153,8 +153,27 @@ def test_burst_of_300(make_fleet):
         for name, o in staged.items():
             ann = o["metadata"].get("annotations") or {}
             if name in names:
-                assert ann.get(D.ANN_CLUSTER) == next(c for c, n in copies if n == name)
+                assert ann.get(D.PLACED_CLUSTER) == next(c for c, n in copies if n == name)
             else:                                               # explained, never lost
                 assert ann.get(D.ANN_MESSAGE, "").startswith("unplaced: "), (name, ann)
     finally:
         env.stop()
+
+
+def test_a_name_taken_by_someone_else_sends_the_workload_to_another_cluster(env):
+    """A JobSet placer did not create already holds the name on the cluster the plan
+    chooses: placer leaves it alone, excludes that cluster for the workload and places
+    it on the other one, instead of re-planning onto the same cluster forever."""
+    foreign = jobset("taken", pods=1, gpus=1)
+    d = env.daemon()
+    env.create(jobset("probe", pods=1, gpus=1))
+    assert d.wait_idle(10)
+    first_choice = _cluster(env, jobset("probe"))        # where an equal workload goes first
+    other = "beta" if first_choice == "alpha" else "alpha"
+    client = env.kube.client(first_choice)
+    client.create(client.resource_for(foreign["apiVersion"], foreign["kind"]), foreign, STAGING)
+    env.create(jobset("taken", pods=1, gpus=1))
+    wait_for(lambda: _cluster(env, jobset("taken")) == other, what="placed on the other cluster", timeout=15)
+    mine = env.fleet[first_choice].get("jobset.x-k8s.io/v1alpha2", "JobSet", "taken", STAGING)
+    assert "placer.dev/managed" not in (mine["metadata"].get("labels") or {})     # left as it was
+    assert [n for c, n in _all_copies(env) if n == "taken"] == ["taken", "taken"]  # theirs + ours

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from placer import actuate as A
 from placer.catalog import load_catalog
 from placer.cli import app
+from placer.errors import InputError
 from placer.kube import Kube, RetryPolicy
 from placer.submit import submit
 from tests.kubeapi.builders import bound_pod, gpu_node
@@ -104,12 +105,12 @@ def test_submit_places_and_creates_with_labels_annotations_and_namespace(env, tm
     path = write(tmp_path, "train.yaml", configmap("train-config"), jobset("train", "ml", replicas=3, gpus=4))
     result = env.submit([path], plan_id="p-1")
     assert result.exit_code == 0 and not result.failed
-    assert [(c.workload, c.cluster) for c in result.created] == [("ml/JobSet/train", "alpha")]
+    assert [(c.workload, c.cluster) for c in result.created] == [("ml/JobSet.jobset.x-k8s.io/train", "alpha")]
     alpha = env.fleet["alpha"]
     js = alpha.get(JOBSET, "JobSet", "train", "ml")
     labels, ann = js["metadata"]["labels"], js["metadata"]["annotations"]
-    assert labels[A.MANAGED] == "true" and labels[A.WORKLOAD] == A.workload_label("ml/JobSet/train")
-    assert ann[A.WORKLOAD] == "ml/JobSet/train" and ann[A.PLAN] == "p-1" and ann[A.CLUSTER] == "alpha"
+    assert labels[A.MANAGED] == "true" and labels[A.WORKLOAD] == A.workload_label("ml/JobSet.jobset.x-k8s.io/train")
+    assert ann[A.WORKLOAD] == "ml/JobSet.jobset.x-k8s.io/train" and ann[A.PLAN] == "p-1" and ann[A.CLUSTER] == "alpha"
     assert ann[A.ORIGIN] == path and ann[A.GROUP] == path
     assert [m["manager"] for m in js["metadata"]["managedFields"]] == ["placer"]
     assert js["metadata"]["managedFields"][0]["operation"] == "Apply"
@@ -128,7 +129,7 @@ def test_resubmit_is_idempotent(env, tmp_path):
         c.requests.clear()
     again = env.submit([path])
     assert again.created == () and again.exit_code == 0
-    assert [(a.workload, a.cluster, a.plan) for a in again.already] == [("ml/JobSet/train", "alpha",
+    assert [(a.workload, a.cluster, a.plan) for a in again.already] == [("ml/JobSet.jobset.x-k8s.io/train", "alpha",
                                                                           first.plan_id)]
     assert env.writes("alpha") == 0 and env.writes("beta") == 0
     assert len(env.fleet["alpha"].objects(JOBSET, "JobSet")) == 1
@@ -183,16 +184,27 @@ def test_a_smaller_second_submit_goes_where_capacity_is_not_promised(env, tmp_pa
 # --- all or nothing ------------------------------------------------------------------------------
 
 def test_group_is_all_or_nothing_when_the_server_rejects_an_object(env, tmp_path):
-    # the second object of the group has a name the API server rejects (422)
-    path = write(tmp_path, "bad.yaml", configmap("good-config"), configmap("Bad_Name"),
+    # the API server rejects the second object of the group (422)
+    path = write(tmp_path, "bad.yaml", configmap("good-config"), configmap("rejected"),
                  jobset("train", "ml", replicas=1))
+    env.fleet["alpha"].faults.fail(422, match="/configmaps/rejected")
     result = env.submit([path])
+    env.fleet["alpha"].faults.clear()
     assert result.exit_code == 1 and result.created == ()
     (f,) = result.failed
-    assert f.cluster == "alpha" and "Bad_Name" in f.error and "removed the 1 object" in f.error
+    assert f.cluster == "alpha" and "rejected" in f.error and "removed the 1 object" in f.error
     alpha = env.fleet["alpha"]
     assert alpha.objects("v1", "ConfigMap", "ml") == [] and alpha.objects(JOBSET, "JobSet") == []
     assert alpha.requests.count(verb="delete", resource="configmaps") == 1
+
+
+def test_a_name_the_api_server_would_reject_is_refused_before_anything_is_sent(env, tmp_path):
+    path = write(tmp_path, "bad.yaml", configmap("good-config"), configmap("Bad_Name"),
+                 jobset("train", "ml", replicas=1))
+    with pytest.raises(InputError, match=r"bad.yaml: document at line \d+ \(ConfigMap\): metadata.name 'Bad_Name'"):
+        env.submit([path])
+    assert env.fleet["alpha"].requests.count(verb="create") == 0
+    assert env.fleet["alpha"].requests.count(verb="patch") == 0
 
 
 def test_persistent_500s_on_a_workload_roll_back_the_group_and_a_retry_creates_once(env, tmp_path):
@@ -277,7 +289,7 @@ def test_handoff_patch_and_unsuspend(fleet, catalog, tmp_path):
     pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     assert pod["spec"]["schedulerName"] == "kai-scheduler"
     assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
-    assert pod["metadata"]["labels"][A.WORKLOAD] == A.workload_label("ml/JobSet/kai")
+    assert pod["metadata"]["labels"][A.WORKLOAD] == A.workload_label("ml/JobSet.jobset.x-k8s.io/kai")
     r = env.submit([write(tmp_path, "b.yaml", jobset("kq", "ml", replicas=1, suspend=True))], cluster="beta")
     assert r.exit_code == 0 and r.created, (r.failed, r.already, r.plan and r.plan.to_dict())
     js = fleet["beta"].get(JOBSET, "JobSet", "kq", "ml")

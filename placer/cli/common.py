@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
 import traceback
 from typing import Callable, TypeVar
@@ -52,12 +54,31 @@ CATALOG_HELP = "Extra directory of workload definitions; repeatable, later wins.
 GPU_HELP = "Resource name counted as GPUs; repeatable (default nvidia.com/gpu, env PLACER_GPU_RESOURCES)."
 
 
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
 def gpu_resources(names: list[str] | None) -> tuple[str, ...]:
     from ..podspec import DEFAULT_GPU_RESOURCES
     if names:
+        for name in names:
+            if not _RESOURCE_NAME.match(name):
+                from ..errors import InputError
+                raise InputError(f"--gpu-resource {name!r}: expected a resource name such as nvidia.com/gpu")
         return tuple(names)
     env = os.environ.get("PLACER_GPU_RESOURCES", "")
     return tuple(n.strip() for n in env.split(",") if n.strip()) or DEFAULT_GPU_RESOURCES
+
+
+def check_number(option: str, value: float | int | None, *, minimum: float = 0, inclusive: bool = False) -> None:
+    """A numeric option: finite and above `minimum` (or at it, when `inclusive`). NaN fails
+    every comparison, so it is caught here rather than read as 'no limit'."""
+    if value is None:
+        return
+    ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
+    if not ok:
+        from ..errors import InputError
+        bound = f"at least {minimum:g}" if inclusive else ("positive" if minimum == 0 else f"above {minimum:g}")
+        raise InputError(f"{option} {value}: must be a finite number, {bound}")
 
 
 def check_output(output: str, allowed: tuple[str, ...] = ("table", "json", "yaml")) -> str:

@@ -14,7 +14,9 @@ from rich.table import Table
 
 from ..errors import InputError
 from ..plan import Plan
-from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, err, gpu_resources, out, run
+from .common import (CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, check_output, emit, err, gpu_resources,
+                     out, run)
+from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 
 DEFAULT_TIME_LIMIT = 10.0
 MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
@@ -32,34 +34,44 @@ class PlanResult:
 
 
 def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str | None = None,
+               contexts: tuple[str, ...] = (), all_contexts: bool = False,
                time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: list[str] | None = None,
                gpu: tuple[str, ...] | None = None, workers: int | None = None,
-               effort: float | None = None, announce=None, progress=None) -> PlanResult:
-    """Load the clusters file and the files' placement groups (with no files: the pending
-    objects of the hub's staging namespace), and solve."""
+               effort: float | None = None, announce=None, progress=None, notice=None) -> PlanResult:
+    """Resolve the clusters (one rule for every command), load the files' placement groups
+    (with no files: the pending objects of the hub's staging namespace), and plan them on
+    the fleet as `submit` sees it: promised capacity counted, workloads already placed set
+    aside (`placer.fleetview`)."""
     from ..catalog import load_catalog
-    from ..clusters_file import build_fleet, load_clusters
+    from ..fleetview import plan_groups, read_fleet, split_already_placed
     from ..podspec import DEFAULT_GPU_RESOURCES
     from ..solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
+    from ..targets import resolve_clusters
 
-    if time_limit <= 0:
-        raise InputError(f"--time-limit {time_limit}: must be positive")
-    if effort is not None and effort <= 0:
-        raise InputError(f"--effort {effort}: must be positive")
+    check_number("--time-limit", time_limit)
+    check_number("--effort", effort)
+    check_number("--workers", workers, minimum=1, inclusive=True)
     gpu = tuple(gpu or DEFAULT_GPU_RESOURCES)
     timings: dict[str, float] = {}
     t = started = time.monotonic()
-    loaded = load_clusters(clusters)
+    targets = resolve_clusters(clusters, kubeconfig=kubeconfig, contexts=contexts, all_contexts=all_contexts)
     timings["clusters"] = time.monotonic() - t
     t = time.monotonic()
-    if announce and loaded.description.startswith("the bundled"):
-        announce(f"using {loaded.description}")
-    if not files and loaded.hub is None:
-        raise InputError(f"nothing to plan: pass -f FILE, or give the clusters file ({loaded.description}) "
+    if targets.notice and notice:
+        notice(targets.notice)
+    if not files and targets.hub is None:
+        raise InputError(f"nothing to plan: pass -f FILE, or give the clusters file ({targets.description}) "
                          "a hub: {context, stagingNamespace} to plan the pending objects of its staging namespace")
     if progress:
         progress("reading workloads")
     catalog = load_catalog(catalog_dirs or ())
+    kube = None
+    if targets.live:
+        from ..kube import Kube
+        from ..registry import with_fleet_definitions
+        kube = Kube(kubeconfig)
+        catalog = with_fleet_definitions(catalog, kube, [e.context for e in targets.live],
+                                         announce or (lambda m: None))
     timings["catalog"] = time.monotonic() - t
     t = time.monotonic()
     if files:
@@ -67,7 +79,7 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
         groups = load_groups(files, catalog, gpu_resources=gpu)
     else:
         from ..hub import staging_groups
-        hub = loaded.hub
+        hub = targets.hub
         if announce:
             announce(f"planning the pending objects of namespace {hub.stagingNamespace} on hub context {hub.context}")
         groups = staging_groups(hub.context, hub.stagingNamespace, catalog, kubeconfig=kubeconfig,
@@ -75,27 +87,38 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     timings["load"] = time.monotonic() - t
     t = time.monotonic()
     if progress:
-        progress(f"inventorying {len(loaded.clusters)} clusters")
-    fleet = build_fleet(loaded.file, kubeconfig)
+        progress(f"inventorying {len(targets.clusters)} clusters")
+    try:
+        view = read_fleet(targets.clusters, kube, catalog, gpu_resources=gpu)
+    finally:
+        if kube is not None:
+            kube.close()
     timings["fleet"] = time.monotonic() - t
-    for c in fleet.clusters:
+    for c in view.fleet.clusters:
         if c.error and announce:                  # said even when everything fits elsewhere
             announce(f"{c.name}: {c.error}; planning without it")
+    pending, already, split = split_already_placed(groups, view.placed)
+    if announce:
+        for a in already:
+            announce(f"{a.workload}: already placed on {a.cluster}" + (f" by plan {a.plan}" if a.plan else ""))
+        for key, why in split.items():
+            announce(f"group {key}: {why}; left out")
     # --time-limit bounds the whole plan: reading files and clusters comes out of it
     left = max(MIN_SOLVE_SECONDS, time_limit - (time.monotonic() - started))
-    plan = solve(fleet, groups, time_limit=left, workers=workers or DEFAULT_WORKERS,
-                 effort=effort or DEFAULT_EFFORT, gpu_resources=gpu, progress=progress)
+    plan = plan_groups(view, pending, catalog, solve=solve, gpu_resources=gpu, time_limit=left,
+                       workers=workers or DEFAULT_WORKERS, effort=effort or DEFAULT_EFFORT, progress=progress)
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
-    return PlanResult(replace(plan, summary=summary), loaded.description)
+    return PlanResult(replace(plan, summary=summary), targets.description)
 
 
 @app.command()
 def plan(
     files: List[str] = typer.Option([], "-f", "--filename", help=FILES_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only plan (placer plan never changes a cluster)."),
-    clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters file (default: $PLACER_CLUSTERS, "
-                                           "./clusters.yaml, else the bundled example fleet)."),
-    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig for live clusters."),
+    clusters: Optional[str] = clusters_option(),
+    kubeconfig: Optional[str] = kubeconfig_option(),
+    context: List[str] = context_option(),
+    all_contexts: bool = all_contexts_option(),
     time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Wall-clock bound on the whole plan, seconds: reading, solving and explaining (a search it cuts short is flagged timeLimitHit)."),
     output: str = typer.Option("table", "-o", "--output", help="table, json or yaml"),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
@@ -116,7 +139,9 @@ def plan(
         status = err.status("planning...") if tty else nullcontext()
         with status as st:
             update = (lambda msg: st.update(escape(msg))) if st is not None else None
-            return plan_files(files, clusters=clusters, kubeconfig=kubeconfig, time_limit=time_limit,
+            return plan_files(files, clusters=clusters, kubeconfig=kubeconfig, contexts=tuple(context),
+                              all_contexts=all_contexts, time_limit=time_limit,
+                              notice=lambda m: err.print(f"note: {m}", markup=False, highlight=False),
                               catalog_dirs=catalog, gpu=gpu_resources(gpu),
                               workers=workers, effort=effort,
                               announce=lambda m: err.print(escape(m), style="dim"), progress=update)
