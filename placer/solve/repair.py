@@ -146,6 +146,8 @@ def repair(problem: Problem, result: Result, deadline: float | None = None) -> R
             if not lower:
                 continue
             st = states[c]
+            if g.gpus > st.free_gpus + sum(h.gpus for h in lower):
+                continue                    # even without the lower-priority work it cannot fit
             for h in lower:
                 undo(st, h, result[h.index][1])
             assign = place(st, g, deadline)
