@@ -137,12 +137,12 @@ def repair(problem: Problem, result: Result, deadline: float | None = None) -> R
     states = states_of(problem, result)
     by_idx = {g.index: g for g in problem.groups}
     _fill(problem, result, states, deadline)
+    on = _by_cluster(result, by_idx)
     for g in greedy_order(g for g in problem.groups if g.eligible and g.index not in result):
         if g.index in result or (deadline is not None and time.monotonic() >= deadline):
             continue
         for c in g.eligible:
-            lower = sorted((by_idx[h] for h, (cc, _) in result.items()
-                            if cc == c and by_idx[h].priority < g.priority), key=lambda h: h.index)
+            lower = [h for h in on.get(c, ()) if h.priority < g.priority]
             if not lower:
                 continue
             st = states[c]
@@ -160,9 +160,18 @@ def repair(problem: Problem, result: Result, deadline: float | None = None) -> R
             for h in lower:
                 del result[h.index]
             _fill(problem, result, states, deadline, only=lower)
+            on = _by_cluster(result, by_idx)
             break
     _fill(problem, result, states, deadline)
     return result
+
+
+def _by_cluster(result: Result, by_idx: Mapping[int, GroupInfo]) -> dict[int, list[GroupInfo]]:
+    """The placed groups per cluster, by index."""
+    on: dict[int, list[GroupInfo]] = {}
+    for h in sorted(result):
+        on.setdefault(result[h][0], []).append(by_idx[h])
+    return on
 
 
 def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], deadline: float | None,
