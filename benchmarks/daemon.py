@@ -87,7 +87,7 @@ class RealFleet:
     """The same world on hack/kube-env control planes (what Env and this benchmark use of a fleet)."""
 
     def __init__(self, directory: str):
-        from tests.realkube import RealKube, require_binaries, upstream_crds
+        from tests.kubeenv import RealKube, require_binaries, upstream_crds
 
         require_binaries()
         crds = upstream_crds().get("jobset")

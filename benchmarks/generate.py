@@ -26,6 +26,7 @@ from placer.fleet import Fleet  # noqa: E402
 from placer.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload  # noqa: E402
 
 GPU = "nvidia.com/gpu"
+MIG = "nvidia.com/mig-1g.10gb"
 GI = 2**30
 PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "NVIDIA-L40S")
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -45,6 +46,8 @@ class FleetSpec:
     tainted: float = 0.1          # share of clusters whose nodes carry a NoSchedule taint
     cpu: int = 96
     memory_gi: int = 1024
+    mig: float = 0.0              # share of clusters with an extra pool of MIG nodes (A100, 7 x 1g.10gb per GPU)
+    distinct: bool = False        # every node written by name with its own hostname label (one class per node)
 
 
 def clusters_document(spec: FleetSpec, seed: int = 0) -> dict[str, Any]:
@@ -72,10 +75,31 @@ def clusters_document(spec: FleetSpec, seed: int = 0) -> dict[str, Any]:
             groups.append(group)
         groups.append({"namePrefix": f"c{c}-cpu-", "count": max(1, spec.nodes // 50),   # CPU-only nodes
                        "allocatable": {"cpu": "64", "memory": "256Gi", "pods": 110}})
+        if spec.mig and rnd.random() < spec.mig:
+            groups.append({"namePrefix": f"c{c}-mig-", "count": max(1, spec.nodes // 10),
+                           "allocatable": {MIG: 56, "cpu": "96", "memory": "1Ti", "pods": 110},
+                           "labels": {PRODUCT_LABEL: "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig.strategy": "mixed"}})
+        if spec.distinct:
+            groups = _distinct(groups)
         clusters.append({"name": f"c{c:02d}", "labels": {"region": ("us-east", "us-west", "eu")[c % 3],
                                                           "product": product},
                          "nodes": groups})
     return {"clusters": clusters}
+
+
+def _distinct(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Node groups as single nodes, as live clusters look: a hostname label each, and CPU in
+    use that differs a little from node to node."""
+    out = []
+    for g in groups:
+        for i in range(g["count"]):
+            name = f"{g['namePrefix']}{i}"
+            used = dict(g.get("used") or {})
+            used["cpu"] = f"{int(str(used.get('cpu', '0'))) * 1000 + 100 + i % 700}m"
+            node = {k: v for k, v in g.items() if k not in ("namePrefix", "count", "used")}
+            node.update(name=name, used=used, labels={**g.get("labels", {}), "kubernetes.io/hostname": name})
+            out.append(node)
+    return out
 
 
 def make_fleet(spec: FleetSpec, seed: int = 0) -> Fleet:
@@ -108,6 +132,12 @@ class MixSpec:
     products: int = 2
     selector_share: float = 0.05       # share carrying a cluster-selector on region
     max_size: int = 128
+    mig: float = 0.0                   # share asking for MIG slices (1-3 per pod) instead of GPUs
+    pinned: float = 0.0                # share pinned to one of `clusters` clusters
+    clusters: int = 0
+    cpu_only: float = 0.0              # share of CPU-only workloads (1-8 pods of `cpu_zero` CPU)
+    cpu_per_gpu: int = 11              # CPU per GPU of a GPU pod
+    cpu_zero: int = 4                  # CPU of a pod without GPUs
 
 
 @dataclass(frozen=True)
@@ -123,6 +153,9 @@ class Spec:
     product: str | None
     tolerate: bool
     annotations: dict[str, str] = field(default_factory=dict)
+    gpu_key: str = GPU
+    cpu_per_gpu: int = 11
+    cpu_zero: int = 4
 
     @property
     def gpus(self) -> int:
@@ -170,13 +203,23 @@ def mix(spec: MixSpec, seed: int = 0) -> list[Spec]:
             ann["placer.dev/priority"] = str(prio)
         if rnd.random() < spec.selector_share:
             ann["placer.dev/cluster-selector"] = f"region in ({rnd.choice(('us-east', 'us-west', 'eu'))})"
-        out.append(Spec(i, kind, f"team{i % 7}", f"w{i:04d}-{kind.lower()}", per, _layout(kind, total, per),
-                        product, tol, ann))
+        layout, key = _layout(kind, total, per), GPU
+        if spec.pinned and rnd.random() < spec.pinned:
+            ann["placer.dev/cluster"] = f"c{rnd.randrange(spec.clusters):02d}"
+        if spec.mig and rnd.random() < spec.mig:
+            per, key = rnd.randint(1, 3), MIG
+            layout, product = (("main", "0", rnd.randint(1, 8), per),), None
+        elif spec.cpu_only and rnd.random() < spec.cpu_only:
+            per, layout, product = 0, (("main", "0", rnd.randint(1, 8), 0),), None
+        out.append(Spec(i, kind, f"team{i % 7}", f"w{i:04d}-{kind.lower()}", per, layout,
+                        product, tol, ann, key, spec.cpu_per_gpu, spec.cpu_zero))
     return out
 
 
-def _requests(gpus: int) -> dict[str, int]:
-    req = {"cpu": 11_000 * gpus if gpus else 4_000, "memory": (120 * gpus if gpus else 16) * GI}
+def _requests(gpus: int, key: str = GPU, cpu_per_gpu: int = 11, cpu_zero: int = 4) -> dict[str, int]:
+    if key != GPU:                     # MIG slices: a seventh of a GPU each
+        return {"cpu": 2_000 * gpus, "memory": 16 * gpus * GI, key: gpus}
+    req = {"cpu": 1000 * cpu_per_gpu * gpus if gpus else 1000 * cpu_zero, "memory": (120 * gpus if gpus else 16) * GI}
     if gpus:
         req[GPU] = gpus
     return req
@@ -185,7 +228,7 @@ def _requests(gpus: int) -> dict[str, int]:
 def to_workload(s: Spec) -> Workload:
     sel = {PRODUCT_LABEL: s.product} if s.product else {}
     tol = (TOLERATION,) if s.tolerate else ()
-    insts = tuple(Instance(c, i, n, 1, n, PodShape(requests=_requests(g), node_selector=sel, tolerations=tol), g)
+    insts = tuple(Instance(c, i, n, 1, n, PodShape(requests=_requests(g, s.gpu_key, s.cpu_per_gpu, s.cpu_zero), node_selector=sel, tolerations=tol), g)
                   for c, i, n, g in s.layout)
     pods = sum(x.pods for x in insts)
     gang = Gang("g", tuple((x.component, x.instance, x.pods) for x in insts), pods, pods, s.gpus)

@@ -60,7 +60,7 @@ class RealFleet:
         from concurrent.futures import ThreadPoolExecutor
 
         from tests.kubeapi.builders import bound_pod
-        from tests.realkube import RealKube, require_binaries
+        from tests.kubeenv import RealKube, require_binaries
 
         require_binaries()
         self.env = RealKube(Path(directory) / "real", names)

@@ -2,13 +2,19 @@
 `placer plan --dry-run -o json` end to end on the same scenario written as YAML.
 
     python3 benchmarks/plan.py [--scenario NAME ...] [--time-limit S] [--workers N] [--effort E]
-                               [--e2e NAME ...] [--runs N]
+                               [--e2e NAME ...] [--runs N] [--no-e2e] [--levels NAME ...]
+                               [--check-reasons NAME ...] [--scale NAME ...]
 
 Per scenario: workloads, nodes, solve seconds, GPUs placed by placer; by an
 aggregate-capacity greedy (one workload at a time, in arrival order, onto the cluster
 with the most free GPUs, as today's multi-cluster tools do) with how many of its
 placements would not fit at node level and the GPUs that really fit; by a node-level
-greedy first-fit-decreasing; and the LP relaxation's upper bound.
+greedy first-fit-decreasing; and the LP relaxation's upper bound. Then, per scenario,
+placer against the three node-level greedy baselines (arrival order, first-fit
+decreasing, priority-then-size) lexicographically by priority; per priority level for
+`--levels` scenarios; every reason checked by the test suite's independent judge
+(tests/oracle.py) for `--check-reasons` scenarios; and end to end at scale (`--scale`):
+wall seconds and peak memory of `placer plan -o json`.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from ortools.linear_solver import pywraplp  # noqa: E402
 
-from generate import (FleetSpec, MixSpec, make_fleet, make_workloads, write_clusters_file,  # noqa: E402
-                      write_manifests)
-from placer import solver as S  # noqa: E402
+from generate import (GPU, MIG, FleetSpec, MixSpec, make_fleet, make_workloads,  # noqa: E402
+                      write_clusters_file, write_manifests)
+from placer import solve as S  # noqa: E402
+from placer.solve import model as M, policy as P, problem as PR  # noqa: E402
+from placer.solve.greedy import BASELINES, greedy as greedy_plan  # noqa: E402
 
 SCENARIOS = {
     # <= 50 workloads, <= 200 nodes: must be proven optimal
@@ -44,12 +52,35 @@ SCENARIOS = {
     "large": (FleetSpec(clusters=20, nodes=500, fragmentation=0.5),
               MixSpec(workloads=1000, size_weights=(1, 1, 2, 3, 5, 10, 30, 70),
                       priorities=(0, 100), priority_weights=(4, 1))),
+    # H100/A100/L40S pools, MIG pools (counted through --gpu-resource), tainted clusters,
+    # product selectors, 12 priority levels, pins and cluster selectors
+    "heterogeneous": (FleetSpec(clusters=8, nodes=120, fragmentation=0.4, products=3, tainted=0.3, mig=0.5),
+                      MixSpec(workloads=400, priorities=tuple(range(0, 120, 10)), priority_weights=(1,) * 12,
+                              products=3, product_pinned=0.3, tolerating=0.4, selector_share=0.1,
+                              mig=0.1, pinned=0.05, clusters=8)),
+    # CPU binds before GPUs: 64-CPU 8-GPU nodes, 20 CPU per GPU, a third of the work CPU-only
+    "cpu-bound": (FleetSpec(clusters=4, nodes=60, fragmentation=0.3, cpu=64),
+                  MixSpec(workloads=200, size_weights=(5, 5, 8, 6, 3, 1, 0, 0), cpu_per_gpu=20, cpu_only=0.3,
+                          cpu_zero=16, priorities=(0, 50, 100), priority_weights=(3, 2, 1))),
+}
+GPU_NAMES = {"heterogeneous": (GPU, MIG)}
+ORDERS = ("arrival", "ffd", "priority")          # the baselines' columns, in this order
+LARGE_MIX = MixSpec(workloads=1000, size_weights=(1, 1, 2, 3, 5, 10, 30, 70), priorities=(0, 100),
+                    priority_weights=(4, 1))
+# the issue's scale targets, end to end: (fleet, mix, target seconds)
+SCALE = {
+    "4000-on-50000-node-groups": (FleetSpec(clusters=50, nodes=1000, fragmentation=0.5),
+                                  MixSpec(workloads=4000, size_weights=(1, 1, 2, 3, 5, 10, 30, 70),
+                                          priorities=(0, 100), priority_weights=(4, 1)), 15.0),
+    "1000-on-10000-one-class-per-node": (FleetSpec(clusters=20, nodes=490, fragmentation=0.5, distinct=True),
+                                         LARGE_MIX, 10.0),
+    "1000-on-10000-node-groups": (FleetSpec(clusters=20, nodes=490, fragmentation=0.5), LARGE_MIX, 3.0),
 }
 
 
 def aggregate_greedy(fleet, groups) -> tuple[int, int, int]:
     """(GPUs claimed, placements that do not fit at node level, GPUs that really fit)."""
-    problem = S.prepare(fleet, groups)
+    problem = PR.prepare(fleet, groups)
     free = {c: sum(n.free("nvidia.com/gpu") for n in cl.nodes if n.schedulable)
             for c, cl in enumerate(fleet.clusters) if cl.reachable}
     states = problem.state()
@@ -57,28 +88,28 @@ def aggregate_greedy(fleet, groups) -> tuple[int, int, int]:
     names = {x.name: i for i, x in enumerate(fleet.clusters)}
     for g in problem.groups:                      # arrival order
         ok = [c for c, cl in enumerate(fleet.clusters)
-              if cl.reachable and S._policy_reason(g, cl, names) is None]
+              if cl.reachable and P.policy_reason(g, cl, names) is None]
         ok = [c for c in ok if free[c] >= g.gpus]
         if not ok:
             continue
         c = max(ok, key=lambda c: (free[c], -c))
         free[c] -= g.gpus
         claimed += g.gpus
-        if S.try_place(states[c], g) is None:
+        if PR.try_place(states[c], g) is None:
             misfits += 1
         else:
             real += g.gpus
     return claimed, misfits, real
 
 
-def lp_bound(fleet, groups) -> float:
-    problem = S.prepare(fleet, groups)
+def lp_bound(fleet, groups, gpu_names=(GPU,)) -> float:
+    problem = PR.prepare(fleet, groups, gpu_resources=gpu_names, node_exact=False)
     cand = [g for g in problem.groups if g.eligible]
-    agg = S.build_aggregate(problem, cand)
+    agg = M.build_aggregate(problem, cand)
     lp = pywraplp.Solver.CreateSolver("GLOP")
     vs = [lp.NumVar(lo, hi, "") for lo, hi in zip(agg.lb, agg.ub)]
     for terms, lo, hi in agg.cons:
-        ct = lp.Constraint(-lp.infinity() if lo <= -S.INF else lo, hi)
+        ct = lp.Constraint(-lp.infinity() if lo <= -M.INF else lo, hi)
         for a, v in terms:
             ct.SetCoefficient(vs[v], ct.GetCoefficient(vs[v]) + a)
     obj = lp.Objective()
@@ -90,22 +121,52 @@ def lp_bound(fleet, groups) -> float:
     return obj.Value()
 
 
+def by_level(problem, placed) -> dict[int, tuple[int, int]]:
+    """Priority -> (GPUs placed, groups placed)."""
+    out: dict[int, tuple[int, int]] = {g.priority: (0, 0) for g in problem.groups}
+    for g in problem.groups:
+        if g.index in placed:
+            a, b = out[g.priority]
+            out[g.priority] = (a + g.gpus, b + 1)
+    return out
+
+
+def lex(levels: dict[int, tuple[int, int]]) -> tuple:
+    return tuple(levels[p] for p in sorted(levels, reverse=True))
+
+
+def baselines(fleet, groups, gpu_names) -> dict[str, dict[int, tuple[int, int]]]:
+    """Node-level greedy plans as placer computes them, unrepaired: per priority level."""
+    problem = PR.prepare(fleet, groups, gpu_resources=gpu_names, node_exact=False)
+    return {name: by_level(problem, greedy_plan(problem, problem.state(), order=order))
+            for name, order in BASELINES.items()}
+
+
+def plan_levels(fleet, groups, plan, gpu_names) -> dict[int, tuple[int, int]]:
+    problem = PR.prepare(fleet, groups, gpu_resources=gpu_names, node_exact=False)
+    placed_groups = {p.group for p in plan.placements}
+    return by_level(problem, {g.index for g in problem.groups if g.key in placed_groups})
+
+
 def run(name: str, time_limit: float, workers: int, effort: float) -> dict:
     fspec, mspec = SCENARIOS[name]
+    gpu_names = GPU_NAMES.get(name, (GPU,))
     fleet = make_fleet(fspec, seed=1)
     groups = make_workloads(mspec, seed=2)
     t = time.monotonic()
-    plan = S.solve(fleet, groups, time_limit=time_limit, workers=workers, effort=effort)
+    plan = S.solve(fleet, groups, time_limit=time_limit, workers=workers, effort=effort, gpu_resources=gpu_names)
     secs = time.monotonic() - t
-    greedy = S.solve(fleet, groups, use_solver=False)
+    greedy = S.solve(fleet, groups, use_solver=False, gpu_resources=gpu_names)
     claimed, misfits, real = aggregate_greedy(fleet, groups)
-    bound = lp_bound(fleet, groups)
+    bound = lp_bound(fleet, groups, gpu_names)
     nodes = sum(len(c.nodes) for c in fleet.clusters)
     free = sum(n.free("nvidia.com/gpu") for c in fleet.clusters for n in c.nodes)
     return dict(scenario=name, workloads=len(groups), nodes=nodes, free=free,
                 demand=plan.summary.gpus_requested, seconds=secs, status=plan.summary.status,
                 placer=plan.summary.gpus_placed, agg_claimed=claimed, agg_misfits=misfits, agg_real=real,
-                ffd=greedy.summary.gpus_placed, lp=bound, limit=plan.summary.time_limit_hit)
+                ffd=greedy.summary.gpus_placed, lp=bound, limit=plan.summary.time_limit_hit,
+                levels=plan_levels(fleet, groups, plan, gpu_names), base=baselines(fleet, groups, gpu_names),
+                plan=plan, fleet=fleet, groups=groups)
 
 
 def end_to_end(name: str, runs: int, extra: list[str]) -> None:
@@ -159,6 +220,83 @@ def end_to_end(name: str, runs: int, extra: list[str]) -> None:
               f"load average {os.getloadavg()[0]:.1f}")
 
 
+def compare(results: list[dict]) -> None:
+    print("\n# placer against the node-level greedy baselines, lexicographically by priority "
+          "(per level, highest first: GPUs, then groups placed)")
+    print("| scenario | levels | placer >= arrival | placer >= ffd | placer >= priority-then-size | "
+          "levels where a baseline places more GPUs |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        mine = r["levels"]
+        cells = ["yes" if lex(mine) >= lex(r["base"][n]) else "**no**" for n in ORDERS]
+        worse = sorted({p for b in r["base"].values() for p in mine if b[p][0] > mine[p][0]}, reverse=True)
+        print(f"| {r['scenario']} | {len(mine)} | " + " | ".join(cells) +
+              f" | {', '.join(map(str, worse)) or 'none'} |")
+
+
+def per_level(r: dict) -> None:
+    print(f"\n# {r['scenario']}: GPUs placed per priority level (groups placed)")
+    print("| priority | demand | placer | arrival | ffd | priority-then-size |")
+    print("|---|---|---|---|---|---|")
+    demand: dict[int, int] = {}
+    problem = PR.prepare(r["fleet"], r["groups"], gpu_resources=GPU_NAMES.get(r["scenario"], (GPU,)),
+                         node_exact=False)
+    for g in problem.groups:
+        demand[g.priority] = demand.get(g.priority, 0) + g.gpus
+    for p in sorted(r["levels"], reverse=True):
+        row = [r["levels"][p]] + [r["base"][n][p] for n in ORDERS]
+        print(f"| {p} | {demand[p]} | " + " | ".join(f"{a} ({b})" for a, b in row) + " |")
+
+
+def check_reasons(r: dict) -> None:
+    """Every per-cluster reason of the plan, judged by tests/oracle.py (exact, independent)."""
+    from tests import oracle as O
+    O.GPUS = GPU_NAMES.get(r["scenario"], (GPU,))
+    t = time.monotonic()
+    bad = O.false_reasons(r["fleet"], r["groups"], r["plan"])
+    strict = O.strict_priority_violations(r["fleet"], r["groups"], r["plan"])
+    total = sum(len(u.reasons) for u in r["plan"].unplaced)
+    print(f"\n# {r['scenario']}: reasons judged by tests/oracle.py: {total} per-cluster reasons for "
+          f"{len(r['plan'].unplaced)} unplaced workloads, {len(bad)} false; strict-priority violations: "
+          f"{len(strict)} ({time.monotonic() - t:.0f}s)")
+    for line in (bad + strict)[:10]:
+        print("  " + line)
+
+
+def scale(name: str, runs: int, extra: list[str]) -> None:
+    """`placer plan -o json` in a subprocess on a scale scenario: wall seconds, peak memory."""
+    fspec, mspec, target = SCALE[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        wdir, cfile = os.path.join(tmp, "workloads"), os.path.join(tmp, "clusters.yaml")
+        write_manifests(mspec, wdir, seed=2)
+        write_clusters_file(fspec, cfile, seed=1)
+        nodes = sum(len(c["nodes"]) if fspec.distinct else sum(g["count"] for g in c["nodes"])
+                    for c in __import__("yaml").load(open(cfile), Loader=__import__("yaml").CSafeLoader)["clusters"])
+        wrapper = ("import resource, runpy, sys\nsys.argv = ['placer'] + sys.argv[1:]\ntry:\n"
+                   "    runpy.run_module('placer', run_name='__main__')\nfinally:\n"
+                   "    print('maxrss_kb=%d' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+        cmd = [sys.executable, "-c", wrapper, "plan", "--dry-run", "-f", wdir, "--clusters", cfile, "-o", "json",
+               "--timings", *extra]
+        print(f"\n# scale: {name}: {mspec.workloads} workloads on {nodes} nodes, target <= {target:.0f} s end to end"
+              f"{' (' + ' '.join(extra) + ')' if extra else ''}")
+        print("| run | wall s | exit | timings | placed GPUs | status | limit hit | peak MiB |")
+        print("|---|---|---|---|---|---|---|---|")
+        for i in range(runs):
+            t = time.monotonic()
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            wall = time.monotonic() - t
+            try:
+                sm = json.loads(proc.stdout)["summary"]
+            except ValueError:
+                print(proc.stderr[-2000:])
+                raise
+            tm = next((x for x in proc.stderr.splitlines() if x.startswith("timings:")), "")
+            rss = next((int(x.split("=")[1]) for x in proc.stderr.splitlines() if x.startswith("maxrss_kb=")), 0)
+            print(f"| {i + 1} | {wall:.2f} | {proc.returncode} | {tm.removeprefix('timings: ')} | "
+                  f"{sm['gpusPlaced']} | {sm['status']} | {sm['timeLimitHit']} | {rss // 1024} |", flush=True)
+        print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
@@ -168,6 +306,12 @@ def main() -> None:
     ap.add_argument("--e2e", action="append", choices=sorted(SCENARIOS), help="end-to-end CLI runs (default: large)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-e2e", action="store_true")
+    ap.add_argument("--levels", action="append", choices=sorted(SCENARIOS), default=None,
+                    help="per-priority table (default: heterogeneous when run)")
+    ap.add_argument("--check-reasons", action="append", choices=sorted(SCENARIOS), default=[])
+    ap.add_argument("--scale", action="append", choices=sorted(SCALE), default=[])
+    ap.add_argument("--scale-at-target", action="store_true",
+                    help="run each scale scenario with --time-limit set to its target")
     args = ap.parse_args()
     names = args.scenario or list(SCENARIOS)
     print(f"# solver: time limit {args.time_limit}s, effort {args.effort}, workers {args.workers}, "
@@ -176,15 +320,25 @@ def main() -> None:
             "agg-greedy claimed (misfit/real)", "node FFD", "LP bound", "placer/LP")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
+    results = []
     for name in names:
         r = run(name, args.time_limit, args.workers, args.effort)
+        results.append(r)
         print(f"| {r['scenario']} | {r['workloads']} | {r['nodes']} | {r['free']} | {r['demand']} | "
               f"{r['seconds']:.2f} | {r['status']}{' (time limit)' if r['limit'] else ''} | {r['placer']} | "
               f"{r['agg_claimed']} ({r['agg_misfits']} misfit / {r['agg_real']} real) | {r['ffd']} | "
-              f"{r['lp']:.0f} | {r['placer'] / r['lp'] if r['lp'] else 1:.3f} |", flush=True)
+              f"{r['lp']:.0f} | {r['placer'] / r['lp'] if r['lp'] else 1:.4f} |", flush=True)
+    compare(results)
+    for r in results:
+        if r["scenario"] in (args.levels if args.levels is not None else ["heterogeneous"]):
+            per_level(r)
+        if r["scenario"] in args.check_reasons:
+            check_reasons(r)
     if not args.no_e2e:
         for name in args.e2e or ["large"]:
             end_to_end(name, args.runs, [])
+    for name in args.scale:
+        scale(name, args.runs, ["--time-limit", str(SCALE[name][2])] if args.scale_at_target else [])
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ from .names import (  # noqa: F401
     PLACED_CLUSTER,
 )
 from .registry import with_fleet_definitions
-from .solver import ANN_SELECTOR, solve
+from .solve import ANN_SELECTOR, solve
 from .workload import Phase, PlacementGroup, Workload
 
 log = logging.getLogger("placer.daemon")

@@ -1,6 +1,6 @@
 """A plan: where each placed workload's pods go, why the rest could not go anywhere.
 
-Plain frozen data produced by `placer.solver.solve`; `to_dict()` renders the JSON
+Plain frozen data produced by `placer.solve.solve`; `to_dict()` renders the JSON
 contract of `placer plan -o json` (keys fixed by the issue; extra keys are additive).
 """
 

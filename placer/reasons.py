@@ -34,6 +34,11 @@ def _where(match: str) -> str:
     return f" on nodes matching {match}" if match else ""
 
 
+def _of(workload: str, instance: str) -> str:
+    """An instance, with its workload when the group has several."""
+    return f"{workload} {instance}" if workload else instance
+
+
 class Reason:
     code = "reason"
 
@@ -106,13 +111,19 @@ class NoMatchingNodes(Reason):
     instance: str
     constraint: str          # nodeSelector | affinity | taint
     detail: str              # e.g. `gpu=h100`, or the untolerated taint
+    workload: str = ""       # set when the group has several workloads
+    # only among the nodes with room for one pod (the nodes it may use have none)
+    among_roomy: bool = False
     code = "NoMatchingNodes"
 
     def render(self) -> str:
+        who = _of(self.workload, self.instance)
         if self.constraint == "taint":
-            return f"pods of {self.instance} do not tolerate taint {self.detail} on the nodes they select"
+            where = "the nodes with room for one" if self.among_roomy else "the nodes they select"
+            return f"pods of {who} do not tolerate taint {self.detail} on {where}"
         what = "nodeSelector" if self.constraint == "nodeSelector" else "required node affinity"
-        return f"no schedulable node matches the {what} of {self.instance} ({self.detail})"
+        node = "node with room for one of its pods" if self.among_roomy else "schedulable node"
+        return f"no {node} matches the {what} of {who} ({self.detail})"
 
 
 @dataclass(frozen=True)
@@ -141,11 +152,28 @@ class PodTooLarge(Reason):
     per_pod: int
     largest: int
     match: str
+    workload: str = ""
     code = "PodTooLarge"
 
     def render(self) -> str:
-        return (f"a pod of {self.instance} needs {amount(self.resource, self.per_pod)}; the largest node"
+        return (f"a pod of {_of(self.workload, self.instance)} needs {amount(self.resource, self.per_pod)}; the largest node"
                 f"{' matching ' + self.match if self.match else ''} has {amount(self.resource, self.largest)} allocatable")
+
+
+@dataclass(frozen=True)
+class NoRoomForPod(Reason):
+    """Nodes match and each has some of every resource, but none has room for one pod:
+    no single node has all of the pod's requests free at once."""
+
+    instance: str
+    demand: str              # e.g. `4 GPUs, 40 CPU`
+    match: str
+    workload: str = ""
+    code = "NoRoomForPod"
+
+    def render(self) -> str:
+        return (f"no schedulable node{' matching ' + self.match if self.match else ''} has room for one pod of "
+                f"{_of(self.workload, self.instance)} ({self.demand} on one node)")
 
 
 @dataclass(frozen=True)
@@ -184,19 +212,34 @@ class DoesNotFitTogether(Reason):
 
 @dataclass(frozen=True)
 class CapacityTaken(Reason):
-    """It would fit on an otherwise untouched cluster; the plan gave the room to others."""
+    """It would fit on the cluster as it is; the plan gave the room to others: to
+    higher-priority workloads (without which it would not fit), or else to workloads of its
+    own or lower priority. `by` names workloads."""
 
     by: tuple[str, ...]
     higher_priority: bool
+    # per workload of `by`, its placement group when that holds several workloads ("" if not)
+    groups: tuple[str, ...] = ()
     code = "CapacityTaken"
 
     def render(self) -> str:
-        names = ", ".join(self.by[:3]) + (f" and {len(self.by) - 3} more" if len(self.by) > 3 else "")
+        named = [f"{w} (group {g})" if g else w for w, g in zip(self.by, self.groups or ("",) * len(self.by))]
+        names = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
         if self.higher_priority:
             return f"fits alone, but its capacity went to higher-priority {names}"
         if not self.by:
             return "fits alone, but the solver found no room for it next to the rest of the plan"
         return f"fits alone, but its capacity went to {names} (more GPUs placed overall)"
+
+
+@dataclass(frozen=True)
+class Unexplained(Reason):
+    """The time limit ended before this cluster's reason was worked out (no claim made)."""
+
+    code = "Unexplained"
+
+    def render(self) -> str:
+        return "not explained: the time limit ended first (placer plan --time-limit)"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from .manifests import load_groups
 from .plan import Placement, Plan
 from .podspec import DEFAULT_GPU_RESOURCES
 from .remove import remove_objects
-from .solver import solve
+from .solve import solve
 from .workload import PlacementGroup, Workload, WorkloadRef
 
 DEFAULT_TIME_LIMIT = 10.0

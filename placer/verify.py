@@ -82,11 +82,23 @@ def _ref_in(known) -> "Callable[[Any], Any]":
 
 
 def _node(fleet: Fleet, cname: str, nname: str) -> Node:
-    cluster = fleet.cluster(cname)
-    node = next((n for n in cluster.nodes if n.name == nname), None) if cluster else None
+    node = _nodes(fleet).get((cname, nname))
     if node is None:
         _fail(f"node {nname} does not exist", cname)
     return node
+
+
+def _nodes(fleet: Fleet) -> dict[tuple[str, str], Node]:
+    """Nodes by (cluster, name), built once per fleet snapshot (they are frozen)."""
+    index = _BY_NAME.get(id(fleet))
+    if index is None or index[0] is not fleet:
+        index = (fleet, {(c.name, n.name): n for c in fleet.clusters for n in c.nodes})
+        _BY_NAME.clear()
+        _BY_NAME[id(fleet)] = index
+    return index[1]
+
+
+_BY_NAME: dict[int, tuple[Fleet, dict[tuple[str, str], Node]]] = {}
 
 
 def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, check_policy: bool) -> None:

@@ -62,7 +62,7 @@ def kube_ns(request) -> str:
 def kubectl() -> str:
     """Path of the real kubectl: the one hack/kube-env builds (the pinned release; built here when
     Go is present), else one on PATH; tests using it skip where there is neither."""
-    from tests import realkube
+    from tests import kubeenv as realkube
 
     if realkube.built() or shutil.which("go"):
         return str(realkube.require_binaries() / "kubectl")
@@ -77,7 +77,7 @@ def real_kube(tmp_path_factory):
     """Real control planes (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) for hub,
     east and west, started by hack/kube-env for the session (building the binaries the first time).
     Skipped with one line where there is no Go; under CI=true that is a failure."""
-    from tests import realkube
+    from tests import kubeenv as realkube
 
     realkube.require_binaries()
     env = realkube.RealKube(tmp_path_factory.mktemp("kube-env"))

@@ -84,9 +84,10 @@ def test_unplaced_exits_3_with_reasons(tmp_path):
     u = doc["unplaced"][0]
     assert u["workload"] == "ml/huge" and u["gpus"] == 320
     assert set(u["reasons"]) == {"east", "west", "eu", "dev"}
-    # the Job does not tolerate the GPU nodes' taint: that is the reason, not capacity
+    # the Job does not tolerate the GPU nodes' taint: that is the reason, not capacity (the
+    # untainted nodes it may use, CPU-only ones, have no room for a GPU pod)
     assert u["reasons"]["east"] == ("pods of job/huge do not tolerate taint nvidia.com/gpu:NoSchedule "
-                                    "on the nodes they select")
+                                    "on the nodes with room for one")
     assert u["reasons"]["dev"].startswith("needs 40 pods x 8 GPUs")
     table = plan("-f", str(tmp_path / "big.yaml"))
     assert table.exit_code == 3 and "unplaced" in table.stdout

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.realkube import KUBE_ENV, REPO, require_binaries
+from tests.kubeenv import KUBE_ENV, REPO, require_binaries
 
 pytestmark = pytest.mark.kube
 

@@ -17,7 +17,7 @@ from placer.interpret import interpret
 from placer.live import describe_live
 from placer.registry import API_VERSION, CRD_NAME, KIND, builtin_definition_files
 from placer.errors import Invalid
-from tests.realkube import crd_documents, upstream_crds
+from tests.kubeenv import crd_documents, upstream_crds
 
 pytestmark = pytest.mark.kube
 

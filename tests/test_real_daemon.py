@@ -15,7 +15,7 @@ from placer.errors import NotFound
 from placer.kube import Kube, RetryPolicy
 from placer.leader import LeaseTiming
 from tests.daemon_helpers import RUNNING_STATUS, STAGING, jobset
-from tests.realkube import upstream_crds, wait_for
+from tests.kubeenv import upstream_crds, wait_for
 
 pytestmark = pytest.mark.kube
 

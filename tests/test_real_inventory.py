@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from placer.cli import app
 from placer.inventory import live_clusters
 from placer.kube import Kube
-from tests.realkube import wait_for
+from tests.kubeenv import wait_for
 
 pytestmark = pytest.mark.kube
 

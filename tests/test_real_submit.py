@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from placer import actuate as A
 from placer.cli import app
-from tests.realkube import upstream_crds
+from tests.kubeenv import upstream_crds
 
 pytestmark = pytest.mark.kube
 

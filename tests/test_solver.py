@@ -7,13 +7,13 @@ import pytest
 from placer import reasons as R
 from placer.errors import VerificationError
 from placer.plan import Placement
-from placer.solver import solve
+from placer.solve import solve
 from placer.verify import verify
 
 from .builders import cluster, fleet, group, groups, wl
 
 TOL = ({"key": "dedicated", "operator": "Exists"},)
-T = 2.0          # time limit: every case here is proven optimal well within it
+T = 10.0         # time limit (a safety net, shared by search, repair and reasons): cases end on effort
 
 
 def placed(plan):
@@ -309,4 +309,31 @@ def test_cordoned_node_beside_ready_ones_names_the_cordon():
     f = fleet("east: 1x8 unschedulable | 1x4")
     plan = solve(f, groups(wl("ml/big", "1x8")))
     assert plan.unplaced_entry("ml/big").reasons["east"].render() == (
-        "pods of c0/0 do not tolerate taint node.kubernetes.io/unschedulable:NoSchedule on the nodes they select")
+        "pods of c0/0 do not tolerate taint node.kubernetes.io/unschedulable:NoSchedule on the nodes with room for one")
+
+
+def test_past_the_deadline_reasons_make_no_claim_but_statics_stay():
+    from placer.solve.explain import explain_all
+    from placer.solve.problem import prepare
+    f = fleet("east: 1x8", "west: 1x4")
+    problem = prepare(f, groups(wl("ml/x", "1x8")))
+    why = explain_all(problem, {}, deadline=0.0)[0]
+    assert why["east"] == R.Unexplained()
+    assert why["west"] == R.PodTooLarge("c0/0", "nvidia.com/gpu", 8, 4, "")   # static: known at preparation
+
+
+def test_strict_priority_a_lower_priority_group_gives_way():
+    # room for 4 GPUs on one node: the priority-5 group gets it though it comes later
+    f = fleet("east: 1x8 used=4 | 1x2")
+    gs = groups(wl("ml/low", "1x4"), wl("ml/high", "1x4 cpu=2", prio=5), wl("ml/small", "1x2"))
+    plan = solve(f, gs, time_limit=T)
+    assert plan.cluster_of("ml/high") == "east"
+
+
+def test_reason_names_workloads_with_their_group_not_a_file_path():
+    f = fleet("east: 2x8")
+    gs = [group(wl("ml/a", "1x8", prio=5), wl("ml/b", "1x8", prio=5), key="jobs/pair.yaml"), group(wl("ml/c", "1x8"))]
+    plan = solve(f, gs, time_limit=T)
+    assert reason(plan, "ml/c", "east").render() == (
+        "fits alone, but its capacity went to higher-priority ml/a (group jobs/pair.yaml), "
+        "ml/b (group jobs/pair.yaml)")

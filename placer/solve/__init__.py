@@ -1,0 +1,240 @@
+"""Gang-aware placement of placement groups onto clusters: CP-SAT over node classes.
+
+Pure: a fleet snapshot and pending groups in, a verified `Plan` out.
+
+How it scales by structure rather than brute force:
+- nodes with identical free capacity, labels and taints form a class; pods of identical
+  requests and predicates form a type; CP-SAT decides group -> cluster (one bool per
+  eligible pair) and how many pods of each type go to each class;
+- per class, GPUs are constrained exactly: when the GPU sizes landing there form a
+  divisibility chain (1, 2, 4, 8) by "block" constraints (for each size s, pods of size
+  >= s use at most N * floor(F/s) blocks of s, which first-fit-decreasing then realises);
+  otherwise by node patterns (multisets of sizes that fit one node); CPU, memory and pod
+  slots are aggregate constraints plus a per-pod limit per node; on small fleets
+  (NODE_EXACT_MAX_NODES) every node is its own class, which makes every resource exact;
+- the aggregate answer is decoded into concrete pod -> node assignments (first-fit
+  decreasing with best fit inside classes); a group whose pods do not decode (possible
+  only through CPU/memory interplay) is placed again greedily;
+- three node-level greedy plans (priority then size, first-fit decreasing, arrival order)
+  are each repaired (placer.solve.repair: fill, then displace lower priority) and the best
+  seeds the solver as a hint; the decoded answer is repaired too, and the better of the two
+  (lexicographically by priority) is returned, so the plan is never below a baseline;
+- the objective is lexicographic, solved in stages: per priority level (highest first)
+  maximise GPUs placed (then workloads placed), fixing each level's value before the next
+  (a level the incumbent places entirely is fixed without a search, so the effort goes to
+  contested levels); then minimise whole nodes broken open, then (small models) a
+  tie-break by cluster order then name; `optimal` means every stage was proven on the model
+  (a relaxation of the real problem) and the returned plan reaches the model's value;
+- reasons (placer.solve.explain) are true at node level against the cluster as it is and
+  the plan's higher-priority placements on it;
+- time: `time_limit` bounds the whole solve (search 60%, repair 80%, explanations 93%);
+- determinism: CP-SAT runs its interleaved search (a fixed set of subsolvers in batches of
+  fixed size, results exchanged only between batches) and each stage stops on deterministic
+  time (`effort`), so the same input gives the same plan whatever the thread count or the
+  machine's load, unless the wall clock cuts it short (flagged `time_limit_hit`; such a plan
+  may differ between runs);
+- every plan goes through `placer.verify` before it is returned.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Iterable, Mapping, Sequence
+
+from ..fleet import Fleet
+from ..names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
+from ..plan import Placement, Plan, Summary, Unplaced
+from ..workload import PlacementGroup
+from .decode import decode
+from .explain import explain_all
+from .greedy import BASELINES, greedy
+from .model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
+from .problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
+from .repair import repair
+
+# shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
+# explanations at EXPLAIN_END; what is left is verification's
+SEARCH_END, REPAIR_END, EXPLAIN_END = 0.6, 0.8, 0.93
+MODEL_MAX_VARS = 20_000      # beyond, building the class model (Python) costs more than the time limit allows
+
+def _model_size(problem: Problem, groups: Sequence[GroupInfo]) -> int:
+    """How many (pod kind, node class) count variables the model would have."""
+    kinds = set()
+    for g in groups:
+        for c in g.eligible:
+            info = problem.infos[c]
+            for p in g.parts:
+                kinds.add((c, tuple(sorted(p.demand.items())), info.compat(p)))
+    return sum(len(classes) for _, _, classes in kinds)
+
+
+def _model_lex(agg, values: Sequence[int], problem: Problem, ng: int) -> tuple:
+    """The lexicographic value of the model's answer: an upper bound on any plan's."""
+    per: dict[int, int] = {}
+    for sg in agg.sigs:
+        for c in sg.rep.eligible:
+            per[sg.rep.priority] = per.get(sg.rep.priority, 0) + (sg.rep.gpus * ng + 1) * values[agg.z[(sg.index, c)]]
+    levels = sorted({g.priority for g in problem.groups}, reverse=True)
+    return tuple(per.get(p, 0) for p in levels)
+
+
+def _lex_value(groups_by_idx: Mapping[int, GroupInfo], placed: Iterable[int], ng: int) -> tuple:
+    per: dict[int, int] = {}
+    for gi in placed:
+        g = groups_by_idx[gi]
+        per[g.priority] = per.get(g.priority, 0) + g.gpus * ng + 1
+    levels = sorted({g.priority for g in groups_by_idx.values()}, reverse=True)
+    return tuple(per.get(p, 0) for p in levels)
+
+
+def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float = 10.0,
+          workers: int = DEFAULT_WORKERS, seed: int = 0,
+          committed: Sequence[tuple[PlacementGroup, str]] = (),
+          progress: Progress | None = None, use_solver: bool = True,
+          effort: float = DEFAULT_EFFORT, gpu_resources: Sequence[str] = GPU_RESOURCES) -> Plan:
+    """Plan `groups` onto `fleet`. `committed` groups are already placed on the named
+    cluster but their pods are not bound yet: they take their capacity first.
+    `effort` bounds the search in CP-SAT deterministic time (the same plan for the same
+    input, whatever `workers` or the machine's load); `time_limit` (wall seconds) bounds
+    the whole solve, explanations included: a search it cuts short says so
+    (`summary.timeLimitHit`) and may vary.
+    `use_solver=False` returns the greedy plan (a baseline for benchmarks)."""
+    t0 = time.monotonic()
+    clock = _Clock(t0)
+    problem = prepare(fleet, groups, committed, gpu_resources)
+    if progress:
+        progress(f"prepared {len(problem.groups)} groups on {len(problem.infos)} reachable clusters")
+    base = problem.state()
+    overcommitted: dict[str, str] = {}
+    committed_assign: list[tuple[GroupInfo, int, PodAssign]] = []
+    for g, c in problem.committed:
+        assign = try_place(base[c], g) if c in base else None
+        if assign is None:
+            overcommitted[g.key] = f"no longer fits on {problem.clusters[c].name}"
+        else:
+            committed_assign.append((g, c, assign))
+    # the capacity left after committed groups is what the groups compete for
+    problem = rebase(problem, base)
+    clock.lap("prepare")
+    by_idx = {g.index: g for g in problem.groups}
+    ng = len(problem.groups) + 1
+
+    def lex(r) -> tuple:
+        return _lex_value(by_idx, r, ng)
+
+    # the search ends early enough to leave explanations and verification their share
+    limit = max(0.05, time_limit)
+    search_end, repair_end = t0 + limit * SEARCH_END, t0 + limit * REPAIR_END
+    work = problem.state()
+    seed_plan = greedy(problem, work)
+    if not use_solver:
+        result, status, timed_out = seed_plan, "greedy", False
+    else:
+        # every baseline, repaired: the plan is never below any of them
+        best_name, result = "priority", repair(problem, seed_plan, search_end)
+        for name, order in BASELINES.items():
+            if name != "priority" and time.monotonic() < search_end:
+                other = repair(problem, greedy(problem, problem.state(), order=order), search_end)
+                if lex(other) > lex(result):
+                    best_name, result = name, other
+        if progress:
+            progress(f"best greedy baseline (repaired): {best_name}")
+        status, timed_out = "greedy", False
+    clock.lap("greedy")
+    candidates = [g for g in problem.groups if g.eligible]
+    size = _model_size(problem, candidates)
+    if use_solver and candidates and size > MODEL_MAX_VARS:
+        if progress:
+            progress(f"model too large ({size} pod-kind x node-class pairs): the repaired greedy plan stands")
+    elif use_solver and candidates and time.monotonic() >= search_end:
+        timed_out = True                   # reading and the greedy plans used the search's time
+    elif use_solver and candidates:
+        if progress:
+            progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
+        agg = build_aggregate(problem, candidates)
+        hint = values_from(agg, result, problem, work)
+        clock.lap("model")
+        sol = solve_stages(agg, problem, candidates, hint, search_end, workers, seed, progress, effort=effort)
+        clock.lap("cpsat")
+        if sol is not None:
+            timed_out = sol.timed_out
+            states = problem.state()
+            decoded, dropped = decode(problem, states, agg, sol.values, candidates)
+            if dropped:
+                decoded.update(greedy(problem, states, dropped))
+            decoded = repair(problem, decoded, repair_end)
+            bound = _model_lex(agg, sol.values, problem, ng)
+            if lex(decoded) >= lex(result):
+                result = decoded
+            # optimal: every stage proven on a relaxation of the real problem, and reached
+            status = "optimal" if sol.status == "optimal" and lex(result) == bound else "feasible"
+        else:
+            timed_out = time.monotonic() >= search_end
+        clock.lap("decode")
+    elif not candidates:
+        status = "optimal"
+    plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
+                       seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
+    clock.lap("explain")
+    from ..verify import verify
+    verify(fleet, groups, plan, committed=committed)
+    clock.lap("verify")
+    summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
+                       timings=dict(clock.laps))
+    return replace(plan, summary=summary)
+
+
+class _Clock:
+    def __init__(self, t0: float):
+        self.last = t0
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self.last, 4)
+        self.last = now
+
+
+
+def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
+                committed_assign, overcommitted, *, status: str, seconds: float,
+                deadline: float | None = None) -> Plan:
+    placements: list[Placement] = []
+    unplaced: list[Unplaced] = []
+    reasons = explain_all(problem, result, deadline)
+    for g in problem.groups:
+        if g.index in result:
+            c, assign = result[g.index]
+            placements += _placements(problem, g, c, assign)
+        else:
+            why = reasons[g.index]
+            for w in g.group.workloads:
+                unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why, ref=w.ref))
+    committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a, infos_from=True)]
+    nw = sum(len(g.group.workloads) for g in problem.groups)
+    summary = Summary(
+        workloads=nw, placed=len(placements),
+        gpus_requested=sum(g.gpus for g in problem.groups),
+        gpus_placed=sum(p.gpus for p in placements),
+        solve_seconds=seconds, optimal=status == "optimal", status=status,
+        groups=len(problem.groups), groups_placed=len(result))
+    return Plan(tuple(placements), tuple(unplaced), summary, tuple(committed), overcommitted)
+
+
+def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign, infos_from=False) -> list[Placement]:
+    info = problem.infos[c]
+    per_wl: dict[object, dict[str, dict[str, int]]] = {w.ref: {} for w in g.group.workloads}
+    order = {n.name: i for i, n in enumerate(info.nodes)}
+    for j, i in assign:
+        part = g.parts[j]
+        node = info.nodes[i].name
+        slot = per_wl[part.workload.ref].setdefault(node, {})
+        slot[part.instance.key] = slot.get(part.instance.key, 0) + 1
+    out = []
+    for w in g.group.workloads:
+        nodes = dict(sorted(per_wl[w.ref].items(), key=lambda kv: order[kv[0]]))
+        out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
+                             g.priority, nodes, ref=w.ref))
+    return out
+

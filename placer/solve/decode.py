@@ -1,0 +1,90 @@
+"""From the aggregate answer to concrete pod -> node assignments."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .model import Agg, part_type
+from .problem import ClusterState, GroupInfo, PodAssign, Problem, expand, undo
+from .greedy import greedy_order
+
+
+def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: list[int],
+           groups: Sequence[GroupInfo]) -> tuple[dict[int, tuple[int, PodAssign]], list[GroupInfo]]:
+    """Concrete nodes for the aggregate answer: per cluster, all pods biggest first, each to
+    the best-fitting node of a class with quota left (else any class it may use). A group
+    with a pod that finds no node is rolled back and returned as dropped."""
+    by_cluster: dict[int, list[GroupInfo]] = {}
+    for sg in agg.sigs:
+        # interchangeable groups: the first by name are placed, on clusters in file order
+        todo = iter(sg.groups)
+        for c in sg.rep.eligible:
+            for _ in range(values[agg.z[(sg.index, c)]]):
+                by_cluster.setdefault(c, []).append(next(todo))
+    out: dict[int, tuple[int, PodAssign]] = {}
+    dropped: list[GroupInfo] = []
+    for c in sorted(by_cluster):
+        st, info = states[c], problem.infos[c]
+        quota: dict[tuple[tuple, int], int] = {}
+        for (cc, t, k), terms in agg.n_expr.items():
+            if cc == c:
+                quota[(t, k)] = sum(a * values[v] for a, v in terms)
+        members = greedy_order(by_cluster[c])
+        plain = _ffd_cluster(st, members)
+        if plain is not None:
+            # canonical: depends only on which groups are on the cluster
+            out.update({gi: (c, a) for gi, a in plain.items()})
+            continue
+        pods = [(g, j) for g in members for j in expand(g)]
+        pods.sort(key=lambda gj: (gj[0].parts[gj[1]].sort_key, members.index(gj[0]), gj[1]))
+        placed: dict[int, PodAssign] = {g.index: [] for g in members}
+        failed: set[int] = set()
+        for g, j in pods:
+            if g.index in failed:
+                continue
+            part = g.parts[j]
+            t = part_type(info, part)
+            classes = t[1]
+            with_quota = [k for k in classes if quota.get((t, k), 0) > 0]
+            i = st.best_node(part.demand, part.gpu, with_quota) if with_quota else None
+            if i is None:
+                i = st.best_node(part.demand, part.gpu, classes)
+            if i is None:
+                failed.add(g.index)
+                undo(st, g, placed[g.index])
+                placed[g.index] = []
+                continue
+            k = st.node_class[i]
+            if quota.get((t, k), 0) > 0:
+                quota[(t, k)] -= 1
+            st.take(i, part.demand)
+            placed[g.index].append((j, i))
+        for g in members:
+            if g.index in failed:
+                dropped.append(g)
+            else:
+                out[g.index] = (c, placed[g.index])
+    return out, dropped
+
+
+def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo]) -> dict[int, PodAssign] | None:
+    """All pods of the cluster's groups, biggest first, best fit; None (state unchanged)
+    unless every pod finds a node."""
+    pods = [(g, j) for g in members for j in expand(g)]
+    order = {g.index: n for n, g in enumerate(members)}
+    pods.sort(key=lambda gj: (gj[0].parts[gj[1]].sort_key, order[gj[0].index], gj[1]))
+    done: list[tuple[GroupInfo, int, int]] = []
+    for g, j in pods:
+        part = g.parts[j]
+        i = st.best_node(part.demand, part.gpu, st.info.compat(part))
+        if i is None:
+            for gg, jj, ii in reversed(done):
+                st.give(ii, gg.parts[jj].demand)
+            return None
+        st.take(i, part.demand)
+        done.append((g, j, i))
+    out: dict[int, PodAssign] = {g.index: [] for g in members}
+    for g, j, i in done:
+        out[g.index].append((j, i))
+    return out
+

@@ -1,0 +1,245 @@
+"""Why an unplaced group is not on each cluster: reasons as data (placer.reasons), each one
+true at node level.
+
+Per cluster, in this order:
+- policy (pins, cluster selectors, reachability) and statics that hold on the cluster as it
+  is: no schedulable node, no node passing the pods' predicates (named by the predicate that
+  rules out every schedulable node), a pod larger than any matching node, no matching node
+  with room for one pod;
+- the group does not fit the cluster as it is (an exact check): the instance that does not
+  fit with the binding resource's numbers, or how many of its pods fit together at most;
+- it fits the cluster as it is but not after the plan's higher-priority placements there:
+  those workloads are named; else the capacity went to work of its own or lower priority.
+
+Exact checks (placer.solve.repair.pack) run while the deadline allows; past it, a cluster
+whose reason is not worked out yet says so (Unexplained) instead of guessing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping, Sequence
+
+from .. import reasons as R
+from ..quantity import format_quantity
+from ..scheduling import (UNSCHEDULABLE_TAINT, describe_constraints, fits_resources, matches_affinity, matches_node_selector,
+                          untolerated_taints)
+from ..workload import PodShape
+from .problem import UNLIMITED, ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, may_fit, try_place, undo
+from .repair import pack, states_of
+
+
+def _who(g: GroupInfo, p: Part) -> str:
+    return p.workload.key if len(g.group.workloads) > 1 else ""
+
+
+def _alloc(node, r: str) -> int:
+    return node.allocatable.get(r, UNLIMITED if r == "pods" else 0)
+
+
+def _resources(p: Part, info: ClusterInfo) -> list[str]:
+    """The pod's resources, GPUs first, then CPU, memory, the rest, pod slots last."""
+    return sorted(p.demand, key=lambda r: (r == "pods", r not in info.gpu_names, r != "cpu", r != "memory", r))
+
+
+def _demand_text(p: Part, info: ClusterInfo) -> str:
+    words = []
+    for r in _resources(p, info):
+        if r == "pods":
+            continue
+        words.append(R.amount(r, p.demand[r]) if r in R.GPU_WORDS or r == "cpu"
+                     else f"{format_quantity(r, p.demand[r])} {r}")
+    return ", ".join(words)
+
+
+# --- statics: true on the cluster as it is, whatever the plan ---------------------------------
+
+def static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
+    if not info.classes:
+        return R.NoSchedulableNodes()
+    for p in g.parts:
+        if not info.matching(p) and all(k.sample.unschedulable for k in info.classes):
+            return R.NoSchedulableNodes()       # only cordoned nodes, and the pods do not tolerate it
+        if not info.compat(p):
+            # the same pod kind gets the same reason: computed once per cluster
+            key = (tuple(sorted(p.demand.items())), p.pred_key, p.instance.key, p.pods, _who(g, p))
+            if key not in info.statics:
+                info.statics[key] = _part_static(g, p, info)
+            return info.statics[key]
+    return None
+
+
+def _part_static(g: GroupInfo, p: Part, info: ClusterInfo) -> R.Reason:
+    matching = info.matching(p)
+    if not matching:
+        return _no_match(g, p, info, [k.index for k in info.classes])
+    # no matching node has room: if other nodes do, the predicates keep the pods off them
+    roomy = [k.index for k in info.classes if fits_resources(p.demand, info.class_free[k.index])]
+    if roomy:
+        return _no_match(g, p, info, roomy, among_roomy=True)
+    match = describe_constraints(p.instance.pod)
+    for r in _resources(p, info):
+        alloc = [_alloc(info.classes[k].sample, r) for k in matching]
+        if max(alloc) < p.demand[r]:
+            return R.PodTooLarge(p.instance.key, r, p.demand[r], max(alloc), match, _who(g, p))
+    for r in _resources(p, info):
+        free = [(info.class_free[k].get(r, 0), info.classes[k].size) for k in matching]
+        if max(f for f, _ in free) < p.demand[r]:
+            return R.InsufficientCapacity(p.pods, r, p.demand[r], match, max(f for f, _ in free),
+                                          sum(f * n for f, n in free))
+    return R.NoRoomForPod(p.instance.key, _demand_text(p, info), match, _who(g, p))
+
+
+def _no_match(g: GroupInfo, p: Part, info: ClusterInfo, among: Sequence[int],
+              among_roomy: bool = False) -> R.Reason:
+    """No node of the classes `among` passes the predicates: the first predicate that rules
+    them all out."""
+    shape = info.shape(p) or p.instance.pod
+    samples = [info.classes[k].sample for k in among]
+    sel_ok = [n for n in samples if matches_node_selector(shape.node_selector, n.labels)]
+    who = _who(g, p)
+    if not sel_ok:
+        return R.NoMatchingNodes(p.instance.key, "nodeSelector",
+                                 ",".join(f"{k}={v}" for k, v in sorted(shape.node_selector.items())),
+                                 who, among_roomy)
+    aff_ok = [n for n in sel_ok if matches_affinity(shape.affinity_terms, n)]
+    if not aff_ok:
+        return R.NoMatchingNodes(p.instance.key, "affinity", describe_constraints(
+            PodShape(requests={}, affinity_terms=shape.affinity_terms)), who, among_roomy)
+    # no untolerated taint: the cordon keeps it off (a cordoned node's implied taint)
+    t = (untolerated_taints(shape.tolerations, aff_ok[0].taints) or [UNSCHEDULABLE_TAINT])[0]
+    return R.NoMatchingNodes(p.instance.key, "taint", f"{t.key}={t.value}:{t.effect}" if t.value
+                             else f"{t.key}:{t.effect}", who, among_roomy)
+
+
+# --- against the plan ------------------------------------------------------------------------
+
+def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
+    """Does the whole group fit the state (best fit, else exactly)? The state is unchanged."""
+    assign = try_place(st, g)
+    if assign is not None:
+        undo(st, g, assign)
+        return True
+    if not may_fit(st, g):
+        return False
+    return pack(st, g, deadline=deadline) is not None
+
+
+def _explain_key(g: GroupInfo) -> tuple:
+    """Groups with the same pods, priority and per-cluster policy get the same reasons."""
+    pods = sorted(((tuple(sorted(p.demand.items())), p.pred_key, p.instance.key, _who(g, p)), p.pods)
+                  for p in g.parts)
+    return (g.priority, tuple(g.eligible), tuple(sorted(g.static.items(), key=lambda kv: kv[0])), tuple(pods))
+
+
+class Explainer:
+    """Reasons for every unplaced group of a plan. Call `reasons` in order of decreasing
+    priority: the states after higher-priority placements are built incrementally."""
+
+    def __init__(self, problem: Problem, result: Mapping[int, tuple[int, PodAssign]], deadline: float | None):
+        self.problem = problem
+        self.deadline = deadline
+        self.base = problem.state()                       # the fleet as it is (after committed)
+        self.after = states_of(problem, result)           # beside the whole plan
+        self.higher = problem.state()                     # after placements above the current level
+        by_idx = {g.index: g for g in problem.groups}
+        self.placed: dict[int, list[tuple[GroupInfo, PodAssign]]] = {}
+        for gi, (c, assign) in result.items():
+            self.placed.setdefault(c, []).append((by_idx[gi], assign))
+        for lst in self.placed.values():
+            lst.sort(key=lambda ga: (-ga[0].priority, ga[0].key))
+        self.taken = {c: 0 for c in self.placed}           # how many of each list `higher` holds
+        self.level: int | None = None
+        self.cache: dict[tuple, dict[str, R.Reason]] = {}
+
+    def _advance(self, priority: int) -> None:
+        if self.level is not None and self.level <= priority:
+            return
+        self.level = priority
+        for c, lst in self.placed.items():
+            n = self.taken[c]
+            while n < len(lst) and lst[n][0].priority > priority:
+                h, assign = lst[n]
+                for j, i in assign:
+                    self.higher[c].take(i, h.parts[j].demand)
+                n += 1
+            self.taken[c] = n
+
+    def reasons(self, g: GroupInfo) -> dict[str, R.Reason]:
+        key = _explain_key(g)
+        if key in self.cache:
+            return self.cache[key]
+        self._advance(g.priority)
+        out: dict[str, R.Reason] = {}
+        for c, cl in enumerate(self.problem.clusters):
+            if c in g.static:
+                out[cl.name] = g.static[c]
+            elif self.deadline is not None and time.monotonic() >= self.deadline:
+                out[cl.name] = R.Unexplained()             # bounded: no claim rather than a guess
+            else:
+                out[cl.name] = self._dynamic(g, c)
+        self.cache[key] = out
+        return out
+
+    def _dynamic(self, g: GroupInfo, c: int) -> R.Reason:
+        if not fits(self.base[c], g, self.deadline):
+            return _capacity_reason(g, self.base[c], self.deadline)
+        others = self.placed.get(c, [])
+        if not fits(self.higher[c], g, self.deadline):
+            return _taken([h for h, _ in others if h.priority > g.priority], True)
+        if fits(self.after[c], g, self.deadline):
+            return R.CapacityTaken((), False)             # the repair should have placed it
+        return _taken([h for h, _ in others if h.priority <= g.priority], False)
+
+
+def _taken(groups: Sequence[GroupInfo], higher: bool) -> R.Reason:
+    """Capacity taken by these groups' workloads, each with its group when it has several."""
+    by = [(w.key, h.key if len(h.group.workloads) > 1 else "") for h in groups for w in h.group.workloads]
+    return R.CapacityTaken(tuple(w for w, _ in by), higher, tuple(g for _, g in by))
+
+
+def _capacity_reason(g: GroupInfo, st: ClusterState, deadline: float | None) -> R.Reason:
+    """The group does not fit the state: the first instance that does not fit by itself, or
+    how many of the group's pods fit together at most."""
+    info = st.info
+    for p in sorted(g.parts, key=lambda p: p.sort_key):
+        alone = GroupInfo(g.index, g.group, g.policy, [p])
+        if fits(st, alone, deadline):
+            continue
+        pool = [i for k in info.matching(p) for i in info.class_nodes[k]]
+        rs = [r for r in _resources(p, info) if r != "pods" or any(_alloc(info.nodes[i], r) < UNLIMITED for i in pool)]
+        binding = next((r for r in rs if sum(st.free[i].get(r, 0) // p.demand[r] for i in pool) < p.pods), rs[0])
+        frees = [st.free[i].get(binding, 0) for i in pool]
+        return R.InsufficientCapacity(p.pods, binding, p.demand[binding], describe_constraints(p.instance.pod),
+                                      max(frees, default=0), sum(frees))
+    pool = sorted({i for p in g.parts for k in info.matching(p) for i in info.class_nodes[k]})
+    fitting = pack(st, g, maximize=True, deadline=deadline)
+    if fitting is None:
+        fitting = _fit_count(g, st)
+    return R.DoesNotFitTogether(g.pods, fitting, g.gpus, sum(st.gpu[i] for i in pool))
+
+
+def _fit_count(g: GroupInfo, st: ClusterState) -> int:
+    """How many of the group's pods best fit places at once (state left unchanged)."""
+    from .problem import expand
+    done = []
+    compat = [st.info.compat(p) for p in g.parts]
+    for j in expand(g):
+        i = st.best_node(g.parts[j].demand, g.parts[j].gpu, compat[j])
+        if i is None:
+            continue
+        st.take(i, g.parts[j].demand)
+        done.append((j, i))
+    undo(st, g, done)
+    return len(done)
+
+
+def explain_all(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
+                deadline: float | None) -> dict[int, dict[str, R.Reason]]:
+    """Reasons per unplaced group index, highest priority first."""
+    ex = Explainer(problem, result, deadline)
+    todo = sorted((g for g in problem.groups if g.index not in result), key=lambda g: (-g.priority, g.index))
+    return {g.index: ex.reasons(g) for g in todo}
+
+
+__all__: Sequence[str] = ("Explainer", "explain_all", "fits", "static_reason")

@@ -1,0 +1,69 @@
+"""Policy from annotations: priority, pins, cluster selectors, and the reasons they give."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .. import reasons as R
+from ..errors import InputError
+from ..fleet import Cluster
+from ..names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR
+from ..scheduling import Requirement, parse_label_selector, selector_matches
+from ..workload import PlacementGroup
+
+
+@dataclass(frozen=True)
+class Policy:
+    priority: int
+    pin: str | None
+    pins: tuple[tuple[str, str], ...]                      # (workload, cluster) as annotated
+    selectors: tuple[tuple[str, tuple[Requirement, ...]], ...]
+
+    @property
+    def conflicting(self) -> bool:
+        return len({c for _, c in self.pins}) > 1
+
+
+def group_policy(group: PlacementGroup) -> Policy:
+    """A group takes the strictest of its workloads: the highest priority, every selector,
+    the pin they agree on."""
+    priority, pins, selectors = None, [], []
+    for w in group.workloads:
+        ann = w.annotations or {}
+        if ANN_PRIORITY in ann:
+            try:
+                p = int(str(ann[ANN_PRIORITY]).strip())
+            except ValueError:
+                raise InputError(f"annotation {ANN_PRIORITY}: {ann[ANN_PRIORITY]!r} is not an integer",
+                                 obj=w.key, source=w.source) from None
+            priority = p if priority is None else max(priority, p)
+        if ann.get(ANN_CLUSTER):
+            pins.append((w.key, str(ann[ANN_CLUSTER]).strip()))
+        if ann.get(ANN_SELECTOR):
+            text = str(ann[ANN_SELECTOR]).strip()
+            try:
+                selectors.append((text, parse_label_selector(text)))
+            except InputError as e:
+                raise InputError(f"annotation {ANN_SELECTOR}: {e.message}", obj=w.key, source=w.source) from None
+    pin = pins[0][1] if pins and len({c for _, c in pins}) == 1 else None
+    return Policy(priority or 0, pin, tuple(pins), tuple(dict.fromkeys(selectors)))
+
+
+def policy_reason(g, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:
+    """Why the group's policy keeps it off the cluster (None: it does not)."""
+    pol = g.policy
+    if pol.conflicting:
+        return R.ConflictingPins(pol.pins)
+    if pol.pin is not None:
+        if pol.pin not in names:
+            return R.UnknownPin(pol.pin)
+        if pol.pin != cl.name:
+            return R.PinnedElsewhere(pol.pin)
+    for text, reqs in pol.selectors:
+        if not selector_matches(reqs, cl.labels):
+            return R.ExcludedBySelector(text)
+    if not cl.reachable:
+        return R.Unreachable(cl.error or "unknown error")
+    return None
+

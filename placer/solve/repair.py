@@ -1,0 +1,186 @@
+"""After decoding: fill what still fits, then let higher priority displace lower.
+
+- `pack`: an exact node-level check for one group on one cluster's current free capacity (a
+  small CP-SAT model over the nodes with room, identical nodes capped at the group's pod
+  count), used when best-fit fails, so "does not fit" is never a greedy artefact;
+- `repair`: every unplaced group that fits beside the plan is placed (highest priority, then
+  largest, first); then each still unplaced group may take a cluster from lower-priority
+  work, which is re-placed wherever it still fits. Each step only improves the plan
+  lexicographically by priority.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping
+
+from ortools.sat.python import cp_model_helper as cmh
+
+from ..scheduling import fits_resources
+from .greedy import greedy_order
+from .problem import ClusterState, GroupInfo, PodAssign, Problem, may_fit, try_place, undo
+
+PACK_MAX_VARS = 4000          # larger exact checks are skipped (best fit decides alone)
+PACK_EFFORT = 0.2             # CP-SAT deterministic seconds per exact check
+
+Result = dict[int, tuple[int, PodAssign]]
+
+
+def _candidates(st: ClusterState, g: GroupInfo) -> list[int]:
+    """Nodes with room for at least one pod of the group; of identical nodes (same class, same
+    free capacity) at most as many as the group has pods."""
+    info = st.info
+    seen: dict[tuple, int] = {}
+    out = []
+    classes = sorted({k for p in g.parts for k in info.compat(p)})
+    for k in classes:
+        for i in info.class_nodes[k]:
+            if not any(fits_resources(p.demand, st.free[i]) for p in g.parts if k in info.compat(p)):
+                continue
+            key = (k, tuple(sorted(st.free[i].items())))
+            if seen.get(key, 0) >= g.pods:
+                continue
+            seen[key] = seen.get(key, 0) + 1
+            out.append(i)
+    return out
+
+
+def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: float | None = None,
+         ) -> PodAssign | int | None:
+    """Exactly: an assignment of all the group's pods to the cluster's free capacity (None if
+    there is none or the check was skipped) or, with `maximize`, the most pods that fit at
+    once (None if not proven). The state is unchanged."""
+    info = st.info
+    nodes = _candidates(st, g)
+    xs: list[tuple[int, int]] = []
+    for j, p in enumerate(g.parts):
+        ok = set(info.compat(p))
+        xs += [(j, i) for i in nodes if st.node_class[i] in ok and fits_resources(p.demand, st.free[i])]
+    if len(xs) > PACK_MAX_VARS or (deadline is not None and time.monotonic() >= deadline):
+        return None
+    if not maximize and any(all(jj != j for jj, _ in xs) for j in range(len(g.parts))):
+        return None
+    m = cmh.CpModelProto()
+    for j, i in xs:
+        v = m.variables.add()
+        v.domain.extend([0, g.parts[j].pods])
+    for j, p in enumerate(g.parts):
+        lin = m.constraints.add().linear
+        idx = [n for n, (jj, _) in enumerate(xs) if jj == j]
+        lin.vars.extend(idx)
+        lin.coeffs.extend([1] * len(idx))
+        lin.domain.extend([0 if maximize else p.pods, p.pods])
+    by_node: dict[int, list[int]] = {}
+    for n, (_, i) in enumerate(xs):
+        by_node.setdefault(i, []).append(n)
+    for i, idx in by_node.items():
+        for r in {r for n in idx for r in g.parts[xs[n][0]].demand}:
+            terms = [(g.parts[xs[n][0]].demand.get(r, 0), n) for n in idx if g.parts[xs[n][0]].demand.get(r, 0)]
+            if sum(a * g.parts[xs[n][0]].pods for a, n in terms) <= st.free[i].get(r, 0):
+                continue
+            lin = m.constraints.add().linear
+            lin.vars.extend([n for _, n in terms])
+            lin.coeffs.extend([a for a, _ in terms])
+            lin.domain.extend([0, st.free[i].get(r, 0)])
+    if maximize:
+        m.objective.vars.extend(range(len(xs)))
+        m.objective.coeffs.extend([-1] * len(xs))
+    params = cmh.SatParameters()
+    params.num_workers = 1
+    params.random_seed = 0
+    params.max_deterministic_time = PACK_EFFORT
+    if deadline is not None:
+        params.max_time_in_seconds = max(0.01, deadline - time.monotonic())
+    solver = cmh.SolveWrapper()
+    solver.set_parameters(params)
+    r = solver.solve(m)
+    if maximize:
+        return -int(round(r.objective_value)) if r.status == cmh.CpSolverStatus.OPTIMAL else None
+    if r.status not in (cmh.CpSolverStatus.OPTIMAL, cmh.CpSolverStatus.FEASIBLE):
+        return None
+    out: PodAssign = []
+    for n, (j, i) in enumerate(xs):
+        out += [(j, i)] * int(r.solution[n])
+    return out
+
+
+def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodAssign | None:
+    """Best fit, else the exact check; the state takes the pods when they fit."""
+    assign = try_place(st, g)
+    if assign is not None:
+        return assign
+    if not may_fit(st, g):
+        return None
+    assign = pack(st, g, deadline=deadline)
+    if assign is None:
+        return None
+    for j, i in assign:
+        st.take(i, g.parts[j].demand)
+    return assign
+
+
+def states_of(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
+              keep=lambda g: True) -> dict[int, ClusterState]:
+    """Free capacity per cluster after the result's placements of the groups `keep` selects."""
+    states = problem.state()
+    by_idx = {g.index: g for g in problem.groups}
+    for gi, (c, assign) in result.items():
+        g = by_idx[gi]
+        if keep(g):
+            for j, i in assign:
+                states[c].take(i, g.parts[j].demand)
+    return states
+
+
+def repair(problem: Problem, result: Result, deadline: float | None = None) -> Result:
+    result = dict(result)
+    states = states_of(problem, result)
+    by_idx = {g.index: g for g in problem.groups}
+    _fill(problem, result, states, deadline)
+    on = _by_cluster(result, by_idx)
+    for g in greedy_order(g for g in problem.groups if g.eligible and g.index not in result):
+        if g.index in result or (deadline is not None and time.monotonic() >= deadline):
+            continue
+        for c in g.eligible:
+            lower = [h for h in on.get(c, ()) if h.priority < g.priority]
+            if not lower:
+                continue
+            st = states[c]
+            if g.gpus > st.free_gpus + sum(h.gpus for h in lower):
+                continue                    # even without the lower-priority work it cannot fit
+            for h in lower:
+                undo(st, h, result[h.index][1])
+            assign = place(st, g, deadline)
+            if assign is None:
+                for h in lower:
+                    for j, i in result[h.index][1]:
+                        st.take(i, h.parts[j].demand)
+                continue
+            result[g.index] = (c, assign)
+            for h in lower:
+                del result[h.index]
+            _fill(problem, result, states, deadline, only=lower)
+            on = _by_cluster(result, by_idx)
+            break
+    _fill(problem, result, states, deadline)
+    return result
+
+
+def _by_cluster(result: Result, by_idx: Mapping[int, GroupInfo]) -> dict[int, list[GroupInfo]]:
+    """The placed groups per cluster, by index."""
+    on: dict[int, list[GroupInfo]] = {}
+    for h in sorted(result):
+        on.setdefault(result[h][0], []).append(by_idx[h])
+    return on
+
+
+def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], deadline: float | None,
+          only=None) -> None:
+    todo = problem.groups if only is None else only
+    for g in greedy_order(g for g in todo if g.eligible and g.index not in result):
+        for c in g.eligible:
+            assign = place(states[c], g, deadline)
+            if assign is not None:
+                result[g.index] = (c, assign)
+                break
+
