@@ -110,7 +110,38 @@ def metadata_problem(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-def read_documents(paths: Sequence[str], stdin: TextIO | None = None) -> list[Document]:
+# kinds that have no namespace: -n neither applies to them nor conflicts with them
+CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "StorageClass",
+                            "PersistentVolume", "CustomResourceDefinition", "WorkloadPriorityClass",
+                            "ClusterQueue", "ResourceFlavor", "IngressClass", "RuntimeClass"})
+
+
+def with_namespace(docs: Sequence[Document], namespace: str | None) -> list[Document]:
+    """kubectl's `-n` with `-f`: objects without a namespace get it; an object whose own
+    namespace differs is an error (never silently moved, never silently ignored)."""
+    if not namespace:
+        return list(docs)
+    if len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        raise InputError(f"-n {namespace[:80]!r}: a namespace is at most 63 lower-case letters, digits and '-', "
+                         "starting and ending with a letter or digit")
+    out = []
+    for d in docs:
+        if d.obj.get("kind") in CLUSTER_SCOPED:
+            out.append(d)
+            continue
+        own = (d.obj.get("metadata") or {}).get("namespace")
+        if own and own != namespace:
+            raise InputError(f"the namespace from the provided object {own!r} does not match the namespace "
+                             f"{namespace!r} given with -n; pass -n {own} or leave -n out", source=d.where)
+        if not own:
+            obj = {**d.obj, "metadata": {**d.obj["metadata"], "namespace": namespace}}
+            d = Document(obj, d.source, d.line)
+        out.append(d)
+    return out
+
+
+def read_documents(paths: Sequence[str], stdin: TextIO | None = None, *,
+                   namespace: str | None = None) -> list[Document]:
     docs: list[Document] = []
     for f in expand_paths(paths):
         if f == "-":
@@ -121,7 +152,7 @@ def read_documents(paths: Sequence[str], stdin: TextIO | None = None) -> list[Do
         except OSError as e:
             raise InputError(f"cannot read: {e.strerror or e}", source=f) from None
         docs.extend(parse_text(decode(data, f), f))
-    return docs
+    return with_namespace(docs, namespace)
 
 
 def _read_stdin(stdin: TextIO | None) -> str:
@@ -178,5 +209,5 @@ def group(batch: Batch) -> list[PlacementGroup]:
 
 def load_groups(paths: Sequence[str], catalog: Catalog, *,
                 gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-                stdin: TextIO | None = None) -> list[PlacementGroup]:
-    return group(classify(read_documents(paths, stdin), catalog, gpu_resources=gpu_resources))
+                stdin: TextIO | None = None, namespace: str | None = None) -> list[PlacementGroup]:
+    return group(classify(read_documents(paths, stdin, namespace=namespace), catalog, gpu_resources=gpu_resources))
