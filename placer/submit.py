@@ -71,6 +71,7 @@ class SubmitResult:
     failed: tuple[Failed, ...] = ()
     unreachable: Mapping[str, str] = field(default_factory=dict)
     reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    groups: tuple[PlacementGroup, ...] = ()           # on a dry run: what was planned (for previews)
 
     @property
     def exit_code(self) -> int:
@@ -136,14 +137,19 @@ def pin_groups(groups: Iterable[PlacementGroup], cluster: str) -> list[Placement
     return [dataclasses.replace(g, workloads=tuple(pin(w, cluster) for w in g.workloads)) for g in groups]
 
 
-def build_fleet(entries: Sequence[Any], live: Mapping[str, Cluster]) -> Fleet:
-    """Clusters in file order; entries without a context appear as unusable, with why."""
+def build_fleet(entries: Sequence[Any], live: Mapping[str, Cluster], *, simulated: bool = False) -> Fleet:
+    """Clusters in file order; entries without a context appear as unusable, with why
+    (`simulated`: a dry run plans on their inline nodes, as `placer plan` does)."""
+    from .clusters_file import simulated_cluster
+
     clusters = []
     for e in entries:
         e = as_entry(e)
         name = e.name
         if name in live:
             clusters.append(live[name])
+        elif simulated and e.nodes is not None:
+            clusters.append(simulated_cluster(e))
         else:
             clusters.append(Cluster(name=name, labels=dict(e.labels or {}), error=SIMULATED))
     return Fleet(tuple(clusters))
@@ -174,12 +180,12 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
            time_limit: float = DEFAULT_TIME_LIMIT, workers: int | None = None, seed: int = 0,
            plan_id: str | None = None, skip_unreachable: bool = False,
            gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-           progress: Callable[[str], None] | None = None) -> SubmitResult:
+           progress: Callable[[str], None] | None = None, namespace: str | None = None) -> SubmitResult:
     """Plan the files' workloads on the live clusters of `entries` and create them."""
     check_cluster(cluster, entries)
     for e in entries:
         A.handoff_of(e)                                   # bad hand-off settings are bad input
-    groups = load_groups(paths, catalog, gpu_resources=gpu_resources)
+    groups = load_groups(paths, catalog, gpu_resources=gpu_resources, namespace=namespace)
     if not groups:
         raise InputError("no workloads in the given files", source=", ".join(paths))
     plan_id = plan_id or A.new_plan_id()
@@ -200,14 +206,14 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
         return SubmitResult(plan_id, dry_run, None, already=tuple(already), failed=tuple(refused),
                             unreachable=unreachable, reserved=reserved)
 
-    fleet = build_fleet(entries, live.clusters)
+    fleet = build_fleet(entries, live.clusters, simulated=dry_run)
     planning = [A.planning_view(g, catalog, gpu_resources=gpu_resources) for g in pending]
     kwargs = {"workers": workers} if workers else {}
     plan = solve(fleet, planning, time_limit=time_limit, seed=seed, committed=live.promised,
                  progress=progress, **kwargs)
     if dry_run:
         return SubmitResult(plan_id, True, plan, already=tuple(already), failed=tuple(refused),
-                            unreachable=unreachable, reserved=reserved)
+                            unreachable=unreachable, reserved=reserved, groups=tuple(pending))
     created, failed = apply_plan(plan, pending, entries, catalog, kube, plan_id)
     return SubmitResult(plan_id, False, plan, tuple(created), tuple(already), tuple(refused + failed),
                         unreachable, reserved)
