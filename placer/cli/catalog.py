@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from ..catalog import load_catalog, load_definition_file
+from ..catalog import load_catalog, validate_path
 from ..errors import PlacerError
 from .common import CATALOG_HELP, app, check_output, emit, err, out, run
 
@@ -37,15 +37,16 @@ def list_(catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
 
 
 @catalog_app.command()
-def validate(files: List[Path] = typer.Argument(..., help="Definition files to check.")) -> None:
+def validate(files: List[Path] = typer.Argument(..., help="Definition files (plain or WorkloadDefinition "
+                                                    "objects), companions.yaml, or directories of them.")) -> None:
     """Check definition files: schema, and that every jq expression compiles.
     Errors read `file: path.to.field: message`; exit 2 if any file is invalid."""
     def go() -> None:
         failed = 0
         for f in files:
             try:
-                defs = load_definition_file(f)
-                out.print(f"{f}: ok ({', '.join(d.name for d in defs) or 'no definitions'})")
+                for name, holds in validate_path(f):
+                    out.print(f"{name}: ok ({holds})", markup=False, highlight=False)
             except PlacerError as e:
                 failed += 1
                 err.print(f"error: {e}", markup=False, highlight=False)
