@@ -33,7 +33,7 @@ from .fleet import Cluster
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
-from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, WORKLOAD  # noqa: F401 (re-exported)
+from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, SHARED, WORKLOAD  # noqa: F401 (re-exported)
 from .podsecurity import LABEL as PSA_LABEL
 from .podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
 from .podsecurity import object_violations
@@ -318,6 +318,8 @@ def _is_ours(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
         return False
     if WORKLOAD in want:
         return have.get(WORKLOAD) == want[WORKLOAD]
+    if ((desired.get("metadata") or {}).get("annotations") or {}).get(SHARED) == "true":
+        return True                   # a companion several groups bring along: any of them may apply it
     return have.get(GROUP) == want.get(GROUP)
 
 

@@ -16,7 +16,6 @@ from .catalog import Catalog
 from .errors import InputError, UnknownKind
 from .inputs import decode, load_json, load_yaml
 from .interpret import interpret
-from .names import ANN_GROUP
 from .podspec import DEFAULT_GPU_RESOURCES, value_kind
 from .workload import PlacementGroup, Workload
 
@@ -189,22 +188,11 @@ def classify(docs: Iterable[Document], catalog: Catalog, *,
     return Batch(tuple(workloads), tuple(companions))
 
 
-def _group_key(obj: Mapping[str, Any], source: str) -> str:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(ANN_GROUP) or source.rpartition(":")[0] or source
-
-
 def group(batch: Batch) -> list[PlacementGroup]:
-    """Workloads of one file form a group, unless they share `placer.dev/group` across files.
-    Companions follow the group of their file (or of their own annotation)."""
-    order: dict[str, tuple[list[Workload], list[dict]]] = {}
-    for w in batch.workloads:
-        order.setdefault(_group_key(w.obj, w.source or w.key), ([], []))[0].append(w)
-    for d in batch.companions:
-        key = _group_key(d.obj, d.where)
-        if key in order:
-            order[key][1].append(d.obj)
-    return [PlacementGroup(key, tuple(ws), tuple(cs)) for key, (ws, cs) in order.items() if ws]
+    """Workloads tied by `placer.dev/group` or by a companion they share form a group;
+    companions follow the workloads that reference them (see `placer.grouping`)."""
+    from .grouping import group as by_references
+    return by_references(batch.workloads, batch.companions)
 
 
 def load_groups(paths: Sequence[str], catalog: Catalog, *,

@@ -15,6 +15,7 @@ GROUP = ANN_GROUP                                 # label: hash of the group key
 ORIGIN = "placer.dev/origin"                      # annotation: file path, or hub/<ns>/<Kind>/<name>
 PLAN = "placer.dev/plan"                          # annotation: id of the plan that placed it
 CLUSTER = ANN_CLUSTER                             # annotation: the cluster it was placed on
+SHARED = "placer.dev/shared"                      # annotation: a companion several groups bring along
 
 # What the daemon writes on staging objects
 FINALIZER = "placer.dev/cleanup"

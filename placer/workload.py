@@ -162,12 +162,13 @@ class Workload:
 @dataclass(frozen=True)
 class PlacementGroup:
     """Workloads that must land together on one cluster, with the plain objects that
-    travel with them. By default all workloads of one file; objects sharing the
-    annotation `placer.dev/group` form one group across files."""
+    travel with them: what shares `placer.dev/group` or a companion object (see
+    `placer.grouping`). `notes`: what the user should be told about how it was formed."""
 
     key: str
     workloads: tuple[Workload, ...]
     companions: tuple[Mapping[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:

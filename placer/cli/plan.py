@@ -71,6 +71,9 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     if files:
         from ..manifests import load_groups
         groups = load_groups(files, catalog, gpu_resources=gpu, namespace=namespace)
+        for note in dict.fromkeys(n for g in groups for n in g.notes):
+            if announce:
+                announce(note)
     else:
         from ..hub import staging_groups
         hub = loaded.hub
