@@ -129,7 +129,8 @@ def set_suspend(obj: Mapping[str, Any], catalog: Catalog, mode: str = SUSPEND_UN
 def planning_view(group: PlacementGroup, catalog: Catalog, *,
                   gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> PlacementGroup:
     """The group as it will run once placed: suspended workloads are re-interpreted
-    un-suspended (a suspended RayCluster, for one, counts no workers)."""
+    un-suspended (a suspended RayCluster, for one, counts no workers), and a workload whose
+    gangs start in windows counts what must fit at once (`Workload.at_once`)."""
     changed = False
     workloads = []
     for w in group.workloads:
@@ -139,7 +140,9 @@ def planning_view(group: PlacementGroup, catalog: Catalog, *,
             # keep policy set on the Workload itself (a --cluster pin is not in the object)
             w = dataclasses.replace(running, annotations=w.annotations, labels=w.labels)
             changed = True
-        workloads.append(w)
+        peak = w.at_once()
+        changed = changed or peak is not w
+        workloads.append(peak)
     return dataclasses.replace(group, workloads=tuple(workloads)) if changed else group
 
 

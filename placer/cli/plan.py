@@ -81,6 +81,8 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
             announce(f"planning the pending objects of namespace {hub.stagingNamespace} on hub context {hub.context}")
         groups = staging_groups(hub.context, hub.stagingNamespace, catalog, kubeconfig=kubeconfig,
                                 gpu_resources=gpu, warn=announce or (lambda m: None))
+    # a workload whose gangs start in windows needs room for its largest window only
+    groups = [replace(g, workloads=tuple(w.at_once() for w in g.workloads)) for g in groups]
     timings["load"] = time.monotonic() - t
     t = time.monotonic()
     if progress:
