@@ -17,6 +17,7 @@ from .errors import InputError, UnknownKind
 from .inputs import decode, load_json, load_yaml
 from .interpret import interpret
 from .podspec import DEFAULT_GPU_RESOURCES, value_kind
+from .priority import PriorityClasses, from_objects, is_priority_kind, with_priorities
 from .workload import PlacementGroup, Workload
 
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -169,23 +170,26 @@ def _read_stdin(stdin: TextIO | None) -> str:
 class Batch:
     workloads: tuple[Workload, ...]
     companions: tuple[Document, ...]
+    priority_classes: tuple[Document, ...] = ()       # PriorityClass, WorkloadPriorityClass
 
 
 def classify(docs: Iterable[Document], catalog: Catalog, *,
              gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> Batch:
     """Interpret every workload document; keep companions; reject anything else."""
-    workloads, companions = [], []
+    workloads, companions, priorities = [], [], []
     for d in docs:
         api, kind = d.obj["apiVersion"], d.obj["kind"]
         if catalog.lookup(api, kind):
             workloads.append(interpret(d.obj, catalog, gpu_resources=gpu_resources, source=d.where))
         elif catalog.is_companion(api, kind):
             companions.append(d)
+        elif is_priority_kind(api, kind):
+            priorities.append(d)              # says what a priority class is worth; not placed
         else:
             raise UnknownKind(f"no workload definition for {api}/{kind} and it is not a companion kind; "
                               f"add a definition (--catalog DIR, or `placer catalog apply`) or list it in a "
                               f"catalog directory's companions.yaml", source=d.where)
-    return Batch(tuple(workloads), tuple(companions))
+    return Batch(tuple(workloads), tuple(companions), tuple(priorities))
 
 
 def group(batch: Batch) -> list[PlacementGroup]:
@@ -197,5 +201,12 @@ def group(batch: Batch) -> list[PlacementGroup]:
 
 def load_groups(paths: Sequence[str], catalog: Catalog, *,
                 gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-                stdin: TextIO | None = None, namespace: str | None = None) -> list[PlacementGroup]:
-    return group(classify(read_documents(paths, stdin, namespace=namespace), catalog, gpu_resources=gpu_resources))
+                stdin: TextIO | None = None, namespace: str | None = None,
+                priority_classes: PriorityClasses | None = None) -> list[PlacementGroup]:
+    """The files' placement groups, each workload with its priority resolved: classes given
+    in the files first, then `priority_classes` (read from clusters), then the built-ins."""
+    batch = classify(read_documents(paths, stdin, namespace=namespace), catalog, gpu_resources=gpu_resources)
+    classes = from_objects((d.obj for d in batch.priority_classes), "the given files")
+    if priority_classes is not None:
+        classes = classes.merged(priority_classes)
+    return with_priorities(group(batch), classes)

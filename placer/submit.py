@@ -180,12 +180,17 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
            time_limit: float = DEFAULT_TIME_LIMIT, workers: int | None = None, seed: int = 0,
            plan_id: str | None = None, skip_unreachable: bool = False,
            gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-           progress: Callable[[str], None] | None = None, namespace: str | None = None) -> SubmitResult:
+           progress: Callable[[str], None] | None = None, namespace: str | None = None,
+           priority_classes: Any = None) -> SubmitResult:
     """Plan the files' workloads on the live clusters of `entries` and create them."""
     check_cluster(cluster, entries)
     for e in entries:
         A.handoff_of(e)                                   # bad hand-off settings are bad input
-    groups = load_groups(paths, catalog, gpu_resources=gpu_resources, namespace=namespace)
+    if priority_classes is None:                          # PriorityClasses of the target clusters
+        from .priority import read_classes
+        priority_classes = read_classes(kube, [as_entry(e).context for e in entries if as_entry(e).context])
+    groups = load_groups(paths, catalog, gpu_resources=gpu_resources, namespace=namespace,
+                         priority_classes=priority_classes)
     if not groups:
         raise InputError("no workloads in the given files", source=", ".join(paths))
     plan_id = plan_id or A.new_plan_id()

@@ -70,7 +70,8 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     t = time.monotonic()
     if files:
         from ..manifests import load_groups
-        groups = load_groups(files, catalog, gpu_resources=gpu, namespace=namespace)
+        groups = load_groups(files, catalog, gpu_resources=gpu, namespace=namespace,
+                             priority_classes=_cluster_priority_classes(loaded, kubeconfig))
         for note in dict.fromkeys(n for g in groups for n in g.notes):
             if announce:
                 announce(note)
@@ -97,6 +98,22 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
     per_pod = {(w.key, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}
     return PlanResult(replace(plan, summary=summary), loaded.description, fleet, per_pod, gpu)
+
+
+def _cluster_priority_classes(loaded, kubeconfig: str | None):
+    """PriorityClasses and WorkloadPriorityClasses of the hub and the live clusters, when
+    there are any (a simulated fleet has none: classes then come from the files)."""
+    contexts = ([loaded.hub.context] if loaded.hub else []) + [c.context for c in loaded.clusters if c.context]
+    if not contexts:
+        return None
+    from ..kube import Kube
+    from ..priority import read_classes
+
+    kube = Kube(kubeconfig)
+    try:
+        return read_classes(kube, contexts)
+    finally:
+        kube.close()
 
 
 @app.command()
