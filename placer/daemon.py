@@ -31,13 +31,15 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from . import actuate as A
 from .catalog import Catalog
 from .clusters_file import as_entry
 from .daemon_state import Clock, Informer, ObjKey, WorkQueue, all_synced
+from .events import (FAILED, NORMAL, PLACED, RESCHEDULED, UNPLACED, WARNING, Recorder, condition_of,
+                     placed_condition, with_condition)
 from .errors import Conflict, InputError, KubeError, NotFound, PlacerError
 from .fleet import Cluster, Fleet
 from .interpret import Interpreter
@@ -125,6 +127,9 @@ class Daemon:
         self.metrics = metrics or Metrics()
         self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
         self.hub = kube.client(config.hub_context, cluster="hub")
+        # Events on staging objects: what `kubectl describe` shows users on the hub
+        self.events = Recorder(self.hub, lambda: datetime.fromtimestamp(self.clock.wall(), timezone.utc),
+                               config.identity)
         self.leader = LeaderElector(self.hub, config.staging_namespace, config.lease_name, config.identity,
                                     clock=self.clock.now, timing=config.lease,
                                     on_error=lambda e: self._api_error("hub", e))
@@ -544,6 +549,10 @@ class Daemon:
     def _mirror_status(self, key: ObjKey, staging: dict, remote: dict) -> None:
         want = remote.get("status")
         have = staging.get("status")
+        cluster = (self.placed.get(key) or Remote("", 0.0)).cluster
+        if cluster:                          # the copy's status, plus placer's Placed condition where it fits
+            cond = placed_condition(True, PLACED, f"placed on {cluster}", self._wall(), condition_of(have))
+            want = with_condition(want, cond) or want
         if want == have or (not want and not have):
             return
         res = self._resources[(key.api_version, key.kind)]
@@ -633,6 +642,7 @@ class Daemon:
             self.placed.pop(member, None)
             self._exclude(member, cluster)
             message = f"withdrawn from {cluster}: {why}; placing elsewhere"
+            self._event(member, obj, WARNING, RESCHEDULED, message)
             self._annotate(member, obj, {ANN_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message})
             self.pending[member] = Pending(self.clock.now())
             self.metrics.inc("placer_withdrawals_total")
@@ -710,6 +720,7 @@ class Daemon:
         self.pending.pop(key, None)
         message = f"invalid: {e.message}"
         log.warning("%s: %s", key, message)
+        self._event(key, staging, WARNING, FAILED, message)
         self._annotate(key, staging, {ANN_PHASE: PHASE_INVALID, ANN_MESSAGE: message[:1000]}, finalizer=True)
 
     def _ensure_finalizer(self, key: ObjKey, staging: dict) -> None:
@@ -906,6 +917,10 @@ class Daemon:
         except PlacerError as e:
             self._api_error(cluster, e)
             log.warning("group %s: placing on %s failed: %s", group.key, cluster, e)
+            for k in keys:
+                staging = self._staging(k)
+                if staging is not None:
+                    self._event(k, staging, WARNING, FAILED, f"placing on {cluster} failed: {e.message}")
             if _refused(e):         # the same cluster would refuse again: let the next round go elsewhere
                 for k in keys:
                     self._exclude(k, cluster)
@@ -923,6 +938,7 @@ class Daemon:
                 f": {p.pods} pods on {nodes} node{'s' if nodes != 1 else ''}" if p else "")
             staging = self._staging(k)
             if staging is not None:
+                self._event(k, staging, NORMAL, PLACED, message + (f" (group {group.key})" if len(keys) > 1 else ""))
                 try:
                     self._annotate(k, staging, {ANN_CLUSTER: cluster, ANN_PHASE: Phase.PENDING.value,
                                                 ANN_MESSAGE: message}, finalizer=True)
@@ -940,6 +956,8 @@ class Daemon:
         staging = self._staging(key)
         if staging is None:
             return
+        self._event(key, staging, WARNING, UNPLACED, message)
+        self._condition(key, staging, placed=False, reason=UNPLACED, message=message)
         try:
             self._annotate(key, staging, {ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message[:1000],
                                           ANN_CLUSTER: None}, finalizer=True)
@@ -947,6 +965,33 @@ class Daemon:
             self._api_error("hub", e)
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _wall(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.wall(), timezone.utc)
+
+    def _event(self, key: ObjKey, staging: dict, type_: str, reason: str, message: str) -> None:
+        self.events.record({**staging, "apiVersion": key.api_version, "kind": key.kind}, type_, reason, message)
+
+    def _condition(self, key: ObjKey, staging: dict, *, placed: bool, reason: str, message: str) -> None:
+        """Set the Placed condition on a staging object whose status keeps conditions."""
+        have = staging.get("status")
+        cond = placed_condition(placed, reason, message, self._wall(), condition_of(have))
+        old = condition_of(have)
+        if old and all(old.get(k) == cond[k] for k in ("status", "reason", "message")):
+            return
+        status = with_condition(have, cond)
+        if status is None:
+            return
+        res = self._resources[(key.api_version, key.kind)]
+        try:
+            if "status" in res.subresources:
+                updated = self.hub.patch_status(res, key.name, {"conditions": status["conditions"]}, key.namespace)
+            else:
+                updated = self.hub.patch(res, key.name, {"status": {"conditions": status["conditions"]}},
+                                         key.namespace)
+            self.staging[(key.api_version, key.kind)].assume(updated)
+        except PlacerError as e:
+            self._api_error("hub", e)
 
     def _client(self, cluster: str) -> KubeClient:
         entry = self.entries[cluster]
