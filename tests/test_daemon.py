@@ -268,7 +268,9 @@ def _events(env: Env, obj: dict) -> list[tuple[str, str, str]]:
     items = env.hub.list("events", STAGING).items
     mine = [e for e in items if e["involvedObject"]["name"] == obj["metadata"]["name"]
             and e["involvedObject"]["kind"] == obj["kind"]]
-    return [(e["type"], e["reason"], e["message"]) for e in sorted(mine, key=lambda e: e["firstTimestamp"])]
+    # timestamps have second precision: the order of creation is the resourceVersion's (the harness's counter)
+    return [(e["type"], e["reason"], e["message"])
+            for e in sorted(mine, key=lambda e: int(e["metadata"]["resourceVersion"]))]
 
 
 def test_events_tell_the_story_placed_unplaced_rescheduled_failed(env, kubectl):
