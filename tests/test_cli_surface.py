@@ -312,3 +312,27 @@ def test_submit_dry_run_server_validates_on_the_target_and_creates_nothing(fresh
     for name in ("alpha", "beta"):
         with pytest.raises(NotFound):
             kube.client(name).get("jobs", "checked", "dry")
+
+
+def test_must_show_submit_dry_run_yaml_of_the_examples_without_any_kubeconfig():
+    """`placer submit --dry-run -o yaml -f examples/` as a new user types it: the bundled fleet
+    (said on stderr), objects labelled placer.dev/managed, each cluster's hand-off in them."""
+    r = invoke("submit", "--dry-run", "-o", "yaml", "-f", EXAMPLES)
+    assert r.exit_code == 0, r.output
+    assert "bundled example fleet" in r.stderr
+    blocks = [b for b in r.stdout.split("---\n") if b.strip()]
+    assert len(blocks) >= 18
+    handed = {"east": 0, "west": 0}
+    for block in blocks:
+        cluster = block.splitlines()[0].removeprefix("# cluster: ")
+        d = yaml.safe_load(block)
+        assert d["metadata"]["labels"]["placer.dev/managed"] == "true"
+        if "placer.dev/workload" in d["metadata"]["labels"] and cluster in handed:
+            handed[cluster] += 1
+            label = {"east": "kai.scheduler/queue", "west": "kueue.x-k8s.io/queue-name"}[cluster]
+            assert d["metadata"]["labels"][label] == "research"
+    assert all(handed.values()), handed
+    # a real submit cannot create on simulated clusters: everything unplaced, saying why
+    real = invoke("submit", "-f", str(ROOT / "examples" / "job.yaml"), "-o", "json")
+    assert real.exit_code == 3
+    assert "simulated" in json.loads(real.stdout)["unplaced"][0]["reasons"]["east"]

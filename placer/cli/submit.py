@@ -54,7 +54,7 @@ def submit(
         if time_limit <= 0:
             raise InputError(f"--time-limit {time_limit}: must be positive")
         expand_paths(files)                                # bad paths fail before the slow parts
-        entries = cluster_entries(clusters_file, kubeconfig)
+        entries = seen["entries"] = cluster_entries(clusters_file, kubeconfig)
         check_cluster(cluster, entries)
         kube = Kube(kubeconfig)
         try:
@@ -69,9 +69,10 @@ def submit(
             kube.close()
     fmt = run(lambda: parse_output(output))
     mode = run(lambda: dry_run_mode(dry_run))
+    seen: dict[str, Any] = {}                       # the clusters resolved once, for the preview too
     result = run(go)
     if mode is not None and not fmt.tabular:
-        raise typer.Exit(run(lambda: show_preview(result, mode, fmt, clusters_file, kubeconfig, catalog)))
+        raise typer.Exit(run(lambda: show_preview(result, mode, fmt, seen["entries"], kubeconfig, catalog)))
     if fmt.tabular:
         render(result)
     else:
@@ -79,7 +80,7 @@ def submit(
     raise typer.Exit(result.exit_code)
 
 
-def show_preview(result: SubmitResult, mode: str, fmt: Output, clusters_file: str | None,
+def show_preview(result: SubmitResult, mode: str, fmt: Output, entries: list[Any],
                  kubeconfig: str | None, catalog: list[str]) -> int:
     """`--dry-run[=client|server] -o yaml|json|name`: the objects per cluster, exactly as they
     would be created (server: as the API server answered the dry run). The exit code."""
@@ -87,7 +88,6 @@ def show_preview(result: SubmitResult, mode: str, fmt: Output, clusters_file: st
     from ..kube import Kube
     from ..preview import Preview, preview_objects, server_dry_run
 
-    entries = cluster_entries(clusters_file, kubeconfig)
     objects = preview_objects(result.plan, result.groups, entries, load_catalog(catalog),
                               result.plan_id) if result.plan else {}
     preview = Preview(objects)
@@ -117,7 +117,7 @@ def show_preview(result: SubmitResult, mode: str, fmt: Output, clusters_file: st
 
 def cluster_entries(clusters_file: str | None, kubeconfig: str | None) -> list[Any]:
     """Entries of the clusters file (--clusters, $PLACER_CLUSTERS, ./clusters.yaml), else
-    one per kubeconfig context (the bundled simulated fleet has nothing to create into)."""
+    one per kubeconfig context, else (no kubeconfig at all) the bundled example fleet."""
     from pathlib import Path
 
     from ..clusters_file import DEFAULT_NAME, context_entry, load_clusters
@@ -125,9 +125,19 @@ def cluster_entries(clusters_file: str | None, kubeconfig: str | None) -> list[A
 
     if clusters_file or (Path.cwd() / DEFAULT_NAME).is_file():
         return list(load_clusters(clusters_file).clusters)
-
-    names, _ = list_contexts(kubeconfig)
-    return [context_entry(n) for n in names]
+    try:
+        names, _ = list_contexts(kubeconfig)
+    except InputError:
+        if kubeconfig:                           # asked for explicitly: its error stands
+            raise
+        names = []
+    if names:
+        return [context_entry(n) for n in names]
+    # no kubeconfig at all: the bundled example fleet, as `plan` does (a dry run plans and
+    # previews on it; nothing can be created on a simulated cluster)
+    loaded = load_clusters(None)
+    _warn(f"no kubeconfig contexts; using {loaded.description}")
+    return list(loaded.clusters)
 
 
 def _warn(message: str) -> None:
