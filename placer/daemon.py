@@ -56,6 +56,7 @@ from .names import (  # noqa: F401
     CLUSTER_NAME_LABEL,
     FINALIZER,
 )
+from .priority import PriorityClasses, read_classes, with_priorities
 from .registry import with_fleet_definitions
 from .solver import ANN_SELECTOR, solve
 from .workload import Phase, PlacementGroup, Workload
@@ -846,12 +847,27 @@ class Daemon:
                 if member in self.placed:
                     pins[gk] = self.placed[member].cluster
         groups, members = [], {}
+        classes = self._priority_classes() if by_group else None
         for gk, items in by_group.items():
             companions = self._companions_of(gk)
             g = PlacementGroup(gk, tuple(w for _, w in items), tuple(companions))
+            try:
+                [g] = with_priorities([g], classes)
+            except InputError as e:                 # an unknown class: unplaced, retried (it may be created)
+                for k, _ in items:
+                    self._set_unplaced(k, f"unplaced: {e.message}")
+                continue
             groups.append(A.planning_view(g, self.catalog))
             members[gk] = [k for k, _ in items]
         return groups, members, pins
+
+    def _priority_classes(self) -> PriorityClasses:
+        """The hub's PriorityClasses and WorkloadPriorityClasses, re-read at most every 30 s."""
+        now = self.clock.now()
+        cached = getattr(self, "_classes", None)
+        if cached is None or now - cached[0] > 30.0:
+            self._classes = (now, read_classes(self.kube, [self.config.hub_context]))
+        return self._classes[1]
 
     def _companions_of(self, group_key: str) -> list[dict]:
         ns, _, name = group_key.partition("/")

@@ -327,3 +327,20 @@ def test_placed_condition_on_an_unplaced_object_whose_status_keeps_conditions(en
     [c] = [c for c in env.staged(big)["status"]["conditions"] if c["type"] == "Placed"]
     assert (c["status"], c["reason"]) == ("False", "Unplaced") and c["message"].startswith("unplaced: ")
     assert [c["type"] for c in env.staged(big)["status"]["conditions"]] == ["Suspended", "Placed"]
+
+
+def test_priority_class_read_from_the_hub(env):
+    """A staging workload naming a PriorityClass the hub does not have stays unplaced with
+    that reason; once the class exists, it is placed with the class's value."""
+    clock = FakeClock()
+    d = env.daemon(clock=clock)
+    job = jobset("prio", pods=1, gpus=8)
+    job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["priorityClassName"] = "team-high"
+    env.create(job)
+    assert d.wait_idle(10)
+    msg = env.annotations(job)[D.ANN_MESSAGE]
+    assert "priorityClassName 'team-high': no such PriorityClass" in msg and _placed(env, job) is None
+    env.hub.create("priorityclasses.scheduling.k8s.io", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                                          "metadata": {"name": "team-high"}, "value": 500})
+    clock.advance(31)
+    wait_for(lambda: _placed(env, job) is not None, what="placed once the class exists")
