@@ -336,3 +336,24 @@ def test_must_show_submit_dry_run_yaml_of_the_examples_without_any_kubeconfig():
     real = invoke("submit", "-f", str(ROOT / "examples" / "job.yaml"), "-o", "json")
     assert real.exit_code == 3
     assert "simulated" in json.loads(real.stdout)["unplaced"][0]["reasons"]["east"]
+
+
+def test_namespace_without_files_is_not_silently_ignored():
+    r = invoke("plan", "-n", "team")
+    assert r.exit_code == 2 and "-n team: applies to the objects of -f files" in r.stderr
+
+
+def test_bad_namespace_value_is_an_input_error(tmp_path):
+    (tmp_path / "j.yaml").write_text(job("x", 1))
+    r = invoke("plan", "-f", str(tmp_path / "j.yaml"), "-n", "Not_A_Namespace")
+    assert r.exit_code == 2 and "-n 'Not_A_Namespace'" in r.stderr
+
+
+def test_help_names_the_kubectl_plugin_when_run_as_one(tmp_path):
+    bindir = Path(sys.executable).parent
+    plugin = bindir / "kubectl-placer"
+    if not plugin.exists():
+        pytest.skip("placer is not installed with its console scripts in this environment")
+    r = subprocess.run([str(plugin), "--help"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "COLUMNS": "100"})
+    assert r.returncode == 0 and "Usage: kubectl placer" in r.stdout

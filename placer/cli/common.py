@@ -75,7 +75,9 @@ def run(fn: Callable[[], T]) -> T:
 
 
 def main() -> None:
-    app()
+    # run as kubectl's plugin (`kubectl placer ...` execs kubectl-placer): help says so
+    plugin = os.path.basename(sys.argv[0] or "") == "kubectl-placer"
+    app(prog_name="kubectl placer" if plugin else None)
 
 
 # --- options and helpers shared by commands ----------------------------------------

@@ -59,6 +59,9 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     t = time.monotonic()
     if announce and loaded.description.startswith("the bundled"):
         announce(f"using {loaded.description}")
+    if not files and namespace:
+        raise InputError(f"-n {namespace}: applies to the objects of -f files; the namespace planned without "
+                         "files is the hub's stagingNamespace of the clusters file")
     if not files and loaded.hub is None:
         raise InputError("nothing to plan: pass -f FILE or -f DIR with the workloads to plan. To plan what waits "
                          "in a hub's staging namespace instead, use a clusters file with a hub: section "

@@ -76,7 +76,7 @@ def submit(
     if fmt.tabular:
         render(result)
     else:
-        emit(result.to_dict(), fmt, names=[o for c in result.created for o in c.objects])
+        emit(result.to_dict(), fmt, names=[_name_of(o) for c in result.created for o in c.objects])
     raise typer.Exit(result.exit_code)
 
 
@@ -138,6 +138,12 @@ def cluster_entries(clusters_file: str | None, kubeconfig: str | None) -> list[A
     loaded = load_clusters(None)
     _warn(f"no kubeconfig contexts; using {loaded.description}")
     return list(loaded.clusters)
+
+
+def _name_of(ref: str) -> str:
+    """`Kind ns/name` -> kubectl's `kind/name`."""
+    kind, _, where = ref.partition(" ")
+    return f"{kind.lower()}/{where.rpartition('/')[2]}"
 
 
 def _warn(message: str) -> None:
