@@ -59,13 +59,17 @@ def _pod_labels(w: Workload) -> list[Mapping[str, str]]:
     return [{**i.pod.labels, **i.selector} for i in w.instances]
 
 
-def _selects(selector: Any, w: Workload) -> bool:
+def _match_labels(selector: Any) -> dict[str, str] | None:
+    """A Service's selector map, or a LabelSelector's matchLabels; None when there is none."""
     if not isinstance(selector, dict) or not selector:
-        return False
+        return None
     match = selector.get("matchLabels") if "matchLabels" in selector or "matchExpressions" in selector else selector
-    if not isinstance(match, dict) or not match:
-        return False
-    return any(all(labels.get(k) == v for k, v in match.items()) for labels in _pod_labels(w))
+    ok = isinstance(match, dict) and match and all(isinstance(v, str) for v in match.values())
+    return match if ok else None
+
+
+def _selects(match: Mapping[str, Any], pod_labels: Sequence[Mapping[str, str]]) -> bool:
+    return any(all(labels.get(k) == v for k, v in match.items()) for labels in pod_labels)
 
 
 def _companion_targets(obj: Mapping[str, Any]) -> set[Ref]:
@@ -140,14 +144,21 @@ def build_graph(workloads: Sequence[Workload], companions: Sequence[Any]) -> nx.
         for kind, name in workload_refs(w.obj):
             for j in companions_named(kind, name, w.namespace):
                 g.add_edge(("w", i), ("c", j))
+    pod_labels = [_pod_labels(w) for w in workloads]
+    by_label: dict[tuple[str, str], list[int]] = {}
+    for i, per in enumerate(pod_labels):
+        for pair in {p for labels in per for p in labels.items()}:
+            by_label.setdefault(pair, []).append(i)
     for j, d in enumerate(companions):
         if _annotation(d.obj):
             g.add_edge(("c", j), ("g", _annotation(d.obj)))
         kind, spec = d.obj.get("kind"), d.obj.get("spec") or {}
         ns = _ns(d.obj)
-        if kind in ("Service", "PodDisruptionBudget"):
-            for i, w in enumerate(workloads):
-                if (ns is None or ns == w.namespace) and _selects(spec.get("selector"), w):
+        match = _match_labels(spec.get("selector")) if kind in ("Service", "PodDisruptionBudget") else None
+        if match:
+            k, v = next(iter(match.items()))
+            for i in by_label.get((k, v), ()):            # candidates carry one of its labels
+                if (ns is None or ns == workloads[i].namespace) and _selects(match, pod_labels[i]):
                     g.add_edge(("w", i), ("c", j))
         for tkind, tname in _companion_targets(d.obj):
             for k in companions_named(tkind, tname, ns):

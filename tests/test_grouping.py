@@ -151,3 +151,21 @@ def test_a_shared_companion_is_applied_by_each_group_on_one_cluster(fresh_fleet,
     client = kube.client("alpha")
     assert client.get("configmaps", "settings", "shared-cm")["data"] == {"k": "v"}
     assert {client.get("jobs", n, "shared-cm")["metadata"]["name"] for n in ("a", "b")} == {"a", "b"}
+
+
+def test_a_malformed_selector_ties_nothing(tmp_path, catalog):
+    svc = obj("Service", "odd", spec={"selector": {"app": ["llm"]}})
+    path = write(tmp_path, "odd.yaml", job("a", labels={"app": "llm"}), job("b", labels={"app": "llm"}), svc)
+    assert set(groups_of([path], catalog)) == {("a",), ("b",)}
+
+
+def test_grouping_scales_with_labels_not_services_times_workloads(tmp_path, catalog):
+    """2,000 Jobs, 200 Services and 200 ConfigMaps: 200 groups of 10, each with its two companions."""
+    docs = []
+    for i in range(2000):
+        docs.append(job(f"j{i}", labels={"app": f"a{i % 200}"},
+                        pod={"volumes": [{"name": "v", "configMap": {"name": f"cm{i % 200}"}}]}))
+    for k in range(200):
+        docs += [obj("ConfigMap", f"cm{k}"), obj("Service", f"s{k}", spec={"selector": {"app": f"a{k}"}})]
+    groups = load_groups([write(tmp_path, "many.yaml", *docs)], catalog)
+    assert len(groups) == 200 and all(len(g.workloads) == 10 and len(g.companions) == 2 for g in groups)
