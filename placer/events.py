@@ -19,7 +19,7 @@ import threading
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from .errors import PlacerError
+from .errors import Conflict, NotFound, PlacerError
 
 log = logging.getLogger("placer.events")
 
@@ -61,13 +61,15 @@ class Recorder:
 
     def __init__(self, client: Any, now: Callable[[], datetime], instance: str = ""):
         self.client, self.now, self.instance = client, now, instance
-        self._counts: dict[str, int] = {}
+        self._seen: set[str] = set()                    # Events this recorder created or counted on
         self._last: dict[str, str] = {}                 # object -> name of its last event
         self._lock = threading.Lock()
 
     def record(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         """Record an event; the same one as this object's last is not repeated (a planning
-        round that finds the object still unplaced for the same reason says nothing new)."""
+        round that finds the object still unplaced for the same reason says nothing new).
+        An event seen before (by this daemon or an earlier one) is counted on its Event,
+        from the count the server holds; one the server has expired is created anew."""
         body = event_body(obj, type_, reason, message, self.now(), self.instance)
         name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
         meta = obj.get("metadata") or {}
@@ -76,24 +78,28 @@ class Recorder:
             if self._last.get(who) == name:
                 return
             self._last[who] = name
-            count = self._counts.get(name, 0) + 1
-            self._counts[name] = count
+            seen = name in self._seen
+            self._seen.add(name)
         try:
-            if count == 1:
-                try:
-                    self.client.create("events", body, ns)
-                    return
-                except PlacerError as e:
-                    if getattr(e, "status", None) != 409:   # recorded by an earlier daemon: count on it
-                        raise
-                    old = self.client.get("events", name, ns)
-                    count = int(old.get("count") or 1) + 1
-                    with self._lock:
-                        self._counts[name] = count
-            self.client.patch("events", name, {"count": count, "lastTimestamp": body["lastTimestamp"]}, ns)
+            if not seen and self._create(body):
+                return
+            try:
+                old = self.client.get("events", name, ns)
+            except NotFound:                               # expired meanwhile (Events live about an hour)
+                self._create(body)
+                return
+            self.client.patch("events", name, {"count": int(old.get("count") or 1) + 1,
+                                               "lastTimestamp": body["lastTimestamp"]}, ns)
         except PlacerError as e:
-            log.warning("event %s %s on %s/%s not recorded: %s", reason, message[:80], ns,
-                        (obj.get("metadata") or {}).get("name"), e)
+            log.warning("event %s %s on %s/%s not recorded: %s", reason, message[:80], ns, meta.get("name"), e)
+
+    def _create(self, body: Mapping[str, Any]) -> bool:
+        """Create the Event; False when it exists already."""
+        try:
+            self.client.create("events", body, body["metadata"]["namespace"])
+            return True
+        except Conflict:
+            return False
 
 
 def placed_condition(placed: bool, reason: str, message: str, at: datetime,

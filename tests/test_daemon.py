@@ -280,8 +280,9 @@ def test_events_tell_the_story_placed_unplaced_rescheduled_failed(env, kubectl):
     d = env.daemon(clock=clock, reschedule_after=120.0)
     big = jobset("ev-big", pods=3, gpus=8)                      # fits nowhere yet
     fits = jobset("ev-fits", pods=2, gpus=8)
+    env.create(fits)                                            # placed first: the fleet then stays as it is
+    assert d.wait_idle(10)
     env.create(big)
-    env.create(fits)
     assert d.wait_idle(10)
     unplaced = [e for e in _events(env, big) if e[1] == "Unplaced"]
     assert len(unplaced) == 1 and unplaced[0][0] == "Warning"
