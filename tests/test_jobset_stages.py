@@ -6,7 +6,6 @@ job with dependsOn is created only after the named ones are Ready or Complete.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
