@@ -11,8 +11,8 @@ Shared by `placer submit` and `placer daemon`. Two halves:
   and `read_live` (inventory + pods + placed objects in one pass per cluster).
 
 Idempotency rests on labels: every workload placer creates carries `placer.dev/managed=true`
-and `placer.dev/workload=<hash of namespace/Kind/name>`, so the same workload is found on
-any cluster by a label selector, whoever (submit or a restarted daemon) placed it.
+and `placer.dev/workload=<hash of its WorkloadRef>`, so the same workload is found on any
+cluster by a label selector, whoever (submit or a restarted daemon) placed it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import copy
 import dataclasses
 import hashlib
 import random
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -33,13 +34,13 @@ from .fleet import Cluster
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
-from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLAN, SHARED, WORKLOAD  # noqa: F401 (re-exported)
+from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD  # noqa: F401 (re-exported)
 from .podsecurity import LABEL as PSA_LABEL
 from .podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
 from .podsecurity import object_violations
 from .podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from .quantity import add
-from .workload import Instance, Phase, PlacementGroup, Workload
+from .workload import Instance, Phase, PlacementGroup, Workload, WorkloadRef
 
 # --- labels and annotations ----------------------------------------------------------
 
@@ -56,13 +57,19 @@ SUSPEND_KEEP = "keep"                     # copy it as it is
 
 
 def workload_key(obj: Mapping[str, Any]) -> str:
-    """`<namespace>/<Kind>/<name>`: the identity of a source workload across clusters."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{obj.get('kind')}/{meta.get('name')}"
+    """`<namespace>/<Kind.group>/<name>`: the identity of a source workload across clusters
+    (the text of its WorkloadRef)."""
+    return str(WorkloadRef.of(obj))
 
 
 def key_of(w: Workload) -> str:
-    return f"{w.namespace}/{w.kind}/{w.name}"
+    return str(w.ref)
+
+
+def legacy_key(ref: WorkloadRef) -> str:
+    """`<namespace>/<Kind>/<name>`: the key placer labelled copies with before the API
+    group was part of the identity; still recognised when adopting such copies."""
+    return f"{ref.namespace}/{ref.kind}/{ref.name}"
 
 
 def label_value(text: str) -> str:
@@ -72,6 +79,16 @@ def label_value(text: str) -> str:
 
 def workload_label(key: str) -> str:
     return label_value(key)
+
+
+_LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def cluster_label(name: str) -> str:
+    """The cluster name as a label value, so that `kubectl get -l placer.dev/placed-cluster=east`
+    works (a context name such as an EKS ARN is squeezed into the label alphabet; the
+    annotation keeps it exactly)."""
+    return _LABEL_BAD.sub("-", name)[:63].strip("-_.")
 
 
 def new_plan_id(now: datetime | None = None, rng: random.Random | None = None) -> str:
@@ -212,8 +229,8 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     if not group.workloads:
         raise InputError(f"group {group.key} has no workload")
     default_ns = group.workloads[0].namespace
-    common_ann = {PLAN: plan_id, CLUSTER: cluster, GROUP: group.key}
-    common_lab = {MANAGED: "true", GROUP: label_value(group.key)}
+    common_ann = {PLAN: plan_id, PLACED_CLUSTER: cluster, GROUP: group.key}
+    common_lab = {MANAGED: "true", GROUP: label_value(group.key), PLACED_CLUSTER: cluster_label(cluster)}
     out: list[dict[str, Any]] = []
     for comp in group.companions:
         obj = strip_server_fields(comp)
@@ -274,6 +291,12 @@ class AppliedRef:
     name: str
     created: bool                     # False when it existed already (placer's own) and was updated
     uid: str = ""
+    before: str = ""                  # resourceVersion before the apply ("" when created)
+    after: str = ""                   # resourceVersion after it: equal to `before` when unchanged
+
+    @property
+    def changed(self) -> bool:
+        return self.created or self.before != self.after
 
     @property
     def ref(self) -> str:
@@ -365,8 +388,10 @@ def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, gro
             maybe = AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], True) \
                 if created and isinstance(e, (ServerError, Unreachable)) else None
             raise _group_error(e, group_key, applied, client, maybe) from None
+        after = (result or {}).get("metadata") or {}
+        before = ((existing or {}).get("metadata") or {}).get("resourceVersion", "")
         applied.append(AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], created,
-                                  ((result or {}).get("metadata") or {}).get("uid", "")))
+                                  after.get("uid", ""), before, after.get("resourceVersion", "")))
     return applied
 
 
@@ -415,8 +440,13 @@ class PlacedRef:
         return self.object.get("metadata") or {}
 
     @property
+    def ref(self) -> WorkloadRef:
+        """The copy has the identity of its source (same group, kind, namespace, name)."""
+        return WorkloadRef.of(self.object)
+
+    @property
     def key(self) -> str:
-        return (self.meta.get("annotations") or {}).get(WORKLOAD) or workload_key(self.object)
+        return str(self.ref)
 
     @property
     def plan(self) -> str | None:
@@ -432,16 +462,16 @@ class PlacedRef:
 
 
 class Placed(dict):
-    """workload key -> PlacedRef, plus the clusters that could not be read
+    """WorkloadRef -> PlacedRef, plus the clusters that could not be read
     (`unreachable`: cluster -> reason) and any workload found on more than one cluster
-    (`duplicates`: key -> every PlacedRef)."""
+    (`duplicates`: ref -> every PlacedRef)."""
 
-    def __init__(self, refs: Mapping[str, PlacedRef] = (), *,
+    def __init__(self, refs: Mapping[WorkloadRef, PlacedRef] = (), *,
                  unreachable: Mapping[str, str] | None = None,
-                 duplicates: Mapping[str, Sequence[PlacedRef]] | None = None):
+                 duplicates: Mapping[WorkloadRef, Sequence[PlacedRef]] | None = None):
         super().__init__(refs)
         self.unreachable: dict[str, str] = dict(unreachable or {})
-        self.duplicates: dict[str, list[PlacedRef]] = {k: list(v) for k, v in (duplicates or {}).items()}
+        self.duplicates: dict[WorkloadRef, list[PlacedRef]] = {k: list(v) for k, v in (duplicates or {}).items()}
 
     def on(self, cluster: str) -> list[PlacedRef]:
         return [r for r in self.values() if r.cluster == cluster]
@@ -470,17 +500,17 @@ def managed_objects(client: KubeClient, catalog: Catalog) -> list[dict[str, Any]
 
 def index_placed(per_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
                  unreachable: Mapping[str, str] | None = None, order: Sequence[str] = ()) -> Placed:
-    """Index objects read from each cluster by workload key (clusters in `order` first)."""
-    refs: dict[str, PlacedRef] = {}
-    dups: dict[str, list[PlacedRef]] = {}
+    """Index objects read from each cluster by WorkloadRef (clusters in `order` first)."""
+    refs: dict[WorkloadRef, PlacedRef] = {}
+    dups: dict[WorkloadRef, list[PlacedRef]] = {}
     names = list(order) + [c for c in per_cluster if c not in order]
     for cluster in names:
         for obj in per_cluster.get(cluster, ()):
             ref = PlacedRef(cluster, obj)
-            if ref.key in refs:
-                dups.setdefault(ref.key, [refs[ref.key]]).append(ref)
+            if ref.ref in refs:
+                dups.setdefault(ref.ref, [refs[ref.ref]]).append(ref)
                 continue
-            refs[ref.key] = ref
+            refs[ref.ref] = ref
     return Placed(refs, unreachable=unreachable, duplicates=dups)
 
 
@@ -612,7 +642,7 @@ def outstanding(w: Workload, pods: Sequence[Mapping[str, Any]]) -> Workload | No
     return dataclasses.replace(w, instances=tuple(instances), gangs=())
 
 
-def promised(placed: Mapping[str, PlacedRef], pods_by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
+def promised(placed: Mapping[WorkloadRef, PlacedRef], pods_by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
              catalog: Catalog, *, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
              interpreter: Interpreter | None = None) -> list[tuple[PlacementGroup, str]]:
     """Committed demand for the solver: every placed workload whose pods are not all bound

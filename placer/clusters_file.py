@@ -9,14 +9,13 @@
       - {namePrefix: h100-, count: 16, allocatable: {nvidia.com/gpu: 8, cpu: "96", memory: 1Ti, pods: 110},
          used: {nvidia.com/gpu: 3}, labels: {...}, taints: [{key: k, value: v, effect: NoSchedule}]}
 
-Validated strictly (unknown fields are errors naming their path). Found, in order: the
-`--clusters` option, `$PLACER_CLUSTERS`, `./clusters.yaml`, else the bundled example fleet
-(`clusters.example.yaml` without its live entries).
+Validated strictly (unknown fields are errors naming their path). Which clusters a
+command uses (this file, the kubeconfig's contexts, or the bundled example fleet) is
+decided in one place: `placer.targets.resolve_clusters`.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -276,22 +275,13 @@ def example_path() -> Path:
     return Path(__file__).resolve().parent.parent / EXAMPLE_NAME
 
 
-def load_clusters(path: str | None = None) -> Loaded:
-    """The clusters file in effect and a description of where it came from."""
-    if path:
-        return Loaded(read_clusters_file(path), path)
-    env = os.environ.get(ENV)
-    if env:
-        return Loaded(read_clusters_file(env), f"{env} (from ${ENV})")
-    local = Path.cwd() / DEFAULT_NAME
-    if local.is_file():
-        return Loaded(read_clusters_file(local), f"./{DEFAULT_NAME}")
-    example = example_path()
-    if not example.is_file():
-        raise InputError(f"no clusters file: pass --clusters, set ${ENV} or create ./{DEFAULT_NAME}")
-    return Loaded(read_clusters_file(example).without_live(),
-                  f"the bundled example fleet (simulated clusters of {EXAMPLE_NAME}; "
-                  f"pass --clusters, set ${ENV} or create ./{DEFAULT_NAME} to use your own)")
+def load_clusters(path: str | None = None, *, kubeconfig: str | None = None) -> Loaded:
+    """The clusters in effect and a description of where they came from, by the one rule
+    every command uses (`placer.targets.resolve_clusters`)."""
+    from .targets import resolve_clusters
+
+    targets = resolve_clusters(path, kubeconfig=kubeconfig)
+    return Loaded(targets.file, targets.description)
 
 
 # --- to the fleet ------------------------------------------------------------------------

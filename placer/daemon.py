@@ -55,6 +55,7 @@ from .names import (  # noqa: F401
     ANN_SOURCE_GENERATION,
     CLUSTER_NAME_LABEL,
     FINALIZER,
+    PLACED_CLUSTER,
 )
 from .priority import PriorityClasses, read_classes, with_priorities
 from .registry import with_fleet_definitions
@@ -110,7 +111,7 @@ def origin_of(key: ObjKey) -> str:
 
 
 def workload_key_of(key: ObjKey) -> str:
-    return f"{key.namespace}/{key.kind}/{key.name}"
+    return str(key.workload)
 
 
 class Daemon:
@@ -440,7 +441,7 @@ class Daemon:
             self._sync_placed(key, staging, workload, cluster, remote)
             return
         known = self.placed.get(key)
-        where = known.cluster if known else (meta.get("annotations") or {}).get(ANN_CLUSTER)
+        where = known.cluster if known else (meta.get("annotations") or {}).get(PLACED_CLUSTER)
         if where and where in self.entries:
             # believed placed but no copy in our cache: confirm with the cluster itself
             found = self._get_remote(where, key)
@@ -473,7 +474,7 @@ class Daemon:
 
     def _copies(self, key: ObjKey) -> list[tuple[str, dict]]:
         """The daemon-made copies of `key` on every cluster, in clusters-file order."""
-        want = A.workload_label(workload_key_of(key))
+        want = {A.workload_label(workload_key_of(key)), A.workload_label(A.legacy_key(key.workload))}
         out = []
         for cluster, per in self.remote.items():
             inf = per.get((key.api_version, key.kind))
@@ -481,7 +482,7 @@ class Daemon:
             if obj is None:
                 continue
             meta = obj.get("metadata") or {}
-            if (meta.get("labels") or {}).get(A.WORKLOAD) == want and \
+            if (meta.get("labels") or {}).get(A.WORKLOAD) in want and \
                     (meta.get("annotations") or {}).get(A.ORIGIN) == origin_of(key):
                 out.append((cluster, {**obj, "apiVersion": key.api_version, "kind": key.kind}))
         return out
@@ -500,7 +501,7 @@ class Daemon:
     def _dedupe(self, key: ObjKey, staging: dict, copies: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
         """Two copies must never exist; if they do (a copy made by hand, a split brain),
         keep the one the staging object names, else the oldest, and delete the rest."""
-        named = ((staging.get("metadata") or {}).get("annotations") or {}).get(ANN_CLUSTER)
+        named = ((staging.get("metadata") or {}).get("annotations") or {}).get(PLACED_CLUSTER)
         keep = next((c for c in copies if c[0] == named), None) or \
             min(copies, key=lambda c: (c[1].get("metadata") or {}).get("creationTimestamp") or "")
         for cluster, obj in copies:
@@ -526,14 +527,14 @@ class Daemon:
         except PlacerError as e:
             phase_text, detail = Phase.UNKNOWN.value, f"cannot read the copy's status: {e.message}"
         ann = (staging.get("metadata") or {}).get("annotations") or {}
-        message = ann.get(ANN_MESSAGE) if ann.get(ANN_CLUSTER) == cluster else None
+        message = ann.get(ANN_MESSAGE) if ann.get(PLACED_CLUSTER) == cluster else None
         if not message or not message.startswith(f"placed on {cluster}"):
             message = f"placed on {cluster}"
         message = _with_detail(message, detail)
         # status first: whoever sees the new phase annotation finds the status that explains it
         self._mirror_status(key, staging, remote)
         self._annotate(key, self._staging(key) or staging,
-                       {ANN_CLUSTER: cluster, ANN_PHASE: phase_text, ANN_MESSAGE: message}, finalizer=True)
+                       {PLACED_CLUSTER: cluster, ANN_PHASE: phase_text, ANN_MESSAGE: message}, finalizer=True)
         self._forward_spec(key, staging, workload, cluster, remote)
         self._check_reschedule(key, staging, workload, cluster, phase_text)
 
@@ -644,7 +645,7 @@ class Daemon:
             self._exclude(member, cluster)
             message = f"withdrawn from {cluster}: {why}; placing elsewhere"
             self._event(member, obj, WARNING, RESCHEDULED, message)
-            self._annotate(member, obj, {ANN_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message})
+            self._annotate(member, obj, {PLACED_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message})
             self.pending[member] = Pending(self.clock.now())
             self.metrics.inc("placer_withdrawals_total")
             log.info("%s: %s", member, message)
@@ -658,7 +659,7 @@ class Daemon:
         if FINALIZER not in (meta.get("finalizers") or ()):
             return
         known = self.placed.get(key)
-        where = known.cluster if known else (meta.get("annotations") or {}).get(ANN_CLUSTER)
+        where = known.cluster if known else (meta.get("annotations") or {}).get(PLACED_CLUSTER)
         if not copies and where in self.entries:
             found = self._get_remote(where, key)
             if found is _UNKNOWN:
@@ -729,17 +730,25 @@ class Daemon:
 
     def _annotate(self, key: ObjKey, staging: dict, values: Mapping[str, str | None], *,
                   finalizer: bool = False) -> dict:
-        """Set (None: remove) annotations, and add our finalizer, in one patch when needed."""
+        """Set (None: remove) annotations, and add our finalizer, in one patch when needed.
+        The placed cluster is also kept as a label, so that `kubectl get -l` finds it on the hub."""
         meta = staging.get("metadata") or {}
         have = meta.get("annotations") or {}
         changes = {k: v for k, v in values.items() if have.get(k) != v}
+        labels = {}
+        if PLACED_CLUSTER in values:
+            want = A.cluster_label(values[PLACED_CLUSTER]) if values[PLACED_CLUSTER] else None
+            if (meta.get("labels") or {}).get(PLACED_CLUSTER) != want:
+                labels[PLACED_CLUSTER] = want
         finalizers = list(meta.get("finalizers") or ())
         add_finalizer = finalizer and FINALIZER not in finalizers
-        if not changes and not add_finalizer:
+        if not changes and not labels and not add_finalizer:
             return staging
         patch: dict[str, Any] = {"metadata": {}}
         if changes:
             patch["metadata"]["annotations"] = changes
+        if labels:
+            patch["metadata"]["labels"] = labels
         if add_finalizer:
             # a merge patch replaces the list: guard it with the version we read
             patch["metadata"]["finalizers"] = finalizers + [FINALIZER]
@@ -892,7 +901,7 @@ class Daemon:
                 rule = f"{CLUSTER_NAME_LABEL} notin ({','.join(excluded)})"
                 ann[ANN_SELECTOR] = f"{ann[ANN_SELECTOR]},{rule}" if ann.get(ANN_SELECTOR) else rule
             if pin:
-                ann[A.CLUSTER] = pin
+                ann[ANN_CLUSTER] = pin
             workloads.append(dataclasses.replace(w, annotations=ann))
         return dataclasses.replace(group, workloads=tuple(workloads))
 
@@ -948,7 +957,7 @@ class Daemon:
             self.placed[k] = Remote(cluster, now)
             self.pending.pop(k, None)
             self.metrics.inc("placer_placements_total")
-            p = plan.placement(k.ref)
+            p = plan.placement(k.workload)
             nodes = len(p.nodes) if p else 0
             message = f"placed on {cluster} by plan {plan_id}" + (
                 f": {p.pods} pods on {nodes} node{'s' if nodes != 1 else ''}" if p else "")
@@ -956,7 +965,7 @@ class Daemon:
             if staging is not None:
                 self._event(k, staging, NORMAL, PLACED, message + (f" (group {group.key})" if len(keys) > 1 else ""))
                 try:
-                    self._annotate(k, staging, {ANN_CLUSTER: cluster, ANN_PHASE: Phase.PENDING.value,
+                    self._annotate(k, staging, {PLACED_CLUSTER: cluster, ANN_PHASE: Phase.PENDING.value,
                                                 ANN_MESSAGE: message}, finalizer=True)
                 except PlacerError as e:
                     self._api_error("hub", e)
@@ -976,7 +985,7 @@ class Daemon:
         self._condition(key, staging, placed=False, reason=UNPLACED, message=message)
         try:
             self._annotate(key, staging, {ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message[:1000],
-                                          ANN_CLUSTER: None}, finalizer=True)
+                                          PLACED_CLUSTER: None}, finalizer=True)
         except PlacerError as e:
             self._api_error("hub", e)
 
@@ -1107,12 +1116,15 @@ def parse_duration(text: str, option: str = "--reschedule-after") -> float:
 
 
 def config_from_file(clusters_file: str | None, *, batch_window: float, reschedule_after: float | None,
-                     time_limit: float) -> DaemonConfig:
+                     time_limit: float, kubeconfig: str | None = None) -> DaemonConfig:
     """The daemon's configuration from the clusters file's `hub:` section and live entries."""
-    from .clusters_file import load_clusters
+    from .targets import FROM_FILE, resolve_clusters
 
-    loaded = load_clusters(clusters_file)
+    loaded = resolve_clusters(clusters_file, kubeconfig=kubeconfig)
     hub = loaded.hub
+    if loaded.source != FROM_FILE:
+        raise InputError(f"the daemon needs a clusters file with a `hub:` section (hub.context, "
+                         f"hub.stagingNamespace); found {loaded.description}: pass --clusters FILE")
     if hub is None:
         raise InputError("the clusters file has no `hub:` section (hub.context, hub.stagingNamespace): "
                          "the daemon needs to know where to watch", source=loaded.description)

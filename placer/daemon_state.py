@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .errors import PlacerError
 from .kube import KubeClient, Resource
+from .workload import WorkloadRef, api_group
 
 log = logging.getLogger("placer.daemon")
 
@@ -74,6 +75,10 @@ class ObjKey:
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def workload(self) -> WorkloadRef:
+        return WorkloadRef(api_group(self.api_version), self.kind, self.namespace, self.name)
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"

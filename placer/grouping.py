@@ -182,6 +182,7 @@ def group(workloads: Sequence[Workload], companions: Sequence[Any]) -> list[Plac
         ws = sorted(n[1] for n in comp if n[0] == "w")
         cs = sorted(n[1] for n in comp if n[0] == "c")
         groups.append((_key(comp, ws, workloads, per_file), ws, cs))
+    groups = _distinct_keys(groups, workloads)
     loose = [j for j in range(len(companions))
              if not any(n[0] == "w" for n in nx.node_connected_component(g, ("c", j)))]
     shared, notes = _place_loose(loose, companions, workloads, groups)
@@ -206,6 +207,22 @@ def _key(comp: Iterable[tuple[str, Any]], ws: list[int], workloads: Sequence[Wor
     if file and per_file.get(file) == ws:
         return file
     return f"{file}#{first.key}" if file else first.key
+
+
+def _distinct_keys(groups: list[tuple[str, list[int], list[int]]], workloads: Sequence[Workload]
+                   ) -> list[tuple[str, list[int], list[int]]]:
+    """Two groups whose first workloads share namespace/name (a Job and a Deployment
+    `ml/train`) are keyed by the workloads' full references instead."""
+    seen: dict[str, int] = {}
+    for key, _, _ in groups:
+        seen[key] = seen.get(key, 0) + 1
+    out = []
+    for key, ws, cs in groups:
+        if seen[key] > 1 and "#" in key:
+            first = workloads[ws[0]]
+            key = f"{key.rpartition('#')[0]}#{getattr(first, 'ref', first.key)}"
+        out.append((key, ws, cs))
+    return out
 
 
 def _place_loose(loose: list[int], companions: Sequence[Any], workloads: Sequence[Workload],

@@ -1,7 +1,8 @@
 """What `placer plan` plans with no files: the pending objects of the hub's staging namespace.
 
 Read through `placer.kube` (every catalog kind the hub serves, in the staging namespace),
-skipping objects the daemon already placed (annotation `placer.dev/cluster`); definitions
+skipping objects the daemon already placed (annotation `placer.dev/placed-cluster`; a
+user's pin `placer.dev/cluster` does not mean placed); definitions
 registered on the hub override the catalog's. Objects sharing `placer.dev/group` form one
 placement group (`<namespace>/<group>`, as the daemon keys them); every other object is
 its own group.
@@ -15,7 +16,7 @@ from .catalog import Catalog
 from .errors import NotFound
 from .interpret import interpret
 from .kube import Kube
-from .names import ANN_CLUSTER, ANN_GROUP
+from .names import ANN_GROUP, PLACED_CLUSTER
 from .podspec import DEFAULT_GPU_RESOURCES
 from .registry import with_cluster_definitions
 from .workload import PlacementGroup, Workload
@@ -23,7 +24,7 @@ from .workload import PlacementGroup, Workload
 
 def _pending(obj: dict) -> bool:
     meta = obj.get("metadata") or {}
-    return not (meta.get("annotations") or {}).get(ANN_CLUSTER) and not meta.get("deletionTimestamp")
+    return not (meta.get("annotations") or {}).get(PLACED_CLUSTER) and not meta.get("deletionTimestamp")
 
 
 def group_objects(workloads: Sequence[Workload]) -> list[PlacementGroup]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .reasons import Reason
+from .workload import WorkloadRef
 
 
 @dataclass(frozen=True)
@@ -25,12 +26,16 @@ class Placement:
     priority: int
     # node -> "<component>/<instance>" -> pod count
     nodes: Mapping[str, Mapping[str, int]]
+    ref: WorkloadRef | None = None                  # the identity; `workload` is for people
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": self.workload, "kind": self.kind, "group": self.group,
+        return {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
                 "cluster": self.cluster, "gpus": self.gpus, "pods": self.pods,
                 "priority": self.priority,
                 "nodes": {n: dict(per) for n, per in self.nodes.items()}}
+
+    def is_(self, workload: "str | WorkloadRef") -> bool:
+        return _is(self.workload, self.ref, workload)
 
 
 @dataclass(frozen=True)
@@ -42,12 +47,41 @@ class Unplaced:
     pods: int
     priority: int
     reasons: Mapping[str, Reason]                    # cluster -> first reason
+    ref: WorkloadRef | None = None
+
+    def is_(self, workload: "str | WorkloadRef") -> bool:
+        return _is(self.workload, self.ref, workload)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": self.workload, "kind": self.kind, "group": self.group,
+        return {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
                 "gpus": self.gpus, "pods": self.pods, "priority": self.priority,
                 "reasons": {c: r.render() for c, r in self.reasons.items()},
                 "reasonCodes": {c: r.code for c, r in self.reasons.items()}}
+
+
+def _ref_dict(ref: WorkloadRef | None) -> dict[str, Any]:
+    return {"ref": ref.to_dict()} if ref is not None else {}
+
+
+def _is(short: str, ref: WorkloadRef | None, wanted: "str | WorkloadRef") -> bool:
+    """A plan entry matches a WorkloadRef exactly, or a string given as `ns/name` or as
+    the ref's text (`ns/Kind.group/name`)."""
+    if isinstance(wanted, WorkloadRef):
+        return ref == wanted if ref is not None else short == wanted.short
+    return wanted == short or (ref is not None and wanted == str(ref))
+
+
+def disambiguate(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`workload` stays `ns/name` where that names one workload of the list; where a Job
+    and a Deployment share it, it becomes the full reference `ns/Kind.group/name`."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e["workload"]] = counts.get(e["workload"], 0) + 1
+    for e in entries:
+        ref = e.get("ref")
+        if counts[e["workload"]] > 1 and ref:
+            e["workload"] = str(WorkloadRef(ref["apiGroup"], ref["kind"], ref["namespace"], ref["name"]))
+    return entries
 
 
 @dataclass(frozen=True)
@@ -89,19 +123,21 @@ class Plan:
     def all_placed(self) -> bool:
         return not self.unplaced
 
-    def placement(self, workload: str) -> Placement | None:
-        return next((p for p in self.placements if p.workload == workload), None)
+    def placement(self, workload: str | WorkloadRef) -> Placement | None:
+        """By WorkloadRef, or by `ns/name` (the first match) or the ref's text."""
+        return next((p for p in self.placements if p.is_(workload)), None)
 
-    def cluster_of(self, workload: str) -> str | None:
+    def cluster_of(self, workload: str | WorkloadRef) -> str | None:
         p = self.placement(workload)
         return p.cluster if p else None
 
-    def unplaced_entry(self, workload: str) -> Unplaced | None:
-        return next((u for u in self.unplaced if u.workload == workload), None)
+    def unplaced_entry(self, workload: str | WorkloadRef) -> Unplaced | None:
+        return next((u for u in self.unplaced if u.is_(workload)), None)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"placements": [p.to_dict() for p in self.placements],
-                               "unplaced": [u.to_dict() for u in self.unplaced],
+        entries = disambiguate([p.to_dict() for p in self.placements] + [u.to_dict() for u in self.unplaced])
+        n = len(self.placements)
+        out: dict[str, Any] = {"placements": entries[:n], "unplaced": entries[n:],
                                "summary": self.summary.to_dict()}
         if self.committed:
             out["committed"] = [p.to_dict() for p in self.committed]

@@ -1070,7 +1070,7 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
         else:
             why = explain(problem, g, reason_states, by_cluster, reasons_cache)
             for w in g.group.workloads:
-                unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why))
+                unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why, ref=w.ref))
     committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a, infos_from=True)]
     nw = sum(len(g.group.workloads) for g in problem.groups)
     summary = Summary(
@@ -1084,18 +1084,18 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
 
 def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign, infos_from=False) -> list[Placement]:
     info = problem.infos[c]
-    per_wl: dict[str, dict[str, dict[str, int]]] = {w.key: {} for w in g.group.workloads}
+    per_wl: dict[object, dict[str, dict[str, int]]] = {w.ref: {} for w in g.group.workloads}
     order = {n.name: i for i, n in enumerate(info.nodes)}
     for j, i in assign:
         part = g.parts[j]
         node = info.nodes[i].name
-        slot = per_wl[part.workload.key].setdefault(node, {})
+        slot = per_wl[part.workload.ref].setdefault(node, {})
         slot[part.instance.key] = slot.get(part.instance.key, 0) + 1
     out = []
     for w in g.group.workloads:
-        nodes = dict(sorted(per_wl[w.key].items(), key=lambda kv: order[kv[0]]))
+        nodes = dict(sorted(per_wl[w.ref].items(), key=lambda kv: order[kv[0]]))
         out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
-                             g.priority, nodes))
+                             g.priority, nodes, ref=w.ref))
     return out
 
 

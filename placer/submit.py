@@ -1,9 +1,14 @@
-"""`placer submit`: plan files' workloads against the live fleet and create them where placed.
+"""`placer submit`: plan files' workloads against the live fleet and create them where placed;
+apply edits to workloads already placed, where they live.
 
-One pass: read every live cluster once (nodes, pods, what placer already placed there),
-drop workloads that are already placed (found by their `placer.dev/workload` label), plan
-the rest together with the capacity already promised to placed-but-not-running
-workloads, then apply each placed group to its cluster, all or nothing per group.
+One pass: read every live cluster once (nodes, pods, what placer already placed there;
+`fleetview.read_fleet`, the same read `placer plan` does). Workloads not placed yet are
+planned together with the capacity already promised; each placed group is applied to its
+cluster, all or nothing per group. A group already placed is applied where it lives
+(server-side apply, reported `configured` or `unchanged` as kubectl does); when its new
+version asks for different pods, it is first planned on that cluster with its old usage
+taken out, and if it no longer fits there nothing changes, unless `replace` moves it
+(delete there, place anew).
 """
 
 from __future__ import annotations
@@ -16,23 +21,30 @@ from . import actuate as A
 from .catalog import Catalog
 from .clusters_file import as_entry
 from .errors import InputError, KubeError, PlacerError
-from .fleet import Cluster, Fleet
+from .fleet import Fleet
+from .fleetview import SIMULATED, Already, FleetView, freeing, pin, pin_groups, plan_groups, read_fleet
+from .fleetview import split_already_placed  # noqa: F401 (re-exported)
+from .interpret import interpret
 from .kube import Kube, run_concurrently
 from .manifests import load_groups
 from .plan import Placement, Plan
 from .podspec import DEFAULT_GPU_RESOURCES
-from .solver import ANN_CLUSTER, solve
-from .workload import PlacementGroup, Workload
+from .remove import remove_objects
+from .solver import solve
+from .workload import PlacementGroup, Workload, WorkloadRef
 
-SIMULATED = "simulated (no context): placer cannot create objects there"
 DEFAULT_TIME_LIMIT = 10.0
+__all__ = ["SIMULATED", "Already", "pin", "pin_groups", "submit", "SubmitResult"]
+
+# what happened to a workload that was already placed
+UNCHANGED, CONFIGURED, REPLACED, KEPT = "unchanged", "configured", "replaced", "kept"
 
 
 @dataclass(frozen=True)
 class Created:
     """A workload created on its cluster by this submit."""
 
-    workload: str                    # ns/Kind/name
+    workload: str                    # the WorkloadRef's text
     kind: str
     group: str
     cluster: str
@@ -41,13 +53,17 @@ class Created:
 
 
 @dataclass(frozen=True)
-class Already:
-    """A workload that placer had placed before: found on `cluster` by its label."""
+class Updated:
+    """A workload placer had placed before, and what this submit did with its new version:
+    `unchanged`, `configured` (applied where it lives), `replaced` (moved from `previous`),
+    or `kept` (the new version no longer fits there: nothing changed; `why` says why)."""
 
     workload: str
     kind: str
     cluster: str
-    plan: str | None
+    result: str
+    previous: str | None = None
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,7 @@ class SubmitResult:
     failed: tuple[Failed, ...] = ()
     unreachable: Mapping[str, str] = field(default_factory=dict)
     reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    updated: tuple[Updated, ...] = ()
     groups: tuple[PlacementGroup, ...] = ()           # on a dry run: what was planned (for previews)
 
     @property
@@ -83,17 +100,26 @@ class SubmitResult:
 
     def to_dict(self) -> dict[str, Any]:
         plan = self.plan.to_dict() if self.plan else {"placements": [], "unplaced": [], "summary": {}}
-        created = {c.workload: c for c in self.created}
+        created = {(c.group, c.cluster) for c in self.created}
+        updated = {u.workload: u for u in self.updated}
         placements = []
         for p in plan["placements"]:
-            status = "planned" if self.dry_run else "failed"
-            for c in created.values():
-                if c.group == p["group"] and c.cluster == p["cluster"]:
-                    status = "created"
+            ref = p.get("ref")
+            u = updated.get(str(WorkloadRef(ref["apiGroup"], ref["kind"], ref["namespace"], ref["name"]))) \
+                if ref else None
+            if u is not None:
+                status = u.result if not self.dry_run else f"{u.result} (dry run)"
+            elif self.dry_run:
+                status = "planned"
+            else:
+                status = "created" if (p["group"], p["cluster"]) in created else "failed"
             placements.append({**p, "status": status})
         return {"planId": self.plan_id, "dryRun": self.dry_run, "placements": placements,
                 "alreadyPlaced": [{"workload": a.workload, "kind": a.kind, "cluster": a.cluster,
                                    "plan": a.plan} for a in self.already],
+                "updated": [{"workload": u.workload, "kind": u.kind, "cluster": u.cluster, "result": u.result,
+                             **({"previous": u.previous} if u.previous else {}),
+                             **({"why": u.why} if u.why else {})} for u in self.updated],
                 "unplaced": plan["unplaced"],
                 "failed": [{"group": f.group, "cluster": f.cluster, "workloads": list(f.workloads),
                             "error": f.error, "leftovers": list(f.leftovers)} for f in self.failed],
@@ -107,70 +133,89 @@ class SubmitResult:
 
 # --- pure steps ------------------------------------------------------------------------
 
-def split_already_placed(groups: Sequence[PlacementGroup], placed: Mapping[str, A.PlacedRef]
-                         ) -> tuple[list[PlacementGroup], list[Already], dict[str, str]]:
-    """Groups still to place (workloads already placed removed, and a group partly placed
-    pinned to where its placed part is), the workloads already placed, and groups whose
-    placed parts sit on different clusters (key -> why; they are left alone)."""
-    pending, already, split = [], [], {}
-    for g in groups:
-        found = [(w, placed[A.key_of(w)]) for w in g.workloads if A.key_of(w) in placed]
-        already += [Already(A.key_of(w), w.kind, ref.cluster, ref.plan) for w, ref in found]
-        rest = [w for w in g.workloads if A.key_of(w) not in placed]
-        if not rest:
-            continue
-        clusters = {ref.cluster for _, ref in found}
-        if len(clusters) > 1:
-            split[g.key] = f"its workloads are already placed on several clusters ({', '.join(sorted(clusters))})"
-            continue
-        if clusters:
-            rest = [pin(w, next(iter(clusters))) for w in rest]
-        pending.append(dataclasses.replace(g, workloads=tuple(rest)))
-    return pending, already, split
-
-
-def pin(w: Workload, cluster: str) -> Workload:
-    return dataclasses.replace(w, annotations={**w.annotations, ANN_CLUSTER: cluster})
-
-
-def pin_groups(groups: Iterable[PlacementGroup], cluster: str) -> list[PlacementGroup]:
-    return [dataclasses.replace(g, workloads=tuple(pin(w, cluster) for w in g.workloads)) for g in groups]
-
-
-def build_fleet(entries: Sequence[Any], live: Mapping[str, Cluster], *, simulated: bool = False) -> Fleet:
-    """Clusters in file order; entries without a context appear as unusable, with why
-    (`simulated`: a dry run plans on their inline nodes, as `placer plan` does)."""
-    from .clusters_file import simulated_cluster
+def build_fleet(entries: Sequence[Any], live: Mapping[str, Any]) -> Fleet:
+    """Clusters in file order; entries without a context appear as unusable, with why."""
+    from .fleet import Cluster
 
     clusters = []
-    for e in entries:
-        e = as_entry(e)
-        name = e.name
-        if name in live:
-            clusters.append(live[name])
-        elif simulated and e.nodes is not None:
-            clusters.append(simulated_cluster(e))
-        else:
-            clusters.append(Cluster(name=name, labels=dict(e.labels or {}), error=SIMULATED))
+    for e in map(as_entry, entries):
+        clusters.append(live[e.name] if e.name in live else
+                        Cluster(name=e.name, labels=dict(e.labels or {}), error=SIMULATED))
     return Fleet(tuple(clusters))
 
 
-def groups_by_cluster(plan: Plan) -> dict[str, list[str]]:
-    """cluster -> group keys placed there, in plan order."""
+def groups_by_cluster(plan: Plan, keys: Iterable[str] | None = None) -> dict[str, list[str]]:
+    """cluster -> group keys placed there, in plan order (only `keys` when given)."""
+    wanted = set(keys) if keys is not None else None
     out: dict[str, list[str]] = {}
     for p in plan.placements:
-        keys = out.setdefault(p.cluster, [])
-        if p.group not in keys:
-            keys.append(p.group)
+        if wanted is not None and p.group not in wanted:
+            continue
+        keys_ = out.setdefault(p.cluster, [])
+        if p.group not in keys_:
+            keys_.append(p.group)
     return out
 
 
-def check_cluster(cluster: str | None, entries: Sequence[Any]) -> None:
+def check_cluster(cluster: str | None, entries: Sequence[Any], *, dry_run: bool = False) -> None:
+    """A dry run may plan on simulated clusters (it creates nothing); a submit needs a live one."""
     names = [as_entry(e).name for e in entries]
     if not entries:
         raise InputError("no clusters to submit to (give --clusters FILE or a kubeconfig with contexts)")
+    if not dry_run and not any(as_entry(e).context for e in entries):
+        raise InputError("no live clusters to submit to: every cluster is simulated (give --clusters FILE "
+                         "with contexts, or a kubeconfig)")
     if cluster is not None and cluster not in names:
         raise InputError(f"--cluster {cluster}: no such cluster (known: {', '.join(names)})")
+
+
+def _demand(w: Workload) -> tuple:
+    """What placement depends on: per instance, pods, requests and node constraints."""
+    return tuple((i.key, i.pods, tuple(sorted(i.pod.requests.items())), tuple(sorted(i.pod.node_selector.items())),
+                  repr(i.pod.affinity_terms), repr(i.pod.tolerations)) for i in w.instances)
+
+
+def _contains(have: Any, want: Any) -> bool:
+    """Whether applying `want` over `have` would change nothing that `want` states."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(k in have and _contains(have[k], v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(have) == len(want) and all(map(_contains, have, want))
+    return have == want or str(have) == str(want)
+
+
+@dataclass
+class _PlacedGroup:
+    """A group whose workloads are all placed on one cluster, with its new objects."""
+
+    group: PlacementGroup
+    cluster: str
+    objects: list[dict[str, Any]]
+    changed: bool                      # some object differs from what the cluster holds
+    demand_changed: bool               # some workload asks for different pods
+
+
+def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: Mapping[str, Any],
+                   catalog: Catalog, gpu_resources: Sequence[str]) -> list[_PlacedGroup]:
+    out = []
+    for g in groups:
+        refs = [view.placed.get(w.ref) for w in g.workloads]
+        if not refs or any(r is None for r in refs) or len({r.cluster for r in refs}) != 1:
+            continue
+        cluster = refs[0].cluster
+        objects = A.prepare_objects(g, entries[cluster], catalog, plan_id=refs[0].plan or "", cluster=cluster)
+        have = {A.workload_key(r.object): r.object for r in refs}
+        changed = demand_changed = False
+        for obj in objects:
+            live = have.get(A.workload_key(obj))
+            if live is None:
+                continue                                # a companion: the apply itself tells
+            changed = changed or not _contains(live, obj)
+            new = interpret(obj, catalog, gpu_resources=gpu_resources)
+            old = interpret(live, catalog, gpu_resources=gpu_resources)
+            demand_changed = demand_changed or _demand(new) != _demand(old)
+        out.append(_PlacedGroup(g, cluster, objects, changed, demand_changed))
+    return out
 
 
 # --- the command -----------------------------------------------------------------------
@@ -178,12 +223,14 @@ def check_cluster(cluster: str | None, entries: Sequence[Any]) -> None:
 def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, kube: Kube,
            dry_run: bool = False, cluster: str | None = None,
            time_limit: float = DEFAULT_TIME_LIMIT, workers: int | None = None, seed: int = 0,
-           plan_id: str | None = None, skip_unreachable: bool = False,
+           plan_id: str | None = None, skip_unreachable: bool = False, replace: bool = False,
            gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
            progress: Callable[[str], None] | None = None, namespace: str | None = None,
            priority_classes: Any = None) -> SubmitResult:
-    """Plan the files' workloads on the live clusters of `entries` and create them."""
-    check_cluster(cluster, entries)
+    """Plan the files' workloads on the live clusters of `entries` and create them; apply
+    new versions of workloads already placed where they live (`replace`: move those that
+    no longer fit there)."""
+    check_cluster(cluster, entries, dry_run=dry_run)
     for e in entries:
         A.handoff_of(e)                                   # bad hand-off settings are bad input
     if priority_classes is None:                          # PriorityClasses of the target clusters
@@ -194,34 +241,123 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
     if not groups:
         raise InputError("no workloads in the given files", source=", ".join(paths))
     plan_id = plan_id or A.new_plan_id()
+    by_name = {as_entry(e).name: e for e in entries}
 
-    live = A.read_live(kube, entries, catalog, gpu_resources=gpu_resources)
-    unreachable = {n: c.error for n, c in live.clusters.items() if c.error}
+    # a dry run also plans on simulated clusters, as `placer plan` does (nothing is created)
+    view = read_fleet(entries, kube, catalog, gpu_resources=gpu_resources, simulated_usable=dry_run)
+    unreachable = view.unreachable
     if unreachable and not skip_unreachable:
         raise KubeError("cannot check " + "; ".join(f"{n} ({why})" for n, why in unreachable.items())
                         + " for workloads already placed there; nothing submitted. Retry, or pass "
                         "--skip-unreachable to place on the reachable clusters anyway")
-    pending, already, split = split_already_placed(groups, live.placed)
+    pending, already, split = split_already_placed(groups, view.placed)
     refused = [Failed(key, "-", _workloads(next(g for g in groups if g.key == key)),
                       f"group {key}: {why}; delete the stray copies first") for key, why in split.items()]
     if cluster is not None:
         pending = pin_groups(pending, cluster)
-    reserved = {n: dict(c.reserved) for n, c in live.clusters.items() if c.reserved}
-    if not pending:
-        return SubmitResult(plan_id, dry_run, None, already=tuple(already), failed=tuple(refused),
-                            unreachable=unreachable, reserved=reserved)
-
-    fleet = build_fleet(entries, live.clusters, simulated=dry_run)
-    planning = [A.planning_view(g, catalog, gpu_resources=gpu_resources) for g in pending]
+    placed_groups = _placed_groups(groups, view, by_name, catalog, gpu_resources)
+    # a new version asking for other pods must fit where it lives, in the room its old one leaves
+    moving = [pg for pg in placed_groups if pg.demand_changed]
+    planning = pending + [dataclasses.replace(pg.group, workloads=tuple(pin(w, pg.cluster) for w in pg.group.workloads))
+                          for pg in moving]
     kwargs = {"workers": workers} if workers else {}
-    plan = solve(fleet, planning, time_limit=time_limit, seed=seed, committed=live.promised,
-                 progress=progress, **kwargs)
+    options = dict(time_limit=time_limit, seed=seed, progress=progress, **kwargs)
+    plan = None
+    if planning:
+        view_ = freeing(view, [w.ref for pg in moving for w in pg.group.workloads], catalog,
+                        gpu_resources=gpu_resources)
+        plan = plan_groups(view_, planning, catalog, solve=solve, gpu_resources=gpu_resources, **options)
+        misfits = [pg for pg in moving if plan.placement(pg.group.workloads[0].ref) is None]
+        if replace and misfits:
+            plan = _replan(plan, view_, planning, misfits, catalog, gpu_resources, options)
+    updates, apply_now, move = _decide(placed_groups, plan, replace)
+    result = dict(already=tuple(already), unreachable=unreachable, reserved=view.reserved)
     if dry_run:
-        return SubmitResult(plan_id, True, plan, already=tuple(already), failed=tuple(refused),
-                            unreachable=unreachable, reserved=reserved, groups=tuple(pending))
-    created, failed = apply_plan(plan, pending, entries, catalog, kube, plan_id)
-    return SubmitResult(plan_id, False, plan, tuple(created), tuple(already), tuple(refused + failed),
-                        unreachable, reserved)
+        return SubmitResult(plan_id, True, plan, failed=tuple(refused), updated=tuple(updates),
+                            groups=tuple(planning), **result)
+    created, failed = apply_plan(plan, pending, entries, catalog, kube, plan_id) if plan else ([], [])
+    done, failed_updates = _apply_updates(apply_now, move, by_name, catalog, kube, plan_id)
+    done_refs = {u.workload for u in done}
+    updates = [u for u in updates if u.workload not in done_refs and u.result in (KEPT, UNCHANGED)] + done
+    return SubmitResult(plan_id, False, plan, tuple(created), failed=tuple(refused + failed + failed_updates),
+                        updated=tuple(updates), **result)
+
+
+def _replan(plan: Plan, view: FleetView, planning: Sequence[PlacementGroup], misfits: Sequence[_PlacedGroup],
+            catalog: Catalog, gpu_resources: Sequence[str], options: Mapping[str, Any]) -> Plan:
+    """--replace: the groups that no longer fit where they live are planned anywhere,
+    around what the first plan placed (held as committed demand)."""
+    keys = {pg.group.key for pg in misfits}
+    held = [(g, plan.placement(g.workloads[0].ref).cluster) for g in planning
+            if g.key not in keys and plan.placement(g.workloads[0].ref) is not None]
+    view2 = FleetView(view.fleet, dataclasses.replace(view.live, promised=list(view.promised) + held))
+    second = plan_groups(view2, [pg.group for pg in misfits], catalog, solve=solve, gpu_resources=gpu_resources,
+                         **options)
+    first = [p for p in plan.placements if p.group not in keys]
+    unplaced = [u for u in plan.unplaced if u.group not in keys]
+    summary = dataclasses.replace(plan.summary, placed=len(first) + len(second.placements))
+    return dataclasses.replace(plan, placements=tuple(first) + second.placements,
+                               unplaced=tuple(unplaced) + second.unplaced, summary=summary)
+
+
+def _decide(placed_groups: Sequence[_PlacedGroup], plan: Plan | None, replace: bool
+            ) -> tuple[list[Updated], list[_PlacedGroup], list[tuple[_PlacedGroup, str]]]:
+    """Per placed group: apply where it lives, move it (replace), or keep it (no longer fits)."""
+    updates, apply_now, move = [], [], []
+    for pg in placed_groups:
+        ws = pg.group.workloads
+        if not pg.demand_changed:
+            if pg.changed or pg.group.companions:       # companions: the apply itself tells
+                apply_now.append(pg)
+            result = CONFIGURED if pg.changed else UNCHANGED
+            updates += [Updated(str(w.ref), w.kind, pg.cluster, result) for w in ws]
+            continue
+        where = plan.placement(ws[0].ref) if plan else None
+        if where is not None and where.cluster == pg.cluster:
+            apply_now.append(pg)
+            updates += [Updated(str(w.ref), w.kind, pg.cluster, CONFIGURED) for w in ws]
+        elif where is not None:
+            move.append((pg, where.cluster))
+            updates += [Updated(str(w.ref), w.kind, where.cluster, REPLACED, previous=pg.cluster) for w in ws]
+        else:
+            entry = plan.unplaced_entry(ws[0].ref) if plan else None
+            reason = entry.reasons.get(pg.cluster) if entry else None
+            why = f"the new version no longer fits on {pg.cluster}" + (f": {reason.render()}" if reason else "")
+            why += "; nothing changed" + ("" if replace else " (pass --replace to move it)")
+            updates += [Updated(str(w.ref), w.kind, pg.cluster, KEPT, why=why) for w in ws]
+    return updates, apply_now, move
+
+
+def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_PlacedGroup, str]],
+                   by_name: Mapping[str, Any], catalog: Catalog, kube: Kube, plan_id: str
+                   ) -> tuple[list[Updated], list[Failed]]:
+    """Server-side apply of new versions where they live; moves: delete there, create anew."""
+    done, failed = [], []
+    for pg in apply_now:
+        try:
+            applied = A.apply_group(A._client(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key,
+                                    pod_security=A.handoff_of(by_name[pg.cluster]).pod_security)
+        except PlacerError as e:
+            failed.append(Failed(pg.group.key, pg.cluster, _workloads(pg.group), str(e)))
+            continue
+        changed = {(a.kind, a.namespace, a.name) for a in applied if a.changed}
+        any_companion = any(a.changed for a in applied if (a.kind, a.namespace, a.name) not in
+                            {(w.kind, w.namespace, w.name) for w in pg.group.workloads})
+        for w in pg.group.workloads:
+            result = CONFIGURED if (w.kind, w.namespace, w.name) in changed or any_companion else UNCHANGED
+            done.append(Updated(str(w.ref), w.kind, pg.cluster, result))
+    for pg, target in move:
+        try:
+            remove_objects(A._client(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key)
+            objects = A.prepare_objects(pg.group, by_name[target], catalog, plan_id=plan_id, cluster=target)
+            A.apply_group(A._client(kube, by_name[target]), objects, group_key=pg.group.key,
+                          pod_security=A.handoff_of(by_name[target]).pod_security)
+        except PlacerError as e:
+            failed.append(Failed(pg.group.key, target, _workloads(pg.group),
+                                 f"moving from {pg.cluster}: {e}"))
+            continue
+        done += [Updated(str(w.ref), w.kind, target, REPLACED, previous=pg.cluster) for w in pg.group.workloads]
+    return done, failed
 
 
 def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[Any], catalog: Catalog,
@@ -252,14 +388,14 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
                                      tuple(getattr(e, "leftovers", ()) or ())))
                 continue
             refs = tuple(a.ref for a in applied)
-            by_workload = {p.workload: p for p in placements.get(key, ())}
+            by_workload = {p.ref: p for p in placements.get(key, ())}
             for w in g.workloads:
-                p = by_workload.get(w.key)
+                p = by_workload.get(w.ref)
                 created.append(Created(A.key_of(w), w.kind, key, cluster, p.gpus if p else w.gpus, refs))
         return created, failed
 
     results = run_concurrently({c: (lambda c=c, ks=ks: one_cluster(c, ks))
-                                for c, ks in groups_by_cluster(plan).items()}, max_workers=kube.max_workers)
+                                for c, ks in groups_by_cluster(plan, by_key).items()}, max_workers=kube.max_workers)
     created = [c for cs, _ in results.values() for c in cs]
     failed = [f for _, fs in results.values() for f in fs]
     return created, failed

@@ -7,7 +7,7 @@ predicates directly. Any disagreement is a solver bug and raises VerificationErr
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import VerificationError
 from .fleet import Fleet, Node
@@ -35,30 +35,31 @@ def _check_policy(w: Workload, cluster_name: str, cluster_labels: Mapping[str, s
 
 def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
            committed: Sequence[tuple[PlacementGroup, str]] = ()) -> None:
-    workloads = {w.key: (g, w) for g in groups for w in g.workloads}
-    placed = {p.workload: p for p in plan.placements}
-    unplaced = {u.workload for u in plan.unplaced}
+    workloads = {w.ref: (g, w) for g in groups for w in g.workloads}
+    cwl = {w.ref: w for g, _ in committed for w in g.workloads}
+    _ref = _ref_in([*workloads, *cwl])
+    placed = {_ref(p): p for p in plan.placements}
+    unplaced = {_ref(u) for u in plan.unplaced}
     if len(placed) != len(plan.placements):
         _fail("a workload is placed twice")
     for key in list(placed) + list(unplaced):
         if key not in workloads:
-            _fail("the plan names a workload that was not asked for", obj=key)
+            _fail("the plan names a workload that was not asked for", obj=str(key))
     for key in workloads:
         if (key in placed) == (key in unplaced):
-            _fail("every workload must be either placed or unplaced, once", obj=key)
+            _fail("every workload must be either placed or unplaced, once", obj=str(key))
     for g in groups:
-        clusters = {placed[w.key].cluster for w in g.workloads if w.key in placed}
-        if len(clusters) > 1 or (clusters and any(w.key not in placed for w in g.workloads)):
+        clusters = {placed[w.ref].cluster for w in g.workloads if w.ref in placed}
+        if len(clusters) > 1 or (clusters and any(w.ref not in placed for w in g.workloads)):
             _fail(f"group {g.key} is split ({sorted(clusters)})", obj=g.key)
 
-    cwl = {w.key: w for g, _ in committed for w in g.workloads}
     load: dict[tuple[str, str], dict[str, int]] = {}
     for p in plan.placements:
-        _check_placement(fleet, p, workloads[p.workload][1], load, check_policy=True)
+        _check_placement(fleet, p, workloads[_ref(p)][1], load, check_policy=True)
     for p in plan.committed:
-        if p.workload not in cwl:
+        if _ref(p) not in cwl:
             _fail("the plan names a committed workload that was not given", obj=p.workload)
-        _check_placement(fleet, p, cwl[p.workload], load, check_policy=False)
+        _check_placement(fleet, p, cwl[_ref(p)], load, check_policy=False)
 
     for (cname, nname), used in load.items():
         node = _node(fleet, cname, nname)
@@ -66,6 +67,18 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
             free = UNLIMITED_PODS if r == "pods" and "pods" not in node.allocatable else node.free(r)
             if v > free:
                 _fail(f"node {nname} is over-committed on {r}: {v} requested, {free} free", cname)
+
+
+def _ref_in(known) -> "Callable[[Any], Any]":
+    """A plan entry's identity: its WorkloadRef; an entry made without one (by hand) is
+    taken by its `ns/name` among the `known` refs."""
+    by_short = {}
+    for r in known:
+        by_short.setdefault(r.short, r)
+
+    def ref(entry):
+        return entry.ref if entry.ref is not None else by_short.get(entry.workload, entry.workload)
+    return ref
 
 
 def _node(fleet: Fleet, cname: str, nname: str) -> Node:

@@ -15,6 +15,54 @@ import networkx as nx
 from .quantity import add
 
 
+def api_group(api_version: str) -> str:
+    """The API group of an apiVersion: `batch/v1` -> `batch`, `v1` -> `` (core)."""
+    group, sep, _ = (api_version or "").rpartition("/")
+    return group if sep else ""
+
+
+@dataclass(frozen=True, order=True)
+class WorkloadRef:
+    """One workload's identity wherever placer meets it (files, plans, clusters, the
+    hub): API group, kind, namespace and name. `ns/name` alone is not enough: a Job and
+    a Deployment may share it. The version is not part of it: it names a representation."""
+
+    group: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> "WorkloadRef":
+        """The reference of a Kubernetes object (namespace `default` when unset)."""
+        meta = obj.get("metadata") or {}
+        return cls(api_group(str(obj.get("apiVersion") or "")), str(obj.get("kind") or ""),
+                   meta.get("namespace") or "default", str(meta.get("name") or ""))
+
+    @classmethod
+    def parse(cls, text: str) -> "WorkloadRef":
+        """The inverse of `str()`: `namespace/Kind.group/name` (`namespace/Kind/name` in the core group)."""
+        ns, kind, name = text.split("/", 2)
+        kind, _, group = kind.partition(".")
+        return cls(group, kind, ns, name)
+
+    @property
+    def short(self) -> str:
+        """`namespace/name`: what people write, unique only among workloads of one kind."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def kind_group(self) -> str:
+        """`Kind.group` as kubectl prints it (`Job.batch`, `JobSet.jobset.x-k8s.io`; `Pod`)."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    def to_dict(self) -> dict[str, str]:
+        return {"apiGroup": self.group, "kind": self.kind, "namespace": self.namespace, "name": self.name}
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.kind_group}/{self.name}"
+
+
 class Phase(str, Enum):
     PENDING = "Pending"
     INITIALIZING = "Initializing"
@@ -125,7 +173,12 @@ class Workload:
 
     @property
     def key(self) -> str:
+        """`namespace/name`, for people; `ref` is the identity."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> WorkloadRef:
+        return WorkloadRef(api_group(self.api_version), self.kind, self.namespace, self.name)
 
     @property
     def pods(self) -> int:

@@ -16,7 +16,7 @@ from placer.errors import InputError, Invalid
 from placer.interpret import interpret
 from placer.kube import Kube, RetryPolicy
 from placer.manifests import Document, classify, group
-from placer.workload import Phase
+from placer.workload import Phase, WorkloadRef
 from tests.kubeapi.builders import bound_pod, gpu_node
 
 FAST = RetryPolicy(attempts=3, base=0.001, cap=0.002)
@@ -78,8 +78,8 @@ def test_prepare_objects_strips_labels_patches_and_namespaces(catalog):
     assert meta["annotations"]["keep"] == "me"
     assert "kubectl.kubernetes.io/last-applied-configuration" not in meta["annotations"]
     assert meta["labels"] == {"kai.scheduler/queue": "research", A.MANAGED: "true",
-                              A.GROUP: A.label_value("f.yaml"),
-                              A.WORKLOAD: A.workload_label("vision/PyTorchJob/ddp")}
+                              A.GROUP: A.label_value("f.yaml"), A.PLACED_CLUSTER: "east",
+                              A.WORKLOAD: A.workload_label("vision/PyTorchJob.kubeflow.org/ddp")}
     assert meta["annotations"][A.ORIGIN] == "hub/x/PyTorchJob/ddp"
     assert meta["annotations"][A.PLAN] == "p9" and meta["annotations"][A.CLUSTER] == "east"
     assert job_out["spec"]["runPolicy"]["suspend"] is False            # un-suspended at its path
@@ -88,7 +88,7 @@ def test_prepare_objects_strips_labels_patches_and_namespaces(catalog):
         assert pod["spec"]["schedulerName"] == "kai-scheduler"
         assert pod["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
         assert pod["metadata"]["labels"] == {"kai.scheduler/queue": "research",
-                                             A.WORKLOAD: A.workload_label("vision/PyTorchJob/ddp")}
+                                             A.WORKLOAD: A.workload_label("vision/PyTorchJob.kubeflow.org/ddp")}
     # the companion lands in the group's namespace, with the group label but no workload label
     assert cm_out["metadata"]["namespace"] == "vision"
     assert A.WORKLOAD not in cm_out["metadata"]["labels"] and cm_out["metadata"]["labels"][A.MANAGED] == "true"
@@ -180,8 +180,8 @@ def test_promised_and_reserved_from_placed_refs(catalog):
 def test_index_placed_reports_duplicates_keeping_the_first_cluster(catalog):
     obj = A.prepare_objects(one_group(catalog, pytorchjob()), {"name": "east", "context": "east"}, catalog, plan_id="p")[0]
     placed = A.index_placed({"west": [obj], "east": [obj]}, order=["east", "west"])
-    assert placed["vision/PyTorchJob/ddp"].cluster == "east"
-    assert [r.cluster for r in placed.duplicates["vision/PyTorchJob/ddp"]] == ["east", "west"]
+    assert placed[WorkloadRef.parse("vision/PyTorchJob.kubeflow.org/ddp")].cluster == "east"
+    assert [r.cluster for r in placed.duplicates[WorkloadRef.parse("vision/PyTorchJob.kubeflow.org/ddp")]] == ["east", "west"]
 
 
 # --- I/O against the harness -------------------------------------------------------------------
@@ -208,9 +208,9 @@ def test_find_placed_reads_every_cluster_and_reports_the_unreachable(make_fleet,
         placed = A.find_placed(kube, entries, catalog)
     finally:
         kube.close()
-    assert {k: r.cluster for k, r in placed.items()} == {"vision/PyTorchJob/a": "alpha",
-                                                        "vision/PyTorchJob/b": "beta"}
-    assert placed["vision/PyTorchJob/a"].plan == "p"
+    assert {str(k): r.cluster for k, r in placed.items()} == {"vision/PyTorchJob.kubeflow.org/a": "alpha",
+                                                             "vision/PyTorchJob.kubeflow.org/b": "beta"}
+    assert placed[WorkloadRef.parse("vision/PyTorchJob.kubeflow.org/a")].plan == "p"
     assert placed.unreachable == {"gamma": "unreachable (connection refused)"}
     # one labelled list per served catalog kind, all namespaces
     lists = [r for r in fleet["alpha"].requests.entries if r.verb == "list" and r.resource != "nodes"]

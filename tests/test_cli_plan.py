@@ -49,6 +49,7 @@ spec:
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)            # no ./clusters.yaml: the bundled fleet
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))   # and no kubeconfig
 
 
 def plan(*args):
@@ -109,16 +110,15 @@ def test_bad_clusters_file_exits_2_naming_the_field(tmp_path, content, field):
     assert line.startswith("error: ") and line.removeprefix("error: ").replace(str(tmp_path) + "/", "").startswith(field), line
 
 
-def test_given_clusters_file_with_live_entry(tmp_path, monkeypatch):
-    import placer.inventory as inv
-    from placer.fleet import Cluster
-    monkeypatch.setattr(inv, "live_clusters", lambda entries, kubeconfig=None:
-                        {e.name: Cluster(e.name, error="unreachable (connection refused)") for e in entries})
+def test_given_clusters_file_with_live_entry(tmp_path, make_fleet):
+    kf = make_fleet(names=("north",), crds=False)
+    kf["north"].down()                                  # a live entry whose API server refuses connections
     (tmp_path / "c.yaml").write_text(
-        "clusters:\n- {name: north, context: kind-north}\n"
+        "clusters:\n- {name: north, context: north}\n"
         "- name: south\n  nodes:\n  - {namePrefix: n-, count: 1, allocatable: {nvidia.com/gpu: 8, cpu: '64', memory: 512Gi}}\n")
     (tmp_path / "big.yaml").write_text(BIG)
-    r = plan("--clusters", str(tmp_path / "c.yaml"), "-f", str(tmp_path / "big.yaml"), "-o", "json")
+    r = plan("--clusters", str(tmp_path / "c.yaml"), "-f", str(tmp_path / "big.yaml"), "-o", "json",
+             "--kubeconfig", str(kf.kubeconfig))
     assert r.exit_code == 3
     reasons = json.loads(r.stdout)["unplaced"][0]["reasons"]
     assert reasons["north"] == "unreachable (connection refused)"
@@ -166,7 +166,9 @@ def test_no_files_plans_the_hub_staging_namespace(make_fleet, tmp_path):
         "replicas": 2, "template": {"spec": {"containers": [
             {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}})
     hub.seed([_job("solo", "placer-staging", 4, pods=2),
-              _job("done", "placer-staging", 8, annotations={"placer.dev/cluster": "sim"}),   # placed already
+              _job("done", "placer-staging", 8, annotations={"placer.dev/placed-cluster": "sim"}),   # placed already
+              # a user's pin is a request, not a placement (issue 12, defect 2): still planned
+              _job("pinned", "placer-staging", 2, annotations={"placer.dev/cluster": "sim"}),
               _job("c1", "placer-staging", 2, annotations={"placer.dev/group": "pair"}),
               _job("c2", "placer-staging", 2, annotations={"placer.dev/group": "pair"}),
               _job("elsewhere", "default", 8), widget])
@@ -180,7 +182,8 @@ def test_no_files_plans_the_hub_staging_namespace(make_fleet, tmp_path):
     got = {p["workload"]: (p["group"], p["gpus"]) for p in doc["placements"]}
     assert got == {"placer-staging/solo": ("placer-staging/solo", 8),
                    "placer-staging/c1": ("placer-staging/pair", 2), "placer-staging/c2": ("placer-staging/pair", 2),
-                   "placer-staging/w1": ("placer-staging/w1", 2)}
+                   "placer-staging/w1": ("placer-staging/w1", 2),
+                   "placer-staging/pinned": ("placer-staging/pinned", 2)}
     assert "planning the pending objects of namespace placer-staging on hub context hub" in r.stderr
 
 

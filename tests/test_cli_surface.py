@@ -330,10 +330,9 @@ def test_must_show_submit_dry_run_yaml_of_the_examples_without_any_kubeconfig():
             label = {"east": "kai.scheduler/queue", "west": "kueue.x-k8s.io/queue-name"}[cluster]
             assert d["metadata"]["labels"][label] == "research"
     assert all(handed.values()), handed
-    # a real submit cannot create on simulated clusters: everything unplaced, saying why
+    # a real submit cannot create on simulated clusters: an input error saying so
     real = invoke("submit", "-f", str(ROOT / "examples" / "job.yaml"), "-o", "json")
-    assert real.exit_code == 3
-    assert "simulated" in json.loads(real.stdout)["unplaced"][0]["reasons"]["east"]
+    assert real.exit_code == 2 and "every cluster is simulated" in real.stderr
 
 
 def test_namespace_without_files_is_not_silently_ignored():
@@ -355,3 +354,13 @@ def test_help_names_the_kubectl_plugin_when_run_as_one(tmp_path):
     r = subprocess.run([str(plugin), "--help"], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "COLUMNS": "100"})
     assert r.returncode == 0 and "Usage: kubectl placer" in r.stdout
+
+
+def test_submit_dry_run_json_is_the_report_with_the_objects_per_cluster(tmp_path):
+    r = invoke("submit", "--dry-run", "-o", "json", "-f", str(ROOT / "examples" / "job.yaml"),
+               "--clusters", _example_fleet(tmp_path))
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    [p] = doc["placements"]
+    [obj] = doc["objects"][p["cluster"]]
+    assert obj["metadata"]["name"] == "eval-mmlu" and obj["metadata"]["labels"]["placer.dev/managed"] == "true"

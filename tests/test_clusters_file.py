@@ -77,6 +77,7 @@ def test_bad_files_name_the_field(path, value, message):
 def test_lookup_order(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
     bundled = load_clusters(None)
     assert bundled.description.startswith("the bundled example fleet")
     assert bundled.clusters and all(not c.live for c in bundled.clusters)

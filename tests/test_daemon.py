@@ -15,7 +15,7 @@ from tests.kubeapi.builders import bound_pod, gpu_node
 
 
 def _placed(env: Env, obj: dict) -> str | None:
-    return env.annotations(obj).get(D.ANN_CLUSTER)
+    return env.annotations(obj).get(D.PLACED_CLUSTER)
 
 
 def test_end_to_end_four_kinds(env):
@@ -345,3 +345,41 @@ def test_priority_class_read_from_the_hub(env):
                                                           "metadata": {"name": "team-high"}, "value": 500})
     clock.advance(31)
     wait_for(lambda: _placed(env, job) is not None, what="placed once the class exists")
+
+
+def test_a_pin_survives_an_unplaced_round_and_is_never_moved(env):
+    # issue 12, defect 2: an unplaceable pinned workload had its pin erased (placer.dev/cluster: null)
+    # and a later round placed it elsewhere
+    d = env.daemon()
+    pinned = jobset("pinned", pods=3, gpus=8, annotations={D.ANN_CLUSTER: "alpha"})   # alpha has 2 nodes
+    env.create(pinned)
+    assert d.wait_idle(10)
+    ann = env.annotations(pinned)
+    assert ann[D.ANN_CLUSTER] == "alpha" and D.PLACED_CLUSTER not in ann
+    assert ann[D.ANN_MESSAGE].startswith("unplaced: ") and "pinned to alpha" in ann[D.ANN_MESSAGE]
+    env.kube.client("beta").create("nodes", gpu_node("b-new", gpus=8))      # beta now fits it
+    assert d.wait_idle(10)
+    env.kube.client("alpha").create("nodes", gpu_node("a-new", gpus=8))     # and then alpha does
+    wait_for(lambda: _placed(env, pinned) == "alpha", what="placed where pinned")
+    assert list(env.copies(pinned)) == ["alpha"]
+    ann = env.annotations(pinned)
+    assert ann[D.ANN_CLUSTER] == "alpha" and ann[D.PLACED_CLUSTER] == "alpha"
+    assert env.staged(pinned)["metadata"]["labels"][D.PLACED_CLUSTER] == "alpha"     # kubectl get -l on the hub
+    copy_ = env.copies(pinned)["alpha"]["metadata"]
+    assert copy_["labels"][D.PLACED_CLUSTER] == "alpha" and copy_["annotations"][D.ANN_CLUSTER] == "alpha"
+
+
+def test_placer_delete_leaves_daemon_copies_to_their_staging_object(env):
+    from typer.testing import CliRunner
+
+    from placer.cli import app
+
+    d = env.daemon()
+    job = jobset("kept", pods=1, gpus=4)
+    env.create(job)
+    assert d.wait_idle(10)
+    where = _placed(env, job)
+    r = CliRunner().invoke(app, ["delete", "jobset/kept", "-n", STAGING, "--kubeconfig", str(env.fleet.kubeconfig),
+                                 "--context", "alpha", "--context", "beta"])
+    assert r.exit_code == 1 and "delete that object on the hub instead" in r.stderr
+    assert list(env.copies(job)) == [where]

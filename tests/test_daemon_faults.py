@@ -15,7 +15,7 @@ from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
 
 
 def _cluster(env: Env, obj: dict) -> str | None:
-    return env.annotations(obj).get(D.ANN_CLUSTER)
+    return env.annotations(obj).get(D.PLACED_CLUSTER)
 
 
 def _all_copies(env: Env) -> list[tuple[str, str]]:
@@ -69,7 +69,7 @@ def test_crash_between_remote_create_and_staging_annotation(env, monkeypatch):
     wait_for(lambda: _all_copies(env), what="the copy created")
     wait_for(lambda: not first._thread.is_alive(), what="the daemon dead")
     first.stop(release=False)
-    assert D.ANN_CLUSTER not in env.annotations(job)
+    assert D.PLACED_CLUSTER not in env.annotations(job)
     monkeypatch.setattr(actuate, "apply_group", real)
     second = env.daemon(identity="second")                  # takes over once the dead one's lease expires
     wait_for(lambda: _cluster(env, job), timeout=15, what="adopted")
@@ -153,7 +153,7 @@ def test_burst_of_300(make_fleet):
         for name, o in staged.items():
             ann = o["metadata"].get("annotations") or {}
             if name in names:
-                assert ann.get(D.ANN_CLUSTER) == next(c for c, n in copies if n == name)
+                assert ann.get(D.PLACED_CLUSTER) == next(c for c, n in copies if n == name)
             else:                                               # explained, never lost
                 assert ann.get(D.ANN_MESSAGE, "").startswith("unplaced: "), (name, ann)
     finally:

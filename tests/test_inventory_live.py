@@ -114,7 +114,7 @@ def test_placer_clusters_json_from_kubeconfig_contexts(four, monkeypatch):
     four["broken"].faults.clear()
     four["broken"].faults.fail(403)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    res = CliRunner().invoke(app, ["clusters", "--kubeconfig", str(four.kubeconfig), "-o", "json"])
+    res = CliRunner().invoke(app, ["clusters", "--kubeconfig", str(four.kubeconfig), "--all-contexts", "-o", "json"])
     assert res.exit_code == 0, res.output
     rows = {r["name"]: r for r in json.loads(res.stdout)["clusters"]}
     assert rows["alpha"]["reachable"] and rows["alpha"]["nodes"] == {"ready": 2, "total": 3}
@@ -129,7 +129,7 @@ def test_placer_clusters_json_from_kubeconfig_contexts(four, monkeypatch):
 def test_placer_clusters_table(four):
     four["broken"].faults.clear()
     four["down"].up()
-    res = CliRunner().invoke(app, ["clusters", "--kubeconfig", str(four.kubeconfig)])
+    res = CliRunner().invoke(app, ["clusters", "--kubeconfig", str(four.kubeconfig), "--all-contexts"])
     assert res.exit_code == 0, res.output
     lines = {line.split()[0]: line for line in res.stdout.splitlines() if line.strip()}
     assert "9/24" in lines["alpha"] and "NVIDIA-H100-80GB-HBM3" in lines["alpha"] and "2/3" in lines["alpha"]

@@ -105,12 +105,12 @@ def test_submit_places_and_creates_with_labels_annotations_and_namespace(env, tm
     path = write(tmp_path, "train.yaml", configmap("train-config"), jobset("train", "ml", replicas=3, gpus=4))
     result = env.submit([path], plan_id="p-1")
     assert result.exit_code == 0 and not result.failed
-    assert [(c.workload, c.cluster) for c in result.created] == [("ml/JobSet/train", "alpha")]
+    assert [(c.workload, c.cluster) for c in result.created] == [("ml/JobSet.jobset.x-k8s.io/train", "alpha")]
     alpha = env.fleet["alpha"]
     js = alpha.get(JOBSET, "JobSet", "train", "ml")
     labels, ann = js["metadata"]["labels"], js["metadata"]["annotations"]
-    assert labels[A.MANAGED] == "true" and labels[A.WORKLOAD] == A.workload_label("ml/JobSet/train")
-    assert ann[A.WORKLOAD] == "ml/JobSet/train" and ann[A.PLAN] == "p-1" and ann[A.CLUSTER] == "alpha"
+    assert labels[A.MANAGED] == "true" and labels[A.WORKLOAD] == A.workload_label("ml/JobSet.jobset.x-k8s.io/train")
+    assert ann[A.WORKLOAD] == "ml/JobSet.jobset.x-k8s.io/train" and ann[A.PLAN] == "p-1" and ann[A.CLUSTER] == "alpha"
     assert ann[A.ORIGIN] == path and ann[A.GROUP] == path
     assert [m["manager"] for m in js["metadata"]["managedFields"]] == ["placer"]
     assert js["metadata"]["managedFields"][0]["operation"] == "Apply"
@@ -129,7 +129,7 @@ def test_resubmit_is_idempotent(env, tmp_path):
         c.requests.clear()
     again = env.submit([path])
     assert again.created == () and again.exit_code == 0
-    assert [(a.workload, a.cluster, a.plan) for a in again.already] == [("ml/JobSet/train", "alpha",
+    assert [(a.workload, a.cluster, a.plan) for a in again.already] == [("ml/JobSet.jobset.x-k8s.io/train", "alpha",
                                                                           first.plan_id)]
     assert env.writes("alpha") == 0 and env.writes("beta") == 0
     assert len(env.fleet["alpha"].objects(JOBSET, "JobSet")) == 1
@@ -289,7 +289,7 @@ def test_handoff_patch_and_unsuspend(fleet, catalog, tmp_path):
     pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     assert pod["spec"]["schedulerName"] == "kai-scheduler"
     assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
-    assert pod["metadata"]["labels"][A.WORKLOAD] == A.workload_label("ml/JobSet/kai")
+    assert pod["metadata"]["labels"][A.WORKLOAD] == A.workload_label("ml/JobSet.jobset.x-k8s.io/kai")
     r = env.submit([write(tmp_path, "b.yaml", jobset("kq", "ml", replicas=1, suspend=True))], cluster="beta")
     assert r.exit_code == 0 and r.created, (r.failed, r.already, r.plan and r.plan.to_dict())
     js = fleet["beta"].get(JOBSET, "JobSet", "kq", "ml")

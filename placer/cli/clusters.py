@@ -2,36 +2,32 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import InputError
 from ..fleet import Cluster
 from ..inventory import ClusterSummary, summarize
-from ..kube import list_contexts
 from .common import app, err, out, run
 from .output import OUTPUT_HELP, emit, parse_output
+from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
 
 
 @app.command()
 def clusters(
-    clusters_file: Optional[str] = typer.Option(
-        None, "--clusters", envvar="PLACER_CLUSTERS",
-        help="Clusters file. Default: ./clusters.yaml, else every kubeconfig context, "
-             "else the bundled example fleet."),
-    kubeconfig: Optional[str] = typer.Option(
-        None, "--kubeconfig", help="Kubeconfig file(s), ':'-separated. Default: $KUBECONFIG."),
+    clusters_file: Optional[str] = clusters_option(),
+    kubeconfig: Optional[str] = kubeconfig_option(),
+    context: List[str] = context_option(),
+    all_contexts: bool = all_contexts_option(),
     output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
     svg: Optional[str] = typer.Option(None, "--svg", help="Also draw each cluster's nodes and GPUs as an SVG file."),
 ) -> None:
     """Per cluster: reachable or why not, nodes ready/total, GPUs allocatable/free,
     the largest free GPU block on one node, GPU products."""
     fmt = run(lambda: parse_output(output))
-    snapshots = run(lambda: cluster_snapshots(clusters_file, kubeconfig))
+    snapshots = run(lambda: cluster_snapshots(clusters_file, kubeconfig, context, all_contexts))
     summaries = [summarize(c, source) for c, source in snapshots]
     if fmt.tabular:
         out.print(render_table(summaries, wide=fmt.wide))
@@ -44,14 +40,16 @@ def clusters(
         err.print(f"wrote {escape(svg)}", style="dim")
 
 
-def cluster_summaries(clusters_file: str | None, kubeconfig: str | None) -> list[ClusterSummary]:
+def cluster_summaries(clusters_file: str | None, kubeconfig: str | None, contexts: List[str] | None = None,
+                      all_contexts: bool = False) -> list[ClusterSummary]:
     """Live clusters inventoried concurrently, simulated ones from the file, in file order."""
-    return [summarize(c, source) for c, source in cluster_snapshots(clusters_file, kubeconfig)]
+    return [summarize(c, source) for c, source in cluster_snapshots(clusters_file, kubeconfig, contexts, all_contexts)]
 
 
-def cluster_snapshots(clusters_file: str | None, kubeconfig: str | None) -> list[tuple[Cluster, str]]:
+def cluster_snapshots(clusters_file: str | None, kubeconfig: str | None, contexts: List[str] | None = None,
+                      all_contexts: bool = False) -> list[tuple[Cluster, str]]:
     """Each cluster's snapshot and whether it is live or simulated, in file order."""
-    entries = _entries(clusters_file, kubeconfig)
+    entries = resolve(clusters_file, kubeconfig, contexts, all_contexts).clusters
     live = _live_with_reserved(entries, kubeconfig) if any(e.context for e in entries) else {}
     return [(live[e.name], "live") if e.context else (_simulated(e), "simulated") for e in entries]
 
@@ -71,26 +69,6 @@ def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str,
         return dict(read_live(kube, entries, catalog).clusters)
     finally:
         kube.close()
-
-
-def _entries(clusters_file: str | None, kubeconfig: str | None) -> list[Any]:
-    """The clusters file (--clusters, $PLACER_CLUSTERS, ./clusters.yaml); else every
-    kubeconfig context; with neither, the bundled example fleet, as `placer plan` does."""
-    from ..clusters_file import DEFAULT_NAME, context_entry, load_clusters
-
-    if clusters_file or (Path.cwd() / DEFAULT_NAME).is_file():
-        return list(load_clusters(clusters_file).clusters)
-    try:
-        names, _ = list_contexts(kubeconfig)
-    except InputError:
-        if kubeconfig:                           # asked for explicitly: its error stands
-            raise
-        names = []
-    if names:
-        return [context_entry(n) for n in names]
-    loaded = load_clusters(None)
-    err.print(f"no kubeconfig contexts; using {loaded.description}", markup=False, highlight=False)
-    return list(loaded.clusters)
 
 
 def _simulated(entry: Any) -> Cluster:

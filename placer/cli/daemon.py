@@ -12,8 +12,9 @@ from .common import CATALOG_HELP, app, check_number, run
 @app.command()
 def daemon(
     clusters_file: Optional[str] = typer.Option(
-        None, "--clusters", envvar="PLACER_CLUSTERS",
-        help="Clusters file with a `hub:` section (context, stagingNamespace) and live cluster entries."),
+        None, "--clusters",
+        help="Clusters file with a `hub:` section (context, stagingNamespace) and live cluster entries "
+             "(default: $PLACER_CLUSTERS, ./clusters.yaml)."),
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig file(s), ':'-separated."),
     metrics_addr: Optional[str] = typer.Option(
         None, "--metrics-addr", help="Serve /metrics and /healthz on HOST:PORT (e.g. :9090)."),
@@ -40,6 +41,6 @@ def daemon(
         addr = parse_address(metrics_addr) if metrics_addr else None
         after = parse_duration(reschedule_after) if reschedule_after else None
         config = config_from_file(clusters_file, batch_window=batch_window, reschedule_after=after,
-                                  time_limit=time_limit)
+                                  time_limit=time_limit, kubeconfig=kubeconfig)
         run_daemon(config, kubeconfig=kubeconfig, catalog=load_catalog(catalog), metrics_addr=addr)
     run(go)

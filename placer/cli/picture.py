@@ -97,7 +97,8 @@ def placements_by_node(plan: Plan | None, gpus_per_pod: Mapping[tuple[str, str],
     for pl in plan.placements if plan else ():
         fallback = pl.gpus // pl.pods if pl.pods else 0
         for node, per in pl.nodes.items():
-            n = sum(count * gpus_per_pod.get((pl.workload, inst), fallback) for inst, count in per.items())
+            ident = getattr(pl, "ref", None) or pl.workload
+            n = sum(count * gpus_per_pod.get((ident, inst), fallback) for inst, count in per.items())
             if n:
                 out.setdefault(pl.cluster, {}).setdefault(node, []).append((pl.workload, n))
     return out

@@ -18,6 +18,7 @@ from ..plan import Plan
 from ..preview import dry_run_mode
 from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, err, gpu_resources, out, run
 from .output import OUTPUT_HELP, emit, parse_output
+from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 
 DEFAULT_TIME_LIMIT = 10.0
 MAX_NODES_SHOWN = 4
@@ -28,7 +29,7 @@ class PlanResult:
     plan: Plan
     clusters_source: str
     fleet: Any = None                    # the snapshot planned against (for the picture)
-    gpus_per_pod: Any = None             # (workload, component/instance) -> GPUs per pod
+    gpus_per_pod: Any = None             # (workload ref, component/instance) -> GPUs per pod
     gpu_resources: tuple[str, ...] = ()
 
     @property
@@ -37,16 +38,20 @@ class PlanResult:
 
 
 def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str | None = None,
+               contexts: tuple[str, ...] = (), all_contexts: bool = False,
                time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: list[str] | None = None,
                gpu: tuple[str, ...] | None = None, workers: int | None = None,
-               effort: float | None = None, announce=None, progress=None,
+               effort: float | None = None, announce=None, progress=None, notice=None,
                namespace: str | None = None) -> PlanResult:
-    """Load the clusters file and the files' placement groups (with no files: the pending
-    objects of the hub's staging namespace), and solve."""
+    """Resolve the clusters (one rule for every command), load the files' placement groups
+    (with no files: the pending objects of the hub's staging namespace), and plan them on
+    the fleet as `submit` sees it: promised capacity counted, workloads already placed set
+    aside (`placer.fleetview`)."""
     from ..catalog import load_catalog
-    from ..clusters_file import build_fleet, load_clusters
+    from ..fleetview import plan_groups, read_fleet, split_already_placed
     from ..podspec import DEFAULT_GPU_RESOURCES
     from ..solver import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
+    from ..targets import resolve_clusters
 
     check_number("--time-limit", time_limit)
     check_number("--effort", effort)
@@ -54,69 +59,86 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     gpu = tuple(gpu or DEFAULT_GPU_RESOURCES)
     timings: dict[str, float] = {}
     t = time.monotonic()
-    loaded = load_clusters(clusters)
+    targets = resolve_clusters(clusters, kubeconfig=kubeconfig, contexts=contexts, all_contexts=all_contexts)
     timings["clusters"] = time.monotonic() - t
     t = time.monotonic()
-    if announce and loaded.description.startswith("the bundled"):
-        announce(f"using {loaded.description}")
+    if targets.notice and notice:
+        notice(targets.notice)
     if not files and namespace:
         raise InputError(f"-n {namespace}: applies to the objects of -f files; the namespace planned without "
                          "files is the hub's stagingNamespace of the clusters file")
-    if not files and loaded.hub is None:
+    if not files and targets.hub is None:
         raise InputError("nothing to plan: pass -f FILE or -f DIR with the workloads to plan. To plan what waits "
                          "in a hub's staging namespace instead, use a clusters file with a hub: section "
-                         f"(context, stagingNamespace). Clusters in use: {loaded.description}.")
+                         f"(context, stagingNamespace). Clusters in use: {targets.description}.")
     if progress:
         progress("reading workloads")
     catalog = load_catalog(catalog_dirs or ())
+    kube = None
+    if targets.live:
+        from ..kube import Kube
+        from ..registry import with_fleet_definitions
+        kube = Kube(kubeconfig)
+        catalog = with_fleet_definitions(catalog, kube, [e.context for e in targets.live],
+                                         announce or (lambda m: None))
     timings["catalog"] = time.monotonic() - t
     t = time.monotonic()
     if files:
         from ..manifests import load_groups
         groups = load_groups(files, catalog, gpu_resources=gpu, namespace=namespace,
-                             priority_classes=_cluster_priority_classes(loaded, kubeconfig))
+                             priority_classes=_cluster_priority_classes(targets, kube, kubeconfig))
         for note in dict.fromkeys(n for g in groups for n in g.notes):
             if announce:
                 announce(note)
     else:
         from ..hub import staging_groups
-        hub = loaded.hub
+        hub = targets.hub
         if announce:
             announce(f"planning the pending objects of namespace {hub.stagingNamespace} on hub context {hub.context}")
         groups = staging_groups(hub.context, hub.stagingNamespace, catalog, kubeconfig=kubeconfig,
                                 gpu_resources=gpu, warn=announce or (lambda m: None))
-    # a workload whose gangs start in windows needs room for its largest window only
-    groups = [replace(g, workloads=tuple(w.at_once() for w in g.workloads)) for g in groups]
     timings["load"] = time.monotonic() - t
     t = time.monotonic()
     if progress:
-        progress(f"inventorying {len(loaded.clusters)} clusters")
-    fleet = build_fleet(loaded.file, kubeconfig)
+        progress(f"inventorying {len(targets.clusters)} clusters")
+    try:
+        view = read_fleet(targets.clusters, kube, catalog, gpu_resources=gpu)
+    finally:
+        if kube is not None:
+            kube.close()
     timings["fleet"] = time.monotonic() - t
-    for c in fleet.clusters:
+    for c in view.fleet.clusters:
         if c.error and announce:                  # said even when everything fits elsewhere
             announce(f"{c.name}: {c.error}; planning without it")
-    plan = solve(fleet, groups, time_limit=time_limit, workers=workers or DEFAULT_WORKERS,
-                 effort=effort or DEFAULT_EFFORT, gpu_resources=gpu, progress=progress)
+    pending, already, split = split_already_placed(groups, view.placed)
+    if announce:
+        for a in already:
+            announce(f"{a.workload}: already placed on {a.cluster}" + (f" by plan {a.plan}" if a.plan else ""))
+        for key, why in split.items():
+            announce(f"group {key}: {why}; left out")
+    plan = plan_groups(view, pending, catalog, solve=solve, gpu_resources=gpu, time_limit=time_limit,
+                       workers=workers or DEFAULT_WORKERS, effort=effort or DEFAULT_EFFORT, progress=progress)
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
-    per_pod = {(w.key, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}
-    return PlanResult(replace(plan, summary=summary), loaded.description, fleet, per_pod, gpu)
+    per_pod = {(w.ref, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}
+    return PlanResult(replace(plan, summary=summary), targets.description, view.fleet, per_pod, gpu)
 
 
-def _cluster_priority_classes(loaded, kubeconfig: str | None):
+def _cluster_priority_classes(targets, kube, kubeconfig: str | None):
     """PriorityClasses and WorkloadPriorityClasses of the hub and the live clusters, when
     there are any (a simulated fleet has none: classes then come from the files)."""
-    contexts = ([loaded.hub.context] if loaded.hub else []) + [c.context for c in loaded.clusters if c.context]
+    contexts = ([targets.hub.context] if targets.hub else []) + [e.context for e in targets.live]
     if not contexts:
         return None
     from ..kube import Kube
     from ..priority import read_classes
 
-    kube = Kube(kubeconfig)
+    own = kube is None
+    kube = kube or Kube(kubeconfig)
     try:
         return read_classes(kube, contexts)
     finally:
-        kube.close()
+        if own:
+            kube.close()
 
 
 @app.command()
@@ -124,9 +146,10 @@ def plan(
     files: List[str] = typer.Option([], "-f", "--filename", help=FILES_HELP),
     dry_run: Optional[str] = typer.Option(None, "--dry-run", metavar="[=client|server]",
                                           help="Only plan (placer plan never changes a cluster)."),
-    clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters file (default: $PLACER_CLUSTERS, "
-                                           "./clusters.yaml, else the bundled example fleet)."),
-    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig for live clusters."),
+    clusters: Optional[str] = clusters_option(),
+    kubeconfig: Optional[str] = kubeconfig_option(),
+    context: List[str] = context_option(),
+    all_contexts: bool = all_contexts_option(),
     time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Wall-clock safety net for the solver, seconds (a plan it cuts short is flagged timeLimitHit)."),
     output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
     namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
@@ -145,14 +168,15 @@ def plan(
     something is unplaced, 2 on bad input."""
     run(lambda: dry_run_mode(dry_run))   # planning never acts; the flag reads well in scripts and the README
     tty = sys.stderr.isatty()
-
     fmt = run(lambda: parse_output(output))
 
     def go() -> PlanResult:
         status = err.status("planning...") if tty else nullcontext()
         with status as st:
             update = (lambda msg: st.update(escape(msg))) if st is not None else None
-            return plan_files(files, clusters=clusters, kubeconfig=kubeconfig, time_limit=time_limit,
+            return plan_files(files, clusters=clusters, kubeconfig=kubeconfig, contexts=tuple(context),
+                              all_contexts=all_contexts, time_limit=time_limit,
+                              notice=lambda m: err.print(f"note: {m}", markup=False, highlight=False),
                               catalog_dirs=catalog, gpu=gpu_resources(gpu),
                               workers=workers, effort=effort, namespace=namespace,
                               announce=lambda m: err.print(escape(m), style="dim"), progress=update)

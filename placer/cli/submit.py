@@ -11,19 +11,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InputError
-from ..submit import DEFAULT_TIME_LIMIT, SubmitResult
 from ..preview import dry_run_mode
+from ..submit import DEFAULT_TIME_LIMIT, SubmitResult
 from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
 from .output import OUTPUT_HELP, Output, emit, emit_documents, parse_output
+from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
 
 
 @app.command()
 def submit(
     files: List[str] = typer.Option(..., "-f", "--filename", help=FILES_HELP),
-    clusters_file: Optional[str] = typer.Option(
-        None, "--clusters", envvar="PLACER_CLUSTERS",
-        help="Clusters file. Default: every context of the kubeconfig."),
-    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig file(s), ':'-separated."),
+    clusters_file: Optional[str] = clusters_option(),
+    kubeconfig: Optional[str] = kubeconfig_option(),
+    context: List[str] = context_option(),
+    all_contexts: bool = all_contexts_option(),
     dry_run: Optional[str] = typer.Option(
         None, "--dry-run", metavar="[=client|server]",
         help="Create nothing. client (default): show the plan, or with -o yaml|json the exact objects per "
@@ -31,6 +32,8 @@ def submit(
     namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
                                             help="Namespace for objects of the files that name none "
                                                  "(an object in another namespace is an error, as kubectl)."),
+    replace: bool = typer.Option(False, "--replace", help="Move a placed workload whose new version no longer "
+                                 "fits where it lives: delete it there and place it anew."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Place everything on this cluster."),
     time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Solver time limit, seconds."),
     skip_unreachable: bool = typer.Option(
@@ -41,8 +44,10 @@ def submit(
     gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
 ) -> None:
     """Plan the files' workloads against the live clusters (and what is already promised
-    there), then create each placed group in its cluster. Exit 3 when something is unplaced,
-    1 when an API call failed (nothing of that group is left behind), 2 on bad input."""
+    there), then create each placed group in its cluster. A workload already placed is
+    applied where it lives (configured / unchanged). Exit 3 when something is unplaced or
+    a new version no longer fits, 1 when an API call failed (nothing of that group is left
+    behind), 2 on bad input."""
     def go() -> SubmitResult:
         from ..catalog import load_catalog
         from ..kube import Kube
@@ -54,17 +59,17 @@ def submit(
         if time_limit <= 0:
             raise InputError(f"--time-limit {time_limit}: must be positive")
         expand_paths(files)                                # bad paths fail before the slow parts
-        entries = seen["entries"] = cluster_entries(clusters_file, kubeconfig)
-        check_cluster(cluster, entries)
+        entries = seen["entries"] = resolve(clusters_file, kubeconfig, context, all_contexts).clusters
+        check_cluster(cluster, entries, dry_run=mode is not None)
         kube = Kube(kubeconfig)
         try:
             cat = with_fleet_definitions(load_catalog(catalog), kube, [e.context for e in entries if e.context],
                                          _warn)
             return do_submit(files, entries=entries, catalog=cat, kube=kube,
-                             dry_run=mode is not None, cluster=cluster, time_limit=time_limit,
+                             dry_run=mode is not None, cluster=cluster, time_limit=time_limit, replace=replace,
                              namespace=namespace,
                              skip_unreachable=skip_unreachable, gpu_resources=gpu_resources(gpu),
-                             progress=_progress if output == "table" and sys.stderr.isatty() else None)
+                             progress=_progress if fmt.tabular and sys.stderr.isatty() else None)
         finally:
             kube.close()
     fmt = run(lambda: parse_output(output))
@@ -83,7 +88,8 @@ def submit(
 def show_preview(result: SubmitResult, mode: str, fmt: Output, entries: list[Any],
                  kubeconfig: str | None, catalog: list[str]) -> int:
     """`--dry-run[=client|server] -o yaml|json|name`: the objects per cluster, exactly as they
-    would be created (server: as the API server answered the dry run). The exit code."""
+    would be created (server: as the API server answered the dry run): YAML documents after
+    a `# cluster:` line; in JSON, the submit report with `objects: {cluster: [...]}`. The exit code."""
     from ..catalog import load_catalog
     from ..kube import Kube
     from ..preview import Preview, preview_objects, server_dry_run
@@ -102,6 +108,8 @@ def show_preview(result: SubmitResult, mode: str, fmt: Output, entries: list[Any
         for cluster, objs in preview.objects.items():
             for o in objs:
                 sys.stdout.write(f"---\n# cluster: {cluster}\n" + yaml.safe_dump(o, sort_keys=False))
+    elif fmt.format in ("json", "jsonpath"):          # the submit report, with the objects per cluster
+        emit({**result.to_dict(), "objects": {c: list(objs) for c, objs in preview.objects.items()}}, fmt)
     else:
         emit_documents(items, fmt)
     for cluster, why in preview.not_validated.items():
@@ -113,31 +121,6 @@ def show_preview(result: SubmitResult, mode: str, fmt: Output, entries: list[Any
         first = next(iter(u.reasons.items()), None)
         _warn(f"{u.workload} unplaced" + (f": {first[0]}: {first[1].render()}" if first else ""))
     return 1 if not preview.ok else result.exit_code
-
-
-def cluster_entries(clusters_file: str | None, kubeconfig: str | None) -> list[Any]:
-    """Entries of the clusters file (--clusters, $PLACER_CLUSTERS, ./clusters.yaml), else
-    one per kubeconfig context, else (no kubeconfig at all) the bundled example fleet."""
-    from pathlib import Path
-
-    from ..clusters_file import DEFAULT_NAME, context_entry, load_clusters
-    from ..kube import list_contexts
-
-    if clusters_file or (Path.cwd() / DEFAULT_NAME).is_file():
-        return list(load_clusters(clusters_file).clusters)
-    try:
-        names, _ = list_contexts(kubeconfig)
-    except InputError:
-        if kubeconfig:                           # asked for explicitly: its error stands
-            raise
-        names = []
-    if names:
-        return [context_entry(n) for n in names]
-    # no kubeconfig at all: the bundled example fleet, as `plan` does (a dry run plans and
-    # previews on it; nothing can be created on a simulated cluster)
-    loaded = load_clusters(None)
-    _warn(f"no kubeconfig contexts; using {loaded.description}")
-    return list(loaded.clusters)
 
 
 def _name_of(ref: str) -> str:
@@ -160,8 +143,13 @@ def render(result: SubmitResult) -> None:
         t.add_column(col, no_wrap=col != "RESULT")
     created = {(c.group, c.cluster) for c in result.created}
     failed = {f.group: f for f in result.failed}
+    updated = {u.workload: u for u in result.updated}
     plan = result.plan
+    suffix = " (dry run)" if result.dry_run else ""
     for p in plan.placements if plan else ():
+        u = updated.get(str(p.ref)) if p.ref else None
+        if u is not None:
+            continue
         if result.dry_run:
             status = "[cyan]would create[/cyan]"
         elif (p.group, p.cluster) in created:
@@ -170,13 +158,24 @@ def render(result: SubmitResult) -> None:
             f = failed.get(p.group)
             status = f"[red]failed: {escape(f.error) if f else 'not applied'}[/red]"
         nodes = ", ".join(sorted(p.nodes))
-        t.add_row(p.workload, p.kind, str(p.gpus), p.cluster, f"{status} [dim]({escape(nodes)})[/dim]")
+        t.add_row(escape(p.workload), p.kind, str(p.gpus), p.cluster, f"{status} [dim]({escape(nodes)})[/dim]")
+    for u in result.updated:
+        colour = {"unchanged": "dim", "configured": "green", "replaced": "green", "kept": "yellow"}[u.result]
+        text = f"[{colour}]{u.result}{suffix}[/{colour}]"
+        if u.previous:
+            text += f" (from {escape(u.previous)})"
+        if u.why:
+            text += f": {escape(u.why)}"
+        t.add_row(escape(_short(u.workload)), u.kind, "-", u.cluster, text)
     for a in result.already:
-        t.add_row(a.workload.split("/", 2)[0] + "/" + a.workload.split("/", 2)[-1], a.kind, "-", a.cluster,
-                  f"[yellow]already placed[/yellow]{' by plan ' + escape(a.plan) if a.plan else ''}")
+        if a.workload not in updated:              # placed before, in a group that gained members
+            t.add_row(escape(_short(a.workload)), a.kind, "-", a.cluster,
+                      f"[yellow]already placed[/yellow]{' by plan ' + escape(a.plan) if a.plan else ''}")
     for u in plan.unplaced if plan else ():
+        if u.ref is not None and str(u.ref) in updated:
+            continue
         reasons = "; ".join(f"{c}: {r.render()}" for c, r in u.reasons.items())
-        t.add_row(u.workload, u.kind, str(u.gpus), "-", f"[red]unplaced[/red]: {escape(reasons)}")
+        t.add_row(escape(u.workload), u.kind, str(u.gpus), "-", f"[red]unplaced[/red]: {escape(reasons)}")
     for f in result.failed:
         if f.cluster == "-":
             t.add_row(", ".join(f.workloads), "-", "-", "-", f"[red]refused: {escape(f.error)}[/red]")
@@ -187,7 +186,14 @@ def render(result: SubmitResult) -> None:
     for name, why in result.unreachable.items():
         err.print(f"warning: {name}: {escape(why)} (left out)")
     head = "dry run, nothing created" if result.dry_run else f"plan {result.plan_id}"
-    n_created = len(result.created)
-    n_unplaced = len(plan.unplaced) if plan else 0
-    out.print(f"{head}: {n_created} created, {len(result.already)} already placed, "
-              f"{n_unplaced} unplaced, {len(result.failed)} failed")
+    n_unplaced = sum(1 for u in plan.unplaced if not (u.ref is not None and str(u.ref) in updated)) if plan else 0
+    counts = {r: sum(1 for u in result.updated if u.result == r) for r in ("configured", "unchanged", "replaced", "kept")}
+    out.print(f"{head}: {len(result.created)} created, {counts['configured']} configured, "
+              f"{counts['unchanged']} unchanged, {counts['replaced']} replaced, {n_unplaced + counts['kept']} unplaced, "
+              f"{len(result.failed)} failed")
+
+
+def _short(ref_text: str) -> str:
+    """`ns/name` of a WorkloadRef's text `ns/Kind.group/name`."""
+    ns, _, rest = ref_text.partition("/")
+    return f"{ns}/{rest.partition('/')[2]}"

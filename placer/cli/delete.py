@@ -1,0 +1,82 @@
+"""`placer delete`: remove placed workloads from whichever cluster holds them."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from ..errors import InputError
+from .common import CATALOG_HELP, FILES_HELP, app, emit, err, out, run
+from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+
+
+@app.command()
+def delete(
+    what: Optional[str] = typer.Argument(None, metavar="[TYPE/NAME]", help="kind (or plural, short name)/name"),
+    files: List[str] = typer.Option([], "-f", "--filename", help=FILES_HELP),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", help="Namespace (default: default)."),
+    ignore_not_found: bool = typer.Option(False, "--ignore-not-found", help="Exit 0 when nothing was placed."),
+    output: str = typer.Option("table", "-o", "--output", help="table or json"),
+    clusters_file: Optional[str] = clusters_option(),
+    kubeconfig: Optional[str] = kubeconfig_option(),
+    context: List[str] = context_option(),
+    all_contexts: bool = all_contexts_option(),
+    catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
+) -> None:
+    """Delete placed workloads (and their group's companions, with the last of the group)
+    from the clusters that hold them. Exit 1 when one was not found (see --ignore-not-found)."""
+    def go():
+        from ..actuate import _client, find_placed
+        from ..catalog import load_catalog
+        from ..kube import Kube
+        from ..listing import Query
+        from ..manifests import expand_paths
+        from ..registry import with_fleet_definitions
+        from ..remove import delete_placed, refs_in_files
+
+        if output not in ("table", "json"):
+            raise InputError(f"-o {output}: expected one of table, json")
+        if bool(what) == bool(files):
+            raise InputError("give either -f FILE|DIR or TYPE/NAME")
+        if files:
+            expand_paths(files)
+        else:
+            query = Query.parse(what)
+            if not query.name:
+                raise InputError(f"{what}: expected TYPE/NAME (e.g. jobset/train)")
+        targets = resolve(clusters_file, kubeconfig, context, all_contexts)
+        kube = Kube(kubeconfig)
+        try:
+            cat = with_fleet_definitions(load_catalog(catalog), kube, [e.context for e in targets.live],
+                                         lambda m: err.print(f"warning: {m}", markup=False, highlight=False))
+            placed = find_placed(kube, targets.clusters, cat)
+            if files:
+                refs = refs_in_files(files, cat, namespace)
+            else:
+                ns = namespace or "default"
+                refs = [r for r in placed if r.namespace == ns and r.name == query.name and
+                        any(query.matches(_client(kube, e).resolve(r.kind)) for e in targets.live
+                            if e.name == placed[r].cluster)]
+                if not refs:
+                    from ..workload import WorkloadRef
+                    refs = [WorkloadRef("", query.type, ns, query.name)]
+            clients = {e.name: _client(kube, e) for e in targets.live}
+            return delete_placed(refs, placed, clients)
+        finally:
+            kube.close()
+
+    result = run(go)
+    for name, why in result.unreachable.items():
+        err.print(f"warning: {name}: {why} (not checked)", markup=False, highlight=False)
+    if output == "json":
+        emit(result.to_dict(), "json")
+    else:
+        for d in result.deleted:
+            out.print(f"{d.ref} deleted from {d.cluster}", markup=False, highlight=False)
+    for ref, why in result.refused.items():
+        err.print(f"error: {ref}: {why}", markup=False, highlight=False)
+    for ref in result.not_found:
+        err.print(f"{'warning' if ignore_not_found else 'error'}: {ref}: not placed on any reachable cluster",
+                  markup=False, highlight=False)
+    raise typer.Exit(result.exit_code(ignore_not_found))

@@ -1,0 +1,94 @@
+"""`placer get`: what placer placed across the fleet, one row per workload."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import List, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import InputError
+from .common import CATALOG_HELP, app, emit, err, out, run
+from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+
+OUTPUTS = ("table", "wide", "json", "yaml", "name")
+
+
+@app.command()
+def get(
+    what: Optional[str] = typer.Argument(None, metavar="[TYPE[/NAME]]",
+                                         help="A kind, plural or short name (optionally .group), and a name."),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", help="Namespace (default: default)."),
+    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces", help="Every namespace."),
+    selector: Optional[str] = typer.Option(None, "-l", "--selector", help="Label selector on the workloads."),
+    output: str = typer.Option("table", "-o", "--output", help="table, wide, json, yaml or name"),
+    clusters_file: Optional[str] = clusters_option(),
+    kubeconfig: Optional[str] = kubeconfig_option(),
+    context: List[str] = context_option(),
+    all_contexts: bool = all_contexts_option(),
+    catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
+) -> None:
+    """What placer placed, on every cluster at once: namespace, name, kind, cluster, GPUs,
+    phase, age (wide: nodes and plan). An unreachable cluster is a warning row."""
+    from ..listing import Query
+
+    def go():
+        from ..catalog import load_catalog
+        from ..kube import Kube
+        from ..listing import list_placed
+        from ..registry import with_fleet_definitions
+
+        if output not in OUTPUTS:
+            raise InputError(f"-o {output}: expected one of {', '.join(OUTPUTS)}")
+        if namespace and all_namespaces:
+            raise InputError("give -n NAMESPACE or -A, not both")
+        query = Query.parse(what, namespace=None if all_namespaces else (namespace or "default"),
+                            selector=selector, wide=output in ("wide", "json", "yaml"))
+        targets = resolve(clusters_file, kubeconfig, context, all_contexts)
+        kube = Kube(kubeconfig)
+        try:
+            cat = with_fleet_definitions(load_catalog(catalog), kube, [e.context for e in targets.live],
+                                         lambda m: err.print(f"warning: {m}", markup=False, highlight=False))
+            return list_placed(kube, targets.clusters, cat, query)
+        finally:
+            kube.close()
+
+    rows = run(go)
+    warnings = [r for r in rows if r.error is not None]
+    placed = [r for r in rows if r.error is None]
+    for r in warnings:
+        err.print(f"warning: {r.cluster}: {r.error}", markup=False, highlight=False)
+    if output in ("json", "yaml"):
+        emit({"items": [r.to_dict() for r in placed], "unreachable": {r.cluster: r.error for r in warnings}},
+             output)
+        return
+    if output == "name":
+        for r in placed:
+            print(r.name_ref)
+        return
+    render(placed, warnings, all_namespaces=all_namespaces, wide=output == "wide")
+    if not placed and not warnings:
+        err.print("No placed workloads found" + ("" if all_namespaces else f" in {namespace or 'default'} namespace")
+                  + ".", markup=False, highlight=False)
+
+
+def render(rows, warnings, *, all_namespaces: bool, wide: bool) -> None:
+    now = datetime.now(timezone.utc)
+    cols = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "KIND", "CLUSTER", "GPUS", "PHASE", "AGE"] + \
+        (["NODES", "PLAN"] if wide else [])
+    t = Table(*cols, box=None, pad_edge=False)
+    for r in rows:
+        cells = ([r.ref.namespace] if all_namespaces else []) + [
+            r.ref.name, r.ref.kind_group, r.cluster, str(r.gpus), r.phase, r.age(now)]
+        if wide:
+            cells += [",".join(r.nodes) or "<none>", r.plan or "<none>"]
+        t.add_row(*(escape(c) for c in cells))
+    for r in warnings:
+        cells = (["-"] if all_namespaces else []) + ["-", "-", r.cluster, "-", f"[yellow]{escape(r.error)}[/yellow]", "-"]
+        if wide:
+            cells += ["-", "-"]
+        t.add_row(*cells)
+    if rows or warnings:
+        out.print(t)

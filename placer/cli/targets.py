@@ -1,0 +1,41 @@
+"""The cluster options every command shares, and the one rule that turns them into
+clusters (`placer.targets.resolve_clusters`)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from .common import err
+
+CLUSTERS_HELP = ("Clusters file. Default: $PLACER_CLUSTERS, ./clusters.yaml, else the kubeconfig's "
+                 "current context (see --context, --all-contexts), else (no kubeconfig at all) the "
+                 "bundled example fleet.")
+
+
+def clusters_option():
+    return typer.Option(None, "--clusters", help=CLUSTERS_HELP)
+
+
+def kubeconfig_option():
+    return typer.Option(None, "--kubeconfig", help="Kubeconfig file(s), ':'-separated. Default: $KUBECONFIG.")
+
+
+def context_option():
+    return typer.Option([], "--context", help="Kubeconfig context to use; repeatable. Default: the current one.")
+
+
+def all_contexts_option():
+    return typer.Option(False, "--all-contexts", help="Use every context of the kubeconfig.")
+
+
+def resolve(clusters: Optional[str], kubeconfig: Optional[str], contexts: List[str] | None = None,
+            all_contexts: bool = False):
+    """The clusters in effect; the bundled example fleet is announced plainly on stderr."""
+    from ..targets import resolve_clusters
+
+    targets = resolve_clusters(clusters, kubeconfig=kubeconfig, contexts=contexts or (), all_contexts=all_contexts)
+    if targets.notice:
+        err.print(f"note: {targets.notice}", markup=False, highlight=False)
+    return targets
