@@ -106,7 +106,8 @@ def test_clusters_output_formats():
 
 
 @pytest.mark.parametrize("cmd", [("clusters",), ("plan", "-f", EXAMPLES), ("describe", "-f", EXAMPLES),
-                                 ("catalog", "list"), ("version",), ("submit", "-f", EXAMPLES)])
+                                 ("catalog", "list"), ("version",), ("submit", "-f", EXAMPLES), ("get",),
+                                 ("delete", "job/x")])
 def test_one_error_text_for_an_unknown_output_format(cmd):
     r = invoke(*cmd, "-o", "xml")
     assert r.exit_code == 2, r.output
