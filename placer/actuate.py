@@ -34,7 +34,7 @@ from .fleet import Cluster
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, list_runtime_classes, snapshot
 from .kube import Kube, KubeClient, Resource, run_concurrently
-from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD  # noqa: F401 (re-exported)
+from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD  # noqa: F401 (re-exported)
 from .podsecurity import LABEL as PSA_LABEL
 from .podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
 from .podsecurity import object_violations
@@ -146,7 +146,8 @@ def set_suspend(obj: Mapping[str, Any], catalog: Catalog, mode: str = SUSPEND_UN
 def planning_view(group: PlacementGroup, catalog: Catalog, *,
                   gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> PlacementGroup:
     """The group as it will run once placed: suspended workloads are re-interpreted
-    un-suspended (a suspended RayCluster, for one, counts no workers)."""
+    un-suspended (a suspended RayCluster, for one, counts no workers), and a workload whose
+    gangs start in windows counts what must fit at once (`Workload.at_once`)."""
     changed = False
     workloads = []
     for w in group.workloads:
@@ -156,7 +157,9 @@ def planning_view(group: PlacementGroup, catalog: Catalog, *,
             # keep policy set on the Workload itself (a --cluster pin is not in the object)
             w = dataclasses.replace(running, annotations=w.annotations, labels=w.labels)
             changed = True
-        workloads.append(w)
+        peak = w.at_once()
+        changed = changed or peak is not w
+        workloads.append(peak)
     return dataclasses.replace(group, workloads=tuple(workloads)) if changed else group
 
 
@@ -341,6 +344,8 @@ def _is_ours(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
         return False
     if WORKLOAD in want:
         return have.get(WORKLOAD) == want[WORKLOAD]
+    if ((desired.get("metadata") or {}).get("annotations") or {}).get(SHARED) == "true":
+        return True                   # a companion several groups bring along: any of them may apply it
     return have.get(GROUP) == want.get(GROUP)
 
 

@@ -29,10 +29,13 @@ def instances(workload: Workload, component: str) -> tuple[Instance, ...]:
 
 
 def describe_files(paths: Sequence[str], *, catalog_dirs: Sequence[str] = (),
-                   gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> list[Workload]:
-    """Interpret every workload document in the files (companions skipped)."""
+                   gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+                   namespace: str | None = None) -> list[Workload]:
+    """Interpret every workload document in the files (companions skipped); `namespace`
+    as kubectl's -n with -f (fills in, and must agree with, the objects' namespaces)."""
     catalog = load_catalog(catalog_dirs)
-    return list(classify(read_documents(paths), catalog, gpu_resources=gpu_resources).workloads)
+    docs = read_documents(paths, namespace=namespace)
+    return list(classify(docs, catalog, gpu_resources=gpu_resources).workloads)
 
 
 def describe_live(ref: str, *, namespace: str | None = None, context: str | None = None,

@@ -92,8 +92,79 @@ def read_yaml_documents(path: Path) -> list[Any]:
     return [d for d, _ in load_yaml(decode(raw, str(path)), str(path)) if d is not None]
 
 
+WRAPPER_API_GROUP = "placer.dev"
+WRAPPER_KIND = "WorkloadDefinition"
+
+
+def unwrap(doc: Any, source: str) -> tuple[Any, str]:
+    """A definition document, given plainly or as the `WorkloadDefinition` object that
+    `kubectl apply` registers (its `spec`, named after `metadata.name` when the spec has no
+    name), and the prefix of its fields in errors."""
+    if not (isinstance(doc, dict) and doc.get("kind") == WRAPPER_KIND):
+        return doc, ""
+    api = str(doc.get("apiVersion") or "")
+    if api.partition("/")[0] != WRAPPER_API_GROUP:
+        raise DefinitionError(f"apiVersion: {api!r}: a {WRAPPER_KIND} is {WRAPPER_API_GROUP}/v1alpha1", source=source)
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        raise DefinitionError("spec: a WorkloadDefinition carries its definition in spec", source=source)
+    name = (doc.get("metadata") or {}).get("name")
+    if name and spec.get("name") and spec["name"] != name:
+        raise DefinitionError(f"spec.name: {spec['name']!r} differs from metadata.name {name!r}", source=source)
+    return ({**spec, "name": spec.get("name") or name}, "spec.")
+
+
+def compile_document(doc: Any, source: str) -> CompiledDefinition:
+    """A definition document or WorkloadDefinition object; errors name `spec.<field>` for
+    the latter, so they point at the user's own text."""
+    doc, prefix = unwrap(doc, source)
+    try:
+        return compile_definition(doc, source)
+    except DefinitionError as e:
+        if not prefix:
+            raise
+        raise DefinitionError(prefix + e.message, source=e.source) from None
+
+
 def load_definition_file(path: Path) -> list[CompiledDefinition]:
-    return [compile_definition(doc, str(path)) for doc in read_yaml_documents(path)]
+    return [compile_document(doc, str(path)) for doc in read_yaml_documents(path)]
+
+
+def is_companions_file(path: Path) -> bool:
+    return path.name == COMPANIONS_FILE
+
+
+def companion_kinds(path: Path) -> set[str]:
+    """The kinds a companions file lists: `kinds: [Kind | group/Kind, ...]`."""
+    kinds: set[str] = set()
+    for doc in read_yaml_documents(path):
+        if not isinstance(doc, dict) or not isinstance(doc.get("kinds"), list) or set(doc) != {"kinds"}:
+            raise DefinitionError("expected a mapping with one field, a list `kinds`", source=str(path))
+        for i, k in enumerate(doc["kinds"]):
+            if not isinstance(k, str) or not k or k.count("/") > 1 or not k.rpartition("/")[2][:1].isupper():
+                raise DefinitionError(f"kinds[{i}]: {k!r}: expected Kind or group/Kind", source=str(path))
+        kinds.update(doc["kinds"])
+    return kinds
+
+
+def validate_path(path: Path) -> list[tuple[str, str]]:
+    """`placer catalog validate`: a definition file (plain or WorkloadDefinition objects), a
+    companions file, or a directory (each of its files, then the directory as a catalog:
+    no two files claiming one kind). (file, what it holds) per file; the first invalid
+    file raises, naming file and field."""
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+        if not files:
+            raise InputError("no .yaml or .yml files in directory", source=str(path))
+        out = [r for f in files for r in validate_path(f)]
+        _reject_duplicates([d for f in files if not is_companions_file(f) for d in load_definition_file(f)])
+        return out
+    if not path.exists():
+        raise InputError("no such file or directory", source=str(path))
+    if is_companions_file(path):
+        return [(str(path), f"companion kinds: {len(companion_kinds(path))}")]
+    defs = load_definition_file(path)
+    return [(str(path), ", ".join(d.name for d in defs) or "no definitions")]
 
 
 def _definition_files(directory: Path) -> list[Path]:
@@ -105,14 +176,7 @@ def _definition_files(directory: Path) -> list[Path]:
 
 def _companions(directory: Path) -> set[str]:
     path = directory / COMPANIONS_FILE
-    if not path.exists():
-        return set()
-    kinds: set[str] = set()
-    for doc in read_yaml_documents(path):
-        if not isinstance(doc, dict) or not isinstance(doc.get("kinds"), list):
-            raise DefinitionError("expected a mapping with a list `kinds`", source=str(path))
-        kinds.update(str(k) for k in doc["kinds"])
-    return kinds
+    return companion_kinds(path) if path.exists() else set()
 
 
 def load_catalog(extra_dirs: Sequence[str | Path] = (), *, builtin: bool = True) -> Catalog:

@@ -31,13 +31,15 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from . import actuate as A
 from .catalog import Catalog
 from .clusters_file import as_entry
 from .daemon_state import Clock, Informer, ObjKey, WorkQueue, all_synced
+from .events import (FAILED, NORMAL, PLACED, RESCHEDULED, UNPLACED, WARNING, Recorder, condition_of,
+                     placed_condition, with_condition)
 from .errors import Conflict, InputError, KubeError, NotFound, PlacerError
 from .fleet import Cluster, Fleet
 from .interpret import Interpreter
@@ -55,6 +57,7 @@ from .names import (  # noqa: F401
     FINALIZER,
     PLACED_CLUSTER,
 )
+from .priority import PriorityClasses, read_classes, with_priorities
 from .registry import with_fleet_definitions
 from .solve import ANN_SELECTOR, solve
 from .workload import Phase, PlacementGroup, Workload
@@ -126,6 +129,9 @@ class Daemon:
         self.metrics = metrics or Metrics()
         self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
         self.hub = kube.client(config.hub_context, cluster="hub")
+        # Events on staging objects: what `kubectl describe` shows users on the hub
+        self.events = Recorder(self.hub, lambda: datetime.fromtimestamp(self.clock.wall(), timezone.utc),
+                               config.identity)
         self.leader = LeaderElector(self.hub, config.staging_namespace, config.lease_name, config.identity,
                                     clock=self.clock.now, timing=config.lease,
                                     on_error=lambda e: self._api_error("hub", e))
@@ -545,6 +551,10 @@ class Daemon:
     def _mirror_status(self, key: ObjKey, staging: dict, remote: dict) -> None:
         want = remote.get("status")
         have = staging.get("status")
+        cluster = (self.placed.get(key) or Remote("", 0.0)).cluster
+        if cluster:                          # the copy's status, plus placer's Placed condition where it fits
+            cond = placed_condition(True, PLACED, f"placed on {cluster}", self._wall(), condition_of(have))
+            want = with_condition(want, cond) or want
         if want == have or (not want and not have):
             return
         res = self._resources[(key.api_version, key.kind)]
@@ -634,6 +644,7 @@ class Daemon:
             self.placed.pop(member, None)
             self._exclude(member, cluster)
             message = f"withdrawn from {cluster}: {why}; placing elsewhere"
+            self._event(member, obj, WARNING, RESCHEDULED, message)
             self._annotate(member, obj, {PLACED_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message})
             self.pending[member] = Pending(self.clock.now())
             self.metrics.inc("placer_withdrawals_total")
@@ -711,6 +722,7 @@ class Daemon:
         self.pending.pop(key, None)
         message = f"invalid: {e.message}"
         log.warning("%s: %s", key, message)
+        self._event(key, staging, WARNING, FAILED, message)
         self._annotate(key, staging, {ANN_PHASE: PHASE_INVALID, ANN_MESSAGE: message[:1000]}, finalizer=True)
 
     def _ensure_finalizer(self, key: ObjKey, staging: dict) -> None:
@@ -844,12 +856,27 @@ class Daemon:
                 if member in self.placed:
                     pins[gk] = self.placed[member].cluster
         groups, members = [], {}
+        classes = self._priority_classes() if by_group else None
         for gk, items in by_group.items():
             companions = self._companions_of(gk)
             g = PlacementGroup(gk, tuple(w for _, w in items), tuple(companions))
+            try:
+                [g] = with_priorities([g], classes)
+            except InputError as e:                 # an unknown class: unplaced, retried (it may be created)
+                for k, _ in items:
+                    self._set_unplaced(k, f"unplaced: {e.message}")
+                continue
             groups.append(A.planning_view(g, self.catalog))
             members[gk] = [k for k, _ in items]
         return groups, members, pins
+
+    def _priority_classes(self) -> PriorityClasses:
+        """The hub's PriorityClasses and WorkloadPriorityClasses, re-read at most every 30 s."""
+        now = self.clock.now()
+        cached = getattr(self, "_classes", None)
+        if cached is None or now - cached[0] > 30.0:
+            self._classes = (now, read_classes(self.kube, [self.config.hub_context]))
+        return self._classes[1]
 
     def _companions_of(self, group_key: str) -> list[dict]:
         ns, _, name = group_key.partition("/")
@@ -915,6 +942,10 @@ class Daemon:
         except PlacerError as e:
             self._api_error(cluster, e)
             log.warning("group %s: placing on %s failed: %s", group.key, cluster, e)
+            for k in keys:
+                staging = self._staging(k)
+                if staging is not None:
+                    self._event(k, staging, WARNING, FAILED, f"placing on {cluster} failed: {e.message}")
             if _refused(e):         # the same cluster would refuse again: let the next round go elsewhere
                 for k in keys:
                     self._exclude(k, cluster)
@@ -932,6 +963,7 @@ class Daemon:
                 f": {p.pods} pods on {nodes} node{'s' if nodes != 1 else ''}" if p else "")
             staging = self._staging(k)
             if staging is not None:
+                self._event(k, staging, NORMAL, PLACED, message + (f" (group {group.key})" if len(keys) > 1 else ""))
                 try:
                     self._annotate(k, staging, {PLACED_CLUSTER: cluster, ANN_PHASE: Phase.PENDING.value,
                                                 ANN_MESSAGE: message}, finalizer=True)
@@ -949,6 +981,8 @@ class Daemon:
         staging = self._staging(key)
         if staging is None:
             return
+        self._event(key, staging, WARNING, UNPLACED, message)
+        self._condition(key, staging, placed=False, reason=UNPLACED, message=message)
         try:
             self._annotate(key, staging, {ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message[:1000],
                                           PLACED_CLUSTER: None}, finalizer=True)
@@ -956,6 +990,33 @@ class Daemon:
             self._api_error("hub", e)
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _wall(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.wall(), timezone.utc)
+
+    def _event(self, key: ObjKey, staging: dict, type_: str, reason: str, message: str) -> None:
+        self.events.record({**staging, "apiVersion": key.api_version, "kind": key.kind}, type_, reason, message)
+
+    def _condition(self, key: ObjKey, staging: dict, *, placed: bool, reason: str, message: str) -> None:
+        """Set the Placed condition on a staging object whose status keeps conditions."""
+        have = staging.get("status")
+        cond = placed_condition(placed, reason, message, self._wall(), condition_of(have))
+        old = condition_of(have)
+        if old and all(old.get(k) == cond[k] for k in ("status", "reason", "message")):
+            return
+        status = with_condition(have, cond)
+        if status is None:
+            return
+        res = self._resources[(key.api_version, key.kind)]
+        try:
+            if "status" in res.subresources:
+                updated = self.hub.patch_status(res, key.name, {"conditions": status["conditions"]}, key.namespace)
+            else:
+                updated = self.hub.patch(res, key.name, {"status": {"conditions": status["conditions"]}},
+                                         key.namespace)
+            self.staging[(key.api_version, key.kind)].assume(updated)
+        except PlacerError as e:
+            self._api_error("hub", e)
 
     def _client(self, cluster: str) -> KubeClient:
         entry = self.entries[cluster]

@@ -39,7 +39,9 @@ def _nonempty(expr: str) -> str:
     # compile per expression costs about a millisecond each, hundreds per catalog.
     if not isinstance(expr, str) or not expr.strip():
         raise ValueError("expected a non-empty jq expression")
-    return expr
+    # a trailing jq comment would swallow what follows the expression once placer embeds
+    # it in a larger program: end it with a newline
+    return expr + "\n" if "#" in expr and not expr.endswith("\n") else expr
 
 
 def _first_line(text: str) -> str:
@@ -273,10 +275,28 @@ def check_expressions(defn: Definition, source: str) -> None:
     except ValueError:
         pass
     for one in exprs:                             # slow path: find the culprit
-        field, expr, _ = one
+        field, expr, variables = one
         try:
             jq.compile(_as_program([one]))
         except ValueError as e:
-            raise DefinitionError(f"{field}: jq does not compile {expr!r}: {_first_line(str(e))}",
-                                  source=source) from None
+            raise DefinitionError(f"{field}: jq does not compile {expr.strip()!r}: "
+                                  f"{user_error(expr, variables) or _first_line(str(e))}", source=source) from None
     raise DefinitionError("expressions do not compile together", source=source)
+
+
+_JQ_ERROR = re.compile(r"jq: error: (?P<msg>.*?) at <top-level>, line (?P<line>\d+), column (?P<col>\d+)")
+
+
+def user_error(expr: str, variables: tuple[str, ...]) -> str | None:
+    """jq's complaint about `expr` with line and column in the user's own text (not in the
+    program placer wraps it in): its variables are bound on a line of their own first."""
+    try:
+        jq.compile("".join(f"null as ${v} | " for v in variables) + "\n" + expr)
+        return None
+    except ValueError as e:
+        m = _JQ_ERROR.search(str(e))
+        if not m:
+            return _first_line(str(e)).removeprefix("jq: error: ")
+        line, col = int(m["line"]) - 1, int(m["col"])
+        where = f"line {line}, column {col}" if "\n" in expr.strip() else f"column {col}"
+        return f"{m['msg']} at {where}"

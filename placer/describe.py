@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from rich.markup import escape
 from rich.tree import Tree
 
 from .quantity import format_quantity, to_json_number
@@ -31,8 +32,12 @@ def workload_json(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
         "suspended": w.suspended, "pods": w.pods, "gpus": w.gpus, "resources": resources_json(w.resources),
         "components": [instance_json(i) for i in w.instances],
         "gangs": [{"name": g.name, "members": [{"component": c, "instance": i, "pods": p} for c, i, p in g.members],
-                   "pods": g.pods, "minMember": g.min_member, "gpus": g.gpus} for g in w.gangs],
+                   "pods": g.pods, "minMember": g.min_member, "gpus": g.gpus,
+                   **({"window": g.window} if g.window is not None else {})} for g in w.gangs],
     }
+    peak = w.at_once()
+    if peak is not w:                 # gangs start in windows: what must fit at the same time
+        out["atOnce"] = {"pods": peak.pods, "gpus": peak.gpus, "resources": resources_json(peak.resources)}
     if w.source:
         out["source"] = w.source
     if pods_by_component is not None:
@@ -60,5 +65,10 @@ def workload_tree(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
         gangs = root.add("[magenta]gangs[/]")
         for g in w.gangs:
             members = ", ".join(f"{c}/{i}:{p}" for c, i, p in g.members)
-            gangs.add(f"{g.name}: minMember={g.min_member} of {g.pods} pods, gpus={g.gpus} [{members}]")
+            window = f" window={g.window}" if g.window is not None else ""
+            gangs.add(f"{g.name}: minMember={g.min_member} of {g.pods} pods, gpus={g.gpus}{window} "
+                      f"{escape('[' + members + ']')}")
+        peak = w.at_once()
+        if peak is not w:
+            root.add(f"[magenta]at once[/]: {peak.pods} pods, gpus={peak.gpus} (the largest startup window)")
     return root

@@ -54,4 +54,5 @@ def staging_groups(context: str, namespace: str, catalog: Catalog, *, kubeconfig
                 name = (obj.get("metadata") or {}).get("name", "?")
                 workloads.append(interpret(obj, catalog, gpu_resources=gpu_resources,
                                            source=f"hub {namespace}/{kind.lower()}/{name}"))
-    return group_objects(workloads)
+    from .priority import read_classes, with_priorities
+    return with_priorities(group_objects(workloads), read_classes(kube, [context]))

@@ -346,6 +346,7 @@ def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang
                 pods += n
                 gpus += n * inst.gpus_per_pod
             min_member = int(g["minMember"]) if g.get("minMember") is not None else pods
+            window = int(g["window"]) if g.get("window") is not None else None
         except (KeyError, TypeError, ValueError) as e:
             raise at.bad("gangs", expr, f"bad gang {g!r}: {type(e).__name__} {e}") from None
         frozen = tuple(members)
@@ -353,7 +354,7 @@ def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang
         if made > MAX_GANGS:
             raise at.bad("gangs", expr, f"more than {MAX_GANGS} gangs")
         for gang_name in names:
-            yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus)
+            yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus, window=window)
 
 
 _NAME_KEYS = ("name", "names", "namePattern")

@@ -464,15 +464,18 @@ class KubeClient:
 
     def apply(self, body: Mapping[str, Any], resource: Resource | str | None = None,
               namespace: str | None = None, *, force: bool = False,
-              field_manager: str = FIELD_MANAGER, subresource: str | None = None) -> dict:
+              field_manager: str = FIELD_MANAGER, subresource: str | None = None,
+              dry_run: bool = False) -> dict:
         """Server-side apply. A field owned by another manager is a Conflict unless
-        `force` (then placer takes ownership)."""
+        `force` (then placer takes ownership). `dry_run`: the server validates and answers,
+        stores nothing (dryRun=All)."""
         res = self._res(resource) if resource else self.resource_for(body["apiVersion"], body["kind"])
         ns = self._ns(res, namespace, body)
         name = body["metadata"]["name"]
         return self.request("PATCH", res.path(ns, name, subresource), body=dict(body),
                             content_type=APPLY_PATCH,
-                            query={"fieldManager": field_manager, "force": "true" if force else None},
+                            query={"fieldManager": field_manager, "force": "true" if force else None,
+                                   "dryRun": "All" if dry_run else None},
                             obj=_obj_name(res, ns, name))
 
     def patch(self, resource: Resource | str, name: str, patch: Mapping[str, Any],

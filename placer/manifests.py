@@ -16,8 +16,8 @@ from .catalog import Catalog
 from .errors import InputError, UnknownKind
 from .inputs import decode, load_json, load_yaml
 from .interpret import interpret
-from .names import ANN_GROUP
 from .podspec import DEFAULT_GPU_RESOURCES, value_kind
+from .priority import PriorityClasses, from_objects, is_priority_kind, with_priorities
 from .workload import PlacementGroup, Workload
 
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -110,7 +110,38 @@ def metadata_problem(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-def read_documents(paths: Sequence[str], stdin: TextIO | None = None) -> list[Document]:
+# kinds that have no namespace: -n neither applies to them nor conflicts with them
+CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "StorageClass",
+                            "PersistentVolume", "CustomResourceDefinition", "WorkloadPriorityClass",
+                            "ClusterQueue", "ResourceFlavor", "IngressClass", "RuntimeClass"})
+
+
+def with_namespace(docs: Sequence[Document], namespace: str | None) -> list[Document]:
+    """kubectl's `-n` with `-f`: objects without a namespace get it; an object whose own
+    namespace differs is an error (never silently moved, never silently ignored)."""
+    if not namespace:
+        return list(docs)
+    if len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        raise InputError(f"-n {namespace[:80]!r}: a namespace is at most 63 lower-case letters, digits and '-', "
+                         "starting and ending with a letter or digit")
+    out = []
+    for d in docs:
+        if d.obj.get("kind") in CLUSTER_SCOPED:
+            out.append(d)
+            continue
+        own = (d.obj.get("metadata") or {}).get("namespace")
+        if own and own != namespace:
+            raise InputError(f"the namespace from the provided object {own!r} does not match the namespace "
+                             f"{namespace!r} given with -n; pass -n {own} or leave -n out", source=d.where)
+        if not own:
+            obj = {**d.obj, "metadata": {**d.obj["metadata"], "namespace": namespace}}
+            d = Document(obj, d.source, d.line)
+        out.append(d)
+    return out
+
+
+def read_documents(paths: Sequence[str], stdin: TextIO | None = None, *,
+                   namespace: str | None = None) -> list[Document]:
     docs: list[Document] = []
     for f in expand_paths(paths):
         if f == "-":
@@ -121,7 +152,7 @@ def read_documents(paths: Sequence[str], stdin: TextIO | None = None) -> list[Do
         except OSError as e:
             raise InputError(f"cannot read: {e.strerror or e}", source=f) from None
         docs.extend(parse_text(decode(data, f), f))
-    return docs
+    return with_namespace(docs, namespace)
 
 
 def _read_stdin(stdin: TextIO | None) -> str:
@@ -139,44 +170,43 @@ def _read_stdin(stdin: TextIO | None) -> str:
 class Batch:
     workloads: tuple[Workload, ...]
     companions: tuple[Document, ...]
+    priority_classes: tuple[Document, ...] = ()       # PriorityClass, WorkloadPriorityClass
 
 
 def classify(docs: Iterable[Document], catalog: Catalog, *,
              gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> Batch:
     """Interpret every workload document; keep companions; reject anything else."""
-    workloads, companions = [], []
+    workloads, companions, priorities = [], [], []
     for d in docs:
         api, kind = d.obj["apiVersion"], d.obj["kind"]
         if catalog.lookup(api, kind):
             workloads.append(interpret(d.obj, catalog, gpu_resources=gpu_resources, source=d.where))
         elif catalog.is_companion(api, kind):
             companions.append(d)
+        elif is_priority_kind(api, kind):
+            priorities.append(d)              # says what a priority class is worth; not placed
         else:
             raise UnknownKind(f"no workload definition for {api}/{kind} and it is not a companion kind; "
                               f"add a definition (--catalog DIR, or `placer catalog apply`) or list it in a "
                               f"catalog directory's companions.yaml", source=d.where)
-    return Batch(tuple(workloads), tuple(companions))
-
-
-def _group_key(obj: Mapping[str, Any], source: str) -> str:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(ANN_GROUP) or source.rpartition(":")[0] or source
+    return Batch(tuple(workloads), tuple(companions), tuple(priorities))
 
 
 def group(batch: Batch) -> list[PlacementGroup]:
-    """Workloads of one file form a group, unless they share `placer.dev/group` across files.
-    Companions follow the group of their file (or of their own annotation)."""
-    order: dict[str, tuple[list[Workload], list[dict]]] = {}
-    for w in batch.workloads:
-        order.setdefault(_group_key(w.obj, w.source or w.key), ([], []))[0].append(w)
-    for d in batch.companions:
-        key = _group_key(d.obj, d.where)
-        if key in order:
-            order[key][1].append(d.obj)
-    return [PlacementGroup(key, tuple(ws), tuple(cs)) for key, (ws, cs) in order.items() if ws]
+    """Workloads tied by `placer.dev/group` or by a companion they share form a group;
+    companions follow the workloads that reference them (see `placer.grouping`)."""
+    from .grouping import group as by_references
+    return by_references(batch.workloads, batch.companions)
 
 
 def load_groups(paths: Sequence[str], catalog: Catalog, *,
                 gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-                stdin: TextIO | None = None) -> list[PlacementGroup]:
-    return group(classify(read_documents(paths, stdin), catalog, gpu_resources=gpu_resources))
+                stdin: TextIO | None = None, namespace: str | None = None,
+                priority_classes: PriorityClasses | None = None) -> list[PlacementGroup]:
+    """The files' placement groups, each workload with its priority resolved: classes given
+    in the files first, then `priority_classes` (read from clusters), then the built-ins."""
+    batch = classify(read_documents(paths, stdin, namespace=namespace), catalog, gpu_resources=gpu_resources)
+    classes = from_objects((d.obj for d in batch.priority_classes), "the given files")
+    if priority_classes is not None:
+        classes = classes.merged(priority_classes)
+    return with_priorities(group(batch), classes)

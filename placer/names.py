@@ -16,6 +16,7 @@ ORIGIN = "placer.dev/origin"                      # annotation: file path, or hu
 PLAN = "placer.dev/plan"                          # annotation: id of the plan that placed it
 PLACED_CLUSTER = "placer.dev/placed-cluster"      # annotation (and label): the cluster placer chose
 CLUSTER = PLACED_CLUSTER                          # on created objects: where they were placed
+SHARED = "placer.dev/shared"                      # annotation: a companion several groups bring along
 
 # What the daemon writes on staging objects
 FINALIZER = "placer.dev/cleanup"

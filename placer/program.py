@@ -186,7 +186,9 @@ def compile_program(text: str, name: str) -> Any:
     try:
         return jq.compile(text)
     except ValueError as e:  # a bug in fusing, or expressions that only clash when fused
-        raise DefinitionError(f"definition {name}: fused program does not compile: {e}") from None
+        first = str(e).split(" at <top-level>")[0].split("\n")[0].removeprefix("jq: error: ")
+        raise DefinitionError(f"definition {name}: each expression compiles alone, but not together in "
+                              f"placer's fused program ({first}); please report this") from None
 
 
 def _eval(expr: str, value: Any, lets: dict[str, Any], **args: Any) -> Any:

@@ -90,15 +90,15 @@ class Applied:
 def read_definition_files(paths: Iterable[str | Path]) -> list[tuple[str, dict[str, Any]]]:
     """(source, document) per definition in the files (a file may hold several), each
     validated and compiled first: an invalid one is a DefinitionError naming file and field."""
-    from .catalog import compile_definition, read_yaml_documents
+    from .catalog import compile_document, read_yaml_documents, unwrap
 
     docs: list[tuple[str, dict[str, Any]]] = []
     for path in paths:
         loaded = read_yaml_documents(Path(path))
         for i, doc in enumerate(loaded):
             source = str(path) if len(loaded) == 1 else f"{path}[{i}]"
-            compile_definition(doc, source)
-            docs.append((source, doc))
+            compile_document(doc, source)
+            docs.append((source, unwrap(doc, source)[0]))
     return docs
 
 

@@ -88,6 +88,7 @@ class SubmitResult:
     unreachable: Mapping[str, str] = field(default_factory=dict)
     reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     updated: tuple[Updated, ...] = ()
+    groups: tuple[PlacementGroup, ...] = ()           # on a dry run: what was planned (for previews)
 
     @property
     def exit_code(self) -> int:
@@ -156,11 +157,12 @@ def groups_by_cluster(plan: Plan, keys: Iterable[str] | None = None) -> dict[str
     return out
 
 
-def check_cluster(cluster: str | None, entries: Sequence[Any]) -> None:
+def check_cluster(cluster: str | None, entries: Sequence[Any], *, dry_run: bool = False) -> None:
+    """A dry run may plan on simulated clusters (it creates nothing); a submit needs a live one."""
     names = [as_entry(e).name for e in entries]
     if not entries:
         raise InputError("no clusters to submit to (give --clusters FILE or a kubeconfig with contexts)")
-    if not any(as_entry(e).context for e in entries):
+    if not dry_run and not any(as_entry(e).context for e in entries):
         raise InputError("no live clusters to submit to: every cluster is simulated (give --clusters FILE "
                          "with contexts, or a kubeconfig)")
     if cluster is not None and cluster not in names:
@@ -223,20 +225,26 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
            time_limit: float = DEFAULT_TIME_LIMIT, workers: int | None = None, seed: int = 0,
            plan_id: str | None = None, skip_unreachable: bool = False, replace: bool = False,
            gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-           progress: Callable[[str], None] | None = None) -> SubmitResult:
+           progress: Callable[[str], None] | None = None, namespace: str | None = None,
+           priority_classes: Any = None) -> SubmitResult:
     """Plan the files' workloads on the live clusters of `entries` and create them; apply
     new versions of workloads already placed where they live (`replace`: move those that
     no longer fit there)."""
-    check_cluster(cluster, entries)
+    check_cluster(cluster, entries, dry_run=dry_run)
     for e in entries:
         A.handoff_of(e)                                   # bad hand-off settings are bad input
-    groups = load_groups(paths, catalog, gpu_resources=gpu_resources)
+    if priority_classes is None:                          # PriorityClasses of the target clusters
+        from .priority import read_classes
+        priority_classes = read_classes(kube, [as_entry(e).context for e in entries if as_entry(e).context])
+    groups = load_groups(paths, catalog, gpu_resources=gpu_resources, namespace=namespace,
+                         priority_classes=priority_classes)
     if not groups:
         raise InputError("no workloads in the given files", source=", ".join(paths))
     plan_id = plan_id or A.new_plan_id()
     by_name = {as_entry(e).name: e for e in entries}
 
-    view = read_fleet(entries, kube, catalog, gpu_resources=gpu_resources, simulated_usable=False)
+    # a dry run also plans on simulated clusters, as `placer plan` does (nothing is created)
+    view = read_fleet(entries, kube, catalog, gpu_resources=gpu_resources, simulated_usable=dry_run)
     unreachable = view.unreachable
     if unreachable and not skip_unreachable:
         raise KubeError("cannot check " + "; ".join(f"{n} ({why})" for n, why in unreachable.items())
@@ -265,7 +273,8 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
     updates, apply_now, move = _decide(placed_groups, plan, replace)
     result = dict(already=tuple(already), unreachable=unreachable, reserved=view.reserved)
     if dry_run:
-        return SubmitResult(plan_id, True, plan, failed=tuple(refused), updated=tuple(updates), **result)
+        return SubmitResult(plan_id, True, plan, failed=tuple(refused), updated=tuple(updates),
+                            groups=tuple(planning), **result)
     created, failed = apply_plan(plan, pending, entries, catalog, kube, plan_id) if plan else ([], [])
     done, failed_updates = _apply_updates(apply_now, move, by_name, catalog, kube, plan_id)
     done_refs = {u.workload for u in done}

@@ -6,7 +6,7 @@ These frozen types are what the rest of placer (solver, describe, daemon) works 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Mapping
 
@@ -152,6 +152,9 @@ class Gang:
     min_member: int
     pods: int
     gpus: int
+    # startup window: gangs of one window run at the same time; a later window starts once
+    # an earlier one has completed (JobSet dependsOn ... Complete). None: no such order.
+    window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,28 @@ class Workload:
             add(total, i.pod.requests, i.pods)
         return total
 
+    def at_once(self) -> "Workload":
+        """The part of the workload that must fit at the same time: when its gangs start in
+        windows one after the other, the window asking for the most (GPUs, then pods, then
+        all resources); otherwise the whole workload. Later windows reuse the room of the
+        earlier ones, on the same cluster."""
+        windows: dict[int, set[tuple[str, str]]] = {}
+        for g in self.gangs:
+            if g.window is not None:
+                windows.setdefault(g.window, set()).update((c, i) for c, i, _ in g.members)
+        if len(windows) < 2:
+            return self
+        covered = set().union(*windows.values())
+        always = [i for i in self.instances if (i.component, i.instance) not in covered]
+
+        def demand(members: set[tuple[str, str]]) -> tuple[int, int]:
+            inst = [i for i in self.instances if (i.component, i.instance) in members]
+            return sum(i.gpus for i in inst), sum(i.pods for i in inst)
+        peak = max(sorted(windows), key=lambda w: demand(windows[w]))
+        keep = [i for i in self.instances if (i.component, i.instance) in windows[peak]] + always
+        return replace(self, instances=tuple(i for i in self.instances if i in keep),
+                       gangs=tuple(g for g in self.gangs if g.window in (peak, None)))
+
     def instances_of(self, component: str) -> tuple[Instance, ...]:
         return tuple(i for i in self.instances if i.component == component)
 
@@ -219,12 +244,13 @@ class Workload:
 @dataclass(frozen=True)
 class PlacementGroup:
     """Workloads that must land together on one cluster, with the plain objects that
-    travel with them. By default all workloads of one file; objects sharing the
-    annotation `placer.dev/group` form one group across files."""
+    travel with them: what shares `placer.dev/group` or a companion object (see
+    `placer.grouping`). `notes`: what the user should be told about how it was formed."""
 
     key: str
     workloads: tuple[Workload, ...]
     companions: tuple[Mapping[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:

@@ -114,6 +114,8 @@ def test_get_lists_workloads_placed_on_two_clusters(env, tmp_path, monkeypatch):
     assert r.stdout.split() == ["jobset.jobset.x-k8s.io/b"]
     r = cli(env, "get", "-A", "-l", "placer.dev/placed-cluster=alpha", "-o", "name")
     assert r.stdout.split() == ["jobset.jobset.x-k8s.io/a"]
+    r = cli(env, "get", "-A", "-o", "jsonpath={.items[*].cluster}")       # kubectl's template form
+    assert sorted(r.stdout.split()) == ["alpha", "beta"]
     r = cli(env, "get", "widgets")
     assert r.exit_code == 2 and 'unknown type "widgets"' in r.stderr
     # an unreachable cluster is a warning row, not a failure

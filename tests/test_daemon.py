@@ -47,7 +47,15 @@ def test_end_to_end_four_kinds(env):
         client.patch_status(res, o["metadata"]["name"], RUNNING_STATUS[o["kind"]], STAGING)
     for o in objs:
         wait_for(lambda o=o: env.annotations(o).get(D.ANN_PHASE) == "Running", what=f"{o['kind']} Running")
-        assert env.staged(o)["status"] == RUNNING_STATUS[o["kind"]]
+        # the copy's status, plus placer's Placed condition where the status keeps conditions
+        status = env.staged(o)["status"]
+        placed = [c for c in status.get("conditions", ()) if c["type"] == "Placed"]
+        mirrored = {**status, "conditions": [c for c in status["conditions"] if c["type"] != "Placed"]} \
+            if "conditions" in status else status
+        assert mirrored == RUNNING_STATUS[o["kind"]]
+        if "conditions" in RUNNING_STATUS[o["kind"]]:
+            assert [(c["status"], c["reason"], c["message"]) for c in placed] == [
+                ("True", "Placed", f"placed on {_placed(env, o)}")]
 
     # a field the operator drops from its status is dropped on the hub too
     lws = objs[3]
@@ -251,6 +259,92 @@ def test_cli_bad_input_exits_2(tmp_path):
     r = runner.invoke(app, ["daemon", "--clusters", str(no_hub), "--reschedule-after", "soon"])
     assert r.exit_code == 2 and "--reschedule-after" in r.output
     assert D.parse_duration("1h30m") == 5400 and D.parse_duration("90") == 90 and D.parse_duration("500ms") == 0.5
+
+
+# --- Events and the Placed condition (issue 12): what `kubectl describe` shows on the hub ---------
+
+def _events(env: Env, obj: dict) -> list[tuple[str, str, str]]:
+    """(type, reason, message) of the core/v1 Events about a staging object, oldest first."""
+    items = env.hub.list("events", STAGING).items
+    mine = [e for e in items if e["involvedObject"]["name"] == obj["metadata"]["name"]
+            and e["involvedObject"]["kind"] == obj["kind"]]
+    # timestamps have second precision: the order of creation is the resourceVersion's (the harness's counter)
+    return [(e["type"], e["reason"], e["message"])
+            for e in sorted(mine, key=lambda e: int(e["metadata"]["resourceVersion"]))]
+
+
+def test_events_tell_the_story_placed_unplaced_rescheduled_failed(env, kubectl):
+    import subprocess
+
+    clock = FakeClock()
+    d = env.daemon(clock=clock, reschedule_after=120.0)
+    big = jobset("ev-big", pods=3, gpus=8)                      # fits nowhere yet
+    fits = jobset("ev-fits", pods=2, gpus=8)
+    env.create(fits)                                            # placed first: the fleet then stays as it is
+    assert d.wait_idle(10)
+    env.create(big)
+    assert d.wait_idle(10)
+    unplaced = [e for e in _events(env, big) if e[1] == "Unplaced"]
+    assert len(unplaced) == 1 and unplaced[0][0] == "Warning"
+    assert unplaced[0][2] == env.annotations(big)[D.ANN_MESSAGE]          # the reason, as annotated
+    first = _placed(env, fits)
+    [(kind, reason, message)] = [e for e in _events(env, fits) if e[1] == "Placed"]
+    assert kind == "Normal" and message.startswith(f"placed on {first} by plan ")
+    # the same unplaced reason on the next round is not repeated
+    clock.advance(31)
+    assert d.wait_idle(5)
+    assert len([e for e in _events(env, big) if e[1] == "Unplaced"]) == 1
+    # stuck Pending past the delay: withdrawn and placed elsewhere
+    clock.advance(121)
+    other = {"alpha": "beta", "beta": "alpha"}[first]
+    wait_for(lambda: _placed(env, fits) == other, what="rescheduled")
+    reasons = [e[1] for e in _events(env, fits)]
+    assert reasons[:2] == ["Placed", "Rescheduled"] and reasons.count("Placed") == 2
+    assert [e for e in _events(env, fits) if e[1] == "Rescheduled"][0][2].startswith(f"withdrawn from {first}")
+    # an object placer cannot read: Failed
+    bad = jobset("ev-bad", pods=1, gpus=8)
+    bad["spec"]["replicatedJobs"][0]["replicas"] = "many"
+    env.create(bad)
+    wait_for(lambda: any(e[1] == "Failed" for e in _events(env, bad)), what="Failed event")
+    assert [e for e in _events(env, bad) if e[1] == "Failed"][0][2].startswith("invalid: ")
+    # real kubectl describe on the hub tells it
+    out = subprocess.run([kubectl, "--kubeconfig", str(env.fleet.kubeconfig), "--context", "hub", "-n", STAGING,
+                          "describe", "jobsets.jobset.x-k8s.io", "ev-fits"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "Placed" in out.stdout and "Rescheduled" in out.stdout and f"withdrawn from {first}" in out.stdout
+
+
+def test_placed_condition_on_an_unplaced_object_whose_status_keeps_conditions(env):
+    d = env.daemon()
+    big = jobset("cond-big", pods=3, gpus=8)
+    env.create(big)
+    res = env.hub.resource_for(big["apiVersion"], big["kind"])
+    env.hub.patch_status(res, "cond-big", {"conditions": [
+        {"type": "Suspended", "status": "True", "reason": "JobSetSuspended", "message": "suspended",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, STAGING)
+    assert d.wait_idle(10)
+    wait_for(lambda: any(c["type"] == "Placed" for c in env.staged(big).get("status", {}).get("conditions", ())),
+             what="Placed condition")
+    [c] = [c for c in env.staged(big)["status"]["conditions"] if c["type"] == "Placed"]
+    assert (c["status"], c["reason"]) == ("False", "Unplaced") and c["message"].startswith("unplaced: ")
+    assert [c["type"] for c in env.staged(big)["status"]["conditions"]] == ["Suspended", "Placed"]
+
+
+def test_priority_class_read_from_the_hub(env):
+    """A staging workload naming a PriorityClass the hub does not have stays unplaced with
+    that reason; once the class exists, it is placed with the class's value."""
+    clock = FakeClock()
+    d = env.daemon(clock=clock)
+    job = jobset("prio", pods=1, gpus=8)
+    job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["priorityClassName"] = "team-high"
+    env.create(job)
+    assert d.wait_idle(10)
+    msg = env.annotations(job)[D.ANN_MESSAGE]
+    assert "priorityClassName 'team-high': no such PriorityClass" in msg and _placed(env, job) is None
+    env.hub.create("priorityclasses.scheduling.k8s.io", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                                          "metadata": {"name": "team-high"}, "value": 500})
+    clock.advance(31)
+    wait_for(lambda: _placed(env, job) is not None, what="placed once the class exists")
 
 
 def test_a_pin_survives_an_unplaced_round_and_is_never_moved(env):

@@ -12,7 +12,7 @@ import importlib
 from .common import app, main  # noqa: F401
 
 # Command modules register themselves on `app` when imported.
-for _name in ("describe", "catalog", "plan", "clusters", "submit", "daemon", "get", "delete"):
+for _name in ("describe", "catalog", "plan", "clusters", "submit", "daemon", "get", "delete", "version"):
     try:
         importlib.import_module(f"{__name__}.{_name}")
     except ModuleNotFoundError as e:  # a command not built yet

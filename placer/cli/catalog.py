@@ -8,9 +8,10 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from ..catalog import load_catalog, load_definition_file
+from ..catalog import load_catalog, validate_path
 from ..errors import PlacerError
-from .common import CATALOG_HELP, app, check_output, emit, err, out, run
+from .common import CATALOG_HELP, app, err, out, run
+from .output import OUTPUT_HELP, emit, parse_output
 
 catalog_app = typer.Typer(no_args_is_help=True, help="Workload definitions: list, validate, apply.")
 app.add_typer(catalog_app, name="catalog")
@@ -18,15 +19,16 @@ app.add_typer(catalog_app, name="catalog")
 
 @catalog_app.command("list")
 def list_(catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
-          output: str = typer.Option("table", "-o", "--output", help="table, json or yaml")) -> None:
+          output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP)) -> None:
     """Every apiVersion/kind placer understands, with the definition and file that serve it."""
     def go() -> None:
-        check_output(output)
+        fmt = parse_output(output)
         cat = load_catalog(catalog)
         rows = [{"apiVersion": api, "kind": kind, "definition": cat.lookup(api, kind).name,
                  "source": cat.lookup(api, kind).source} for api, kind in cat.kinds()]
-        if output != "table":
-            emit(rows, output)
+        if not fmt.tabular:
+            emit(rows, fmt, names=[f"workloaddefinition.placer.dev/{n}"
+                                   for n in dict.fromkeys(r["definition"] for r in rows)])
             return
         table = Table("APIVERSION", "KIND", "DEFINITION", "SOURCE", box=None)
         for r in rows:
@@ -37,15 +39,16 @@ def list_(catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
 
 
 @catalog_app.command()
-def validate(files: List[Path] = typer.Argument(..., help="Definition files to check.")) -> None:
+def validate(files: List[Path] = typer.Argument(..., help="Definition files (plain or WorkloadDefinition "
+                                                    "objects), companions.yaml, or directories of them.")) -> None:
     """Check definition files: schema, and that every jq expression compiles.
     Errors read `file: path.to.field: message`; exit 2 if any file is invalid."""
     def go() -> None:
         failed = 0
         for f in files:
             try:
-                defs = load_definition_file(f)
-                out.print(f"{f}: ok ({', '.join(d.name for d in defs) or 'no definitions'})")
+                for name, holds in validate_path(f):
+                    out.print(f"{name}: ok ({holds})", markup=False, highlight=False)
             except PlacerError as e:
                 failed += 1
                 err.print(f"error: {e}", markup=False, highlight=False)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from enum import Enum
 from typing import Any, List, Optional
 
 import typer
@@ -13,12 +11,8 @@ from rich.table import Table
 from ..fleet import Cluster
 from ..inventory import ClusterSummary, summarize
 from .common import app, err, out, run
+from .output import OUTPUT_HELP, emit, parse_output
 from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
-
-
-class ClustersOutput(str, Enum):
-    table = "table"
-    json = "json"
 
 
 @app.command()
@@ -27,29 +21,37 @@ def clusters(
     kubeconfig: Optional[str] = kubeconfig_option(),
     context: List[str] = context_option(),
     all_contexts: bool = all_contexts_option(),
-    output: ClustersOutput = typer.Option(ClustersOutput.table, "-o", "--output"),
+    output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
+    svg: Optional[str] = typer.Option(None, "--svg", help="Also draw each cluster's nodes and GPUs as an SVG file."),
 ) -> None:
     """Per cluster: reachable or why not, nodes ready/total, GPUs allocatable/free,
     the largest free GPU block on one node, GPU products."""
-    summaries = run(lambda: cluster_summaries(clusters_file, kubeconfig, context, all_contexts))
-    if output is ClustersOutput.json:
-        out.print_json(json.dumps({"clusters": [s.to_json() for s in summaries]}))
+    fmt = run(lambda: parse_output(output))
+    snapshots = run(lambda: cluster_snapshots(clusters_file, kubeconfig, context, all_contexts))
+    summaries = [summarize(c, source) for c, source in snapshots]
+    if fmt.tabular:
+        out.print(render_table(summaries, wide=fmt.wide))
     else:
-        out.print(render_table(summaries))
+        emit({"clusters": [s.to_json() for s in summaries]}, fmt, names=[f"cluster/{s.name}" for s in summaries])
+    if svg:
+        from ..fleet import Fleet
+        from .picture import fleet_svg
+        run(lambda: fleet_svg(Fleet(tuple(c for c, _ in snapshots)), None, svg, title="placer clusters"))
+        err.print(f"wrote {escape(svg)}", style="dim")
 
 
 def cluster_summaries(clusters_file: str | None, kubeconfig: str | None, contexts: List[str] | None = None,
                       all_contexts: bool = False) -> list[ClusterSummary]:
     """Live clusters inventoried concurrently, simulated ones from the file, in file order."""
+    return [summarize(c, source) for c, source in cluster_snapshots(clusters_file, kubeconfig, contexts, all_contexts)]
+
+
+def cluster_snapshots(clusters_file: str | None, kubeconfig: str | None, contexts: List[str] | None = None,
+                      all_contexts: bool = False) -> list[tuple[Cluster, str]]:
+    """Each cluster's snapshot and whether it is live or simulated, in file order."""
     entries = resolve(clusters_file, kubeconfig, contexts, all_contexts).clusters
-    live = _live_with_reserved(entries, kubeconfig)
-    result = []
-    for e in entries:
-        if e.context:
-            result.append(summarize(live[e.name], "live"))
-        else:
-            result.append(summarize(_simulated(e), "simulated"))
-    return result
+    live = _live_with_reserved(entries, kubeconfig) if any(e.context for e in entries) else {}
+    return [(live[e.name], "live") if e.context else (_simulated(e), "simulated") for e in entries]
 
 
 def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str, Cluster]:
@@ -75,16 +77,17 @@ def _simulated(entry: Any) -> Cluster:
     return simulated_cluster(entry)
 
 
-def render_table(summaries: list[ClusterSummary]) -> Table:
+def render_table(summaries: list[ClusterSummary], *, wide: bool = False) -> Table:
     t = Table(box=None, pad_edge=False)
-    for col in ("CLUSTER", "SOURCE", "STATUS", "NODES", "GPUS FREE/ALLOC", "LARGEST BLOCK",
-                "RESERVED", "GPU PRODUCTS"):
+    cols = ["CLUSTER", "SOURCE", "STATUS", "NODES", "GPUS FREE/ALLOC", "LARGEST BLOCK", "RESERVED", "GPU PRODUCTS"]
+    for col in cols + (["CONTEXT", "LABELS"] if wide else []):
         t.add_column(col, no_wrap=col != "STATUS")
     for s in summaries:
+        extra = [s.context or "-", escape(",".join(f"{k}={v}" for k, v in s.labels.items())) or "-"] if wide else []
         if not s.reachable:
-            t.add_row(s.name, s.source, f"[red]{escape(s.error or '')}[/red]", "-", "-", "-", "-", "-")
+            t.add_row(s.name, s.source, f"[red]{escape(s.error or '')}[/red]", "-", "-", "-", "-", "-", *extra)
             continue
         t.add_row(s.name, s.source, "[green]ok[/green]", f"{s.nodes_ready}/{s.nodes_total}",
                   f"{s.gpus_free}/{s.gpus_allocatable}", str(s.largest_free_block),
-                  str(s.reserved_gpus), escape(", ".join(s.gpu_products)) or "-")
+                  str(s.reserved_gpus), escape(", ".join(s.gpu_products)) or "-", *extra)
     return t

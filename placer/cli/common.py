@@ -10,11 +10,33 @@ import traceback
 from typing import Callable, TypeVar
 
 import typer
+import typer.core
 from rich.console import Console
 
 from ..errors import PlacerError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+
+class _Root(typer.core.TyperGroup):
+    """The root command group: `--debug` is accepted anywhere on the line (kubectl's global
+    flags are), by moving it in front of the subcommand before click parses."""
+
+    def parse_args(self, ctx, args):
+        head, sep, tail = (args[:args.index("--")], ["--"], args[args.index("--") + 1:]) if "--" in args \
+            else (list(args), [], [])
+        if "--debug" in head:
+            head = ["--debug"] + [a for a in head if a != "--debug"]
+        command = next((a for a in head if not a.startswith("-")), None)
+        if command in VALUED_DRY_RUN:               # kubectl's bare --dry-run means --dry-run=client
+            head = ["--dry-run=client" if a == "--dry-run" else a for a in head]
+        return super().parse_args(ctx, head + sep + tail)
+
+
+# commands whose --dry-run takes kubectl's optional value (none|client|server)
+VALUED_DRY_RUN = ("submit", "plan")
+
+
+app = typer.Typer(cls=_Root, no_args_is_help=True,
                   help="Gang-aware multi-cluster placement of GPU AI workloads on Kubernetes.")
 # Piped output is read by people too (CI logs, less): don't crop it to 80 columns.
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -25,8 +47,17 @@ _state = {"debug": False}
 T = TypeVar("T")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from ..versions import version_line
+        print(version_line())
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors (anywhere on the line)."),
+          version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                       help="Print versions and exit.")) -> None:
     _state["debug"] = debug or bool(os.environ.get("PLACER_DEBUG"))
 
 
@@ -44,7 +75,9 @@ def run(fn: Callable[[], T]) -> T:
 
 
 def main() -> None:
-    app()
+    # run as kubectl's plugin (`kubectl placer ...` execs kubectl-placer): help says so
+    plugin = os.path.basename(sys.argv[0] or "") == "kubectl-placer"
+    app(prog_name="kubectl placer" if plugin else None)
 
 
 # --- options and helpers shared by commands ----------------------------------------
@@ -82,9 +115,8 @@ def check_number(option: str, value: float | int | None, *, minimum: float = 0, 
 
 
 def check_output(output: str, allowed: tuple[str, ...] = ("table", "json", "yaml")) -> str:
-    if output not in allowed:
-        from ..errors import InputError
-        raise InputError(f"-o {output}: expected one of {', '.join(allowed)}")
+    from .output import parse_output
+    parse_output(output, allowed)
     return output
 
 

@@ -7,7 +7,9 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError
-from .common import CATALOG_HELP, FILES_HELP, app, emit, err, out, run
+from .common import CATALOG_HELP, FILES_HELP, app, err, out, run
+from .output import emit as emit_as
+from .output import parse_output
 from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
 
 
@@ -17,7 +19,7 @@ def delete(
     files: List[str] = typer.Option([], "-f", "--filename", help=FILES_HELP),
     namespace: Optional[str] = typer.Option(None, "-n", "--namespace", help="Namespace (default: default)."),
     ignore_not_found: bool = typer.Option(False, "--ignore-not-found", help="Exit 0 when nothing was placed."),
-    output: str = typer.Option("table", "-o", "--output", help="table or json"),
+    output: str = typer.Option("table", "-o", "--output", help="table, json, yaml, name or jsonpath=TEMPLATE"),
     clusters_file: Optional[str] = clusters_option(),
     kubeconfig: Optional[str] = kubeconfig_option(),
     context: List[str] = context_option(),
@@ -35,8 +37,6 @@ def delete(
         from ..registry import with_fleet_definitions
         from ..remove import delete_placed, refs_in_files
 
-        if output not in ("table", "json"):
-            raise InputError(f"-o {output}: expected one of table, json")
         if bool(what) == bool(files):
             raise InputError("give either -f FILE|DIR or TYPE/NAME")
         if files:
@@ -66,11 +66,16 @@ def delete(
         finally:
             kube.close()
 
+    fmt = run(lambda: parse_output(output, ("table", "json", "yaml", "name", "jsonpath")))
     result = run(go)
     for name, why in result.unreachable.items():
         err.print(f"warning: {name}: {why} (not checked)", markup=False, highlight=False)
-    if output == "json":
-        emit(result.to_dict(), "json")
+    if fmt.format in ("json", "yaml", "jsonpath"):
+        emit_as(result.to_dict(), fmt)
+    elif fmt.format == "name":                     # kubectl's kind/name ("Kind ns/name" -> "kind/name")
+        for d in result.deleted:
+            kind, _, where = d.ref.partition(" ")
+            out.print(f"{kind.lower()}/{where.rpartition('/')[2]}", markup=False, highlight=False)
     else:
         for d in result.deleted:
             out.print(f"{d.ref} deleted from {d.cluster}", markup=False, highlight=False)

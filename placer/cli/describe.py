@@ -9,15 +9,20 @@ import typer
 from .. import api
 from ..describe import workload_json, workload_tree
 from ..errors import InputError
-from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, gpu_resources, out, run
+from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, gpu_resources, out, run
+from .output import emit, parse_output, resource_name
 
 
 @app.command()
 def describe(
-    ref: Optional[str] = typer.Argument(None, metavar="[KIND/NAME]", help="A live object, as kubectl names it."),
+    ref: Optional[str] = typer.Argument(None, metavar="[KIND/NAME | KIND NAME]",
+                                        help="A live object, as kubectl names it."),
+    name: Optional[str] = typer.Argument(None, hidden=True),
     files: List[str] = typer.Option([], "-f", "--filename", help=FILES_HELP),
-    output: str = typer.Option("table", "-o", "--output", help="table, json or yaml"),
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    output: str = typer.Option("table", "-o", "--output", help="table, json, yaml, name or jsonpath=TEMPLATE"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
+                                            help="Namespace of the live object; with -f, the objects' namespace "
+                                                 "(an object in another namespace is an error, as kubectl)."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (live describe)"),
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig"),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
@@ -25,18 +30,30 @@ def describe(
 ) -> None:
     """Describe workloads: components, instances, pods, per-pod requests, GPUs, gangs, phase."""
     def go() -> None:
-        check_output(output)
-        if bool(ref) == bool(files):
-            raise InputError("give either -f FILE... or KIND/NAME")
+        fmt = parse_output(output, ("table", "json", "yaml", "name", "jsonpath"))
+        target = live_ref(ref, name)
+        if bool(target) == bool(files):
+            raise InputError("give either -f FILE... or KIND/NAME (or KIND NAME)")
         if files:
-            items = [(w, None) for w in api.describe_files(files, catalog_dirs=catalog,
+            items = [(w, None) for w in api.describe_files(files, catalog_dirs=catalog, namespace=namespace,
                                                               gpu_resources=gpu_resources(gpu))]
         else:
-            items = [api.describe_live(ref, namespace=namespace, context=context, kubeconfig=kubeconfig,
+            items = [api.describe_live(target, namespace=namespace, context=context, kubeconfig=kubeconfig,
                                        catalog_dirs=catalog, gpu_resources=gpu_resources(gpu))]
-        if output == "table":
+        if fmt.tabular:
             for w, pods in items:
                 out.print(workload_tree(w, pods))
         else:
-            emit([workload_json(w, pods) for w, pods in items], output)
+            emit([workload_json(w, pods) for w, pods in items], fmt,
+                 names=(resource_name(w.obj or {"apiVersion": w.api_version, "kind": w.kind,
+                                                 "metadata": {"name": w.name}}) for w, _ in items))
     run(go)
+
+
+def live_ref(ref: str | None, name: str | None) -> str | None:
+    """kubectl's two spellings of one object: `TYPE/NAME` and `TYPE NAME`."""
+    if name is None:
+        return ref
+    if ref and "/" in ref:
+        raise InputError(f"give {ref} or {ref.split('/')[0]} {name}, not both forms at once")
+    return f"{ref}/{name}"

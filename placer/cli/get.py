@@ -10,10 +10,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InputError
-from .common import CATALOG_HELP, app, emit, err, out, run
+from .common import CATALOG_HELP, app, err, out, run
+from .output import OUTPUT_HELP, parse_output
+from .output import emit as emit_as
 from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
 
-OUTPUTS = ("table", "wide", "json", "yaml", "name")
+OUTPUTS = ("table", "wide", "json", "yaml", "name", "jsonpath")
 
 
 @app.command()
@@ -23,7 +25,7 @@ def get(
     namespace: Optional[str] = typer.Option(None, "-n", "--namespace", help="Namespace (default: default)."),
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces", help="Every namespace."),
     selector: Optional[str] = typer.Option(None, "-l", "--selector", help="Label selector on the workloads."),
-    output: str = typer.Option("table", "-o", "--output", help="table, wide, json, yaml or name"),
+    output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
     clusters_file: Optional[str] = clusters_option(),
     kubeconfig: Optional[str] = kubeconfig_option(),
     context: List[str] = context_option(),
@@ -40,12 +42,10 @@ def get(
         from ..listing import list_placed
         from ..registry import with_fleet_definitions
 
-        if output not in OUTPUTS:
-            raise InputError(f"-o {output}: expected one of {', '.join(OUTPUTS)}")
         if namespace and all_namespaces:
             raise InputError("give -n NAMESPACE or -A, not both")
         query = Query.parse(what, namespace=None if all_namespaces else (namespace or "default"),
-                            selector=selector, wide=output in ("wide", "json", "yaml"))
+                            selector=selector, wide=fmt.format in ("wide", "json", "yaml", "jsonpath"))
         targets = resolve(clusters_file, kubeconfig, context, all_contexts)
         kube = Kube(kubeconfig)
         try:
@@ -55,20 +55,21 @@ def get(
         finally:
             kube.close()
 
+    fmt = run(lambda: parse_output(output, OUTPUTS))     # one parser, one error text for every command
     rows = run(go)
     warnings = [r for r in rows if r.error is not None]
     placed = [r for r in rows if r.error is None]
     for r in warnings:
         err.print(f"warning: {r.cluster}: {r.error}", markup=False, highlight=False)
-    if output in ("json", "yaml"):
-        emit({"items": [r.to_dict() for r in placed], "unreachable": {r.cluster: r.error for r in warnings}},
-             output)
+    if fmt.format in ("json", "yaml", "jsonpath"):
+        emit_as({"items": [r.to_dict() for r in placed], "unreachable": {r.cluster: r.error for r in warnings}},
+                fmt)
         return
-    if output == "name":
+    if fmt.format == "name":
         for r in placed:
             print(r.name_ref)
         return
-    render(placed, warnings, all_namespaces=all_namespaces, wide=output == "wide")
+    render(placed, warnings, all_namespaces=all_namespaces, wide=fmt.wide)
     if not placed and not warnings:
         err.print("No placed workloads found" + ("" if all_namespaces else f" in {namespace or 'default'} namespace")
                   + ".", markup=False, highlight=False)

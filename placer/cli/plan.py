@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from ..errors import InputError
 from ..plan import Plan
-from .common import (CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, check_output, emit, err, gpu_resources,
-                     out, run)
+from ..preview import dry_run_mode
+from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, err, gpu_resources, out, run
+from .output import OUTPUT_HELP, emit, parse_output
 from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 
 DEFAULT_TIME_LIMIT = 10.0
@@ -27,6 +29,9 @@ MAX_NODES_SHOWN = 4
 class PlanResult:
     plan: Plan
     clusters_source: str
+    fleet: Any = None                    # the snapshot planned against (for the picture)
+    gpus_per_pod: Any = None             # (workload ref, component/instance) -> GPUs per pod
+    gpu_resources: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -37,7 +42,8 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
                contexts: tuple[str, ...] = (), all_contexts: bool = False,
                time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: list[str] | None = None,
                gpu: tuple[str, ...] | None = None, workers: int | None = None,
-               effort: float | None = None, announce=None, progress=None, notice=None) -> PlanResult:
+               effort: float | None = None, announce=None, progress=None, notice=None,
+               namespace: str | None = None) -> PlanResult:
     """Resolve the clusters (one rule for every command), load the files' placement groups
     (with no files: the pending objects of the hub's staging namespace), and plan them on
     the fleet as `submit` sees it: promised capacity counted, workloads already placed set
@@ -59,9 +65,13 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     t = time.monotonic()
     if targets.notice and notice:
         notice(targets.notice)
+    if not files and namespace:
+        raise InputError(f"-n {namespace}: applies to the objects of -f files; the namespace planned without "
+                         "files is the hub's stagingNamespace of the clusters file")
     if not files and targets.hub is None:
-        raise InputError(f"nothing to plan: pass -f FILE, or give the clusters file ({targets.description}) "
-                         "a hub: {context, stagingNamespace} to plan the pending objects of its staging namespace")
+        raise InputError("nothing to plan: pass -f FILE or -f DIR with the workloads to plan. To plan what waits "
+                         "in a hub's staging namespace instead, use a clusters file with a hub: section "
+                         f"(context, stagingNamespace). Clusters in use: {targets.description}.")
     if progress:
         progress("reading workloads")
     catalog = load_catalog(catalog_dirs or ())
@@ -76,7 +86,11 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     t = time.monotonic()
     if files:
         from ..manifests import load_groups
-        groups = load_groups(files, catalog, gpu_resources=gpu)
+        groups = load_groups(files, catalog, gpu_resources=gpu, namespace=namespace,
+                             priority_classes=_cluster_priority_classes(targets, kube, kubeconfig))
+        for note in dict.fromkeys(n for g in groups for n in g.notes):
+            if announce:
+                announce(note)
     else:
         from ..hub import staging_groups
         hub = targets.hub
@@ -108,19 +122,43 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     plan = plan_groups(view, pending, catalog, solve=solve, gpu_resources=gpu, time_limit=left,
                        workers=workers or DEFAULT_WORKERS, effort=effort or DEFAULT_EFFORT, progress=progress)
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
-    return PlanResult(replace(plan, summary=summary), targets.description)
+    per_pod = {(w.ref, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}
+    return PlanResult(replace(plan, summary=summary), targets.description, view.fleet, per_pod, gpu)
+
+
+def _cluster_priority_classes(targets, kube, kubeconfig: str | None):
+    """PriorityClasses and WorkloadPriorityClasses of the hub and the live clusters, when
+    there are any (a simulated fleet has none: classes then come from the files)."""
+    contexts = ([targets.hub.context] if targets.hub else []) + [e.context for e in targets.live]
+    if not contexts:
+        return None
+    from ..kube import Kube
+    from ..priority import read_classes
+
+    own = kube is None
+    kube = kube or Kube(kubeconfig)
+    try:
+        return read_classes(kube, contexts)
+    finally:
+        if own:
+            kube.close()
 
 
 @app.command()
 def plan(
     files: List[str] = typer.Option([], "-f", "--filename", help=FILES_HELP),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Only plan (placer plan never changes a cluster)."),
+    dry_run: Optional[str] = typer.Option(None, "--dry-run", metavar="[=client|server]",
+                                          help="Only plan (placer plan never changes a cluster)."),
     clusters: Optional[str] = clusters_option(),
     kubeconfig: Optional[str] = kubeconfig_option(),
     context: List[str] = context_option(),
     all_contexts: bool = all_contexts_option(),
     time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Wall-clock bound on the whole plan, seconds: reading, solving and explaining (a search it cuts short is flagged timeLimitHit)."),
-    output: str = typer.Option("table", "-o", "--output", help="table, json or yaml"),
+    output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
+                                            help="Namespace for objects of the files that name none "
+                                                 "(an object in another namespace is an error, as kubectl)."),
+    svg: Optional[str] = typer.Option(None, "--svg", help="Also draw the plan as an SVG picture in this file."),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", help="Solver threads (the plan does not depend on it)."),
@@ -131,11 +169,11 @@ def plan(
     """Plan where each workload of the files would go; print the placements, and for what
     cannot be placed the reason per cluster. Exit 0 when everything is placed, 3 when
     something is unplaced, 2 on bad input."""
-    del dry_run  # planning never acts; the flag reads well in scripts and the README
+    run(lambda: dry_run_mode(dry_run))   # planning never acts; the flag reads well in scripts and the README
     tty = sys.stderr.isatty()
+    fmt = run(lambda: parse_output(output))
 
     def go() -> PlanResult:
-        check_output(output)
         status = err.status("planning...") if tty else nullcontext()
         with status as st:
             update = (lambda msg: st.update(escape(msg))) if st is not None else None
@@ -143,16 +181,19 @@ def plan(
                               all_contexts=all_contexts, time_limit=time_limit,
                               notice=lambda m: err.print(f"note: {m}", markup=False, highlight=False),
                               catalog_dirs=catalog, gpu=gpu_resources(gpu),
-                              workers=workers, effort=effort,
+                              workers=workers, effort=effort, namespace=namespace,
                               announce=lambda m: err.print(escape(m), style="dim"), progress=update)
 
     result = run(go)
     t = time.monotonic()
-    if output == "table":
-        out.print(render_table(result.plan))
+    if fmt.tabular:
+        out.print(render_table(result.plan, wide=fmt.wide, width=out.width))
         out.print(summary_line(result.plan))
     else:
-        emit(result.plan.to_dict(), output)
+        emit(result.plan.to_dict(), fmt, names=plan_names(result.plan))
+    if svg:
+        run(lambda: write_plan_svg(result, svg))
+        err.print(f"wrote {escape(svg)}", style="dim")
     if timings:
         phases = {**result.plan.summary.timings, "render": time.monotonic() - t}
         print("timings: " + " ".join(f"{k}={v:.3f}s" for k, v in phases.items()), file=sys.stderr)
@@ -165,17 +206,54 @@ def _nodes_text(nodes) -> str:
     return shown + (f" +{len(names) - MAX_NODES_SHOWN} more" if len(names) > MAX_NODES_SHOWN else "")
 
 
-def render_table(p: Plan) -> Table:
-    t = Table(box=None, pad_edge=False)
-    for col in ("WORKLOAD", "KIND", "GPUS", "CLUSTER", "NODES (pods) / WHY NOT"):
-        t.add_column(col, no_wrap=col != "NODES (pods) / WHY NOT")
-    for pl in p.placements:
-        t.add_row(escape(pl.workload), pl.kind, str(pl.gpus), f"[green]{escape(pl.cluster)}[/green]",
-                  escape(_nodes_text(pl.nodes)))
-    for u in p.unplaced:
-        why = "\n".join(f"{c}: {r.render()}" for c, r in u.reasons.items()) or "no clusters"
-        t.add_row(escape(u.workload), u.kind, str(u.gpus), "[red]unplaced[/red]", escape(why))
-    return t
+def render_table(p: Plan, *, wide: bool = False, width: int | None = None) -> Text:
+    """One row per workload (`wide`: its group and nodes too); the reasons of an unplaced
+    workload each on their own indented lines under its row, wrapped to `width`, so that
+    an 80-column terminal reads as well as a wide one."""
+    members: dict[str, list[str]] = {}
+    for r in (*p.placements, *p.unplaced):
+        members.setdefault(r.group, []).append(r.workload)
+    head = ["WORKLOAD", "KIND", "GPUS", "CLUSTER"] + (["GROUP", "NODES (pods)"] if wide else [])
+    rows = [[pl.workload, pl.kind, str(pl.gpus), pl.cluster]
+            + ([pl.group, _nodes_text(pl.nodes)] if wide else []) for pl in p.placements]
+    rows += [[u.workload, u.kind, str(u.gpus), "unplaced"] + ([u.group, "-"] if wide else []) for u in p.unplaced]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    width = width or 200
+    text = Text(no_wrap=False)
+    text.append(_line(head, widths).rstrip() + "\n", style="bold")
+    for pl, row in zip(p.placements, rows):
+        text.append(_line(row[:3], widths) + "   ")
+        text.append(row[3].ljust(widths[3]) if wide else row[3], style="green")
+        text.append(("   " + _line(row[4:], widths[4:]) if wide else "").rstrip() + "\n")
+    for u, row in zip(p.unplaced, rows[len(p.placements):]):
+        text.append(_line(row[:3], widths) + "   ")
+        text.append(row[3], style="red")
+        text.append(("   " + " " * (widths[3] - len(row[3])) + _line(row[4:], widths[4:]) if wide else "").rstrip()
+                    + "\n")
+        why = [f"{c}: {r.render()}" for c, r in u.reasons.items()] or ["no clusters to place on"]
+        others = [w for w in members.get(u.group, ()) if w != u.workload]
+        if others:
+            why.insert(0, f"group {u.group}, placed all or nothing with {', '.join(others)}")
+        for line in why:
+            text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
+                                      subsequent_indent="      ", break_on_hyphens=False) + "\n", style="dim"
+                        if line.startswith("group ") else None)
+    return text
+
+
+def _line(cells: list[str], widths: list[int]) -> str:
+    return "   ".join(c.ljust(w) for c, w in zip(cells, widths))
+
+
+def plan_names(p: Plan) -> list[str]:
+    """`-o name`: each planned workload as kind/name, as kubectl names objects."""
+    return [f"{r.kind.lower()}/{r.workload.rpartition('/')[2]}" for r in (*p.placements, *p.unplaced)]
+
+
+def write_plan_svg(result: PlanResult, path: str) -> None:
+    from .picture import fleet_svg
+    fleet_svg(result.fleet, result.plan, path, title=f"placer plan, on {result.clusters_source}",
+              gpus_per_pod=result.gpus_per_pod, resources=result.gpu_resources)
 
 
 def summary_line(p: Plan) -> str:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
+import yaml
 from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InputError
+from ..preview import dry_run_mode
 from ..submit import DEFAULT_TIME_LIMIT, SubmitResult
+from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
+from .output import OUTPUT_HELP, Output, emit, emit_documents, parse_output
 from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
-from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_output, emit, err, gpu_resources, out, run
 
 
 @app.command()
@@ -22,7 +25,13 @@ def submit(
     kubeconfig: Optional[str] = kubeconfig_option(),
     context: List[str] = context_option(),
     all_contexts: bool = all_contexts_option(),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; create nothing."),
+    dry_run: Optional[str] = typer.Option(
+        None, "--dry-run", metavar="[=client|server]",
+        help="Create nothing. client (default): show the plan, or with -o yaml|json the exact objects per "
+             "cluster; server: also have each target API server validate them (server-side dry run)."),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
+                                            help="Namespace for objects of the files that name none "
+                                                 "(an object in another namespace is an error, as kubectl)."),
     replace: bool = typer.Option(False, "--replace", help="Move a placed workload whose new version no longer "
                                  "fits where it lives: delete it there and place it anew."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Place everything on this cluster."),
@@ -30,7 +39,7 @@ def submit(
     skip_unreachable: bool = typer.Option(
         False, "--skip-unreachable",
         help="Place on the reachable clusters even when some cannot be checked for copies already placed."),
-    output: str = typer.Option("table", "-o", "--output", help="table or json"),
+    output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
 ) -> None:
@@ -47,28 +56,77 @@ def submit(
         from ..submit import check_cluster
         from ..submit import submit as do_submit
 
-        check_output(output, ("table", "json"))
         if time_limit <= 0:
             raise InputError(f"--time-limit {time_limit}: must be positive")
         expand_paths(files)                                # bad paths fail before the slow parts
-        entries = resolve(clusters_file, kubeconfig, context, all_contexts).clusters
-        check_cluster(cluster, entries)
+        entries = seen["entries"] = resolve(clusters_file, kubeconfig, context, all_contexts).clusters
+        check_cluster(cluster, entries, dry_run=mode is not None)
         kube = Kube(kubeconfig)
         try:
             cat = with_fleet_definitions(load_catalog(catalog), kube, [e.context for e in entries if e.context],
                                          _warn)
             return do_submit(files, entries=entries, catalog=cat, kube=kube,
-                             dry_run=dry_run, cluster=cluster, time_limit=time_limit, replace=replace,
+                             dry_run=mode is not None, cluster=cluster, time_limit=time_limit, replace=replace,
+                             namespace=namespace,
                              skip_unreachable=skip_unreachable, gpu_resources=gpu_resources(gpu),
-                             progress=_progress if output == "table" and sys.stderr.isatty() else None)
+                             progress=_progress if fmt.tabular and sys.stderr.isatty() else None)
         finally:
             kube.close()
+    fmt = run(lambda: parse_output(output))
+    mode = run(lambda: dry_run_mode(dry_run))
+    seen: dict[str, Any] = {}                       # the clusters resolved once, for the preview too
     result = run(go)
-    if output == "json":
-        emit(result.to_dict(), "json")
-    else:
+    if mode is not None and not fmt.tabular:
+        raise typer.Exit(run(lambda: show_preview(result, mode, fmt, seen["entries"], kubeconfig, catalog)))
+    if fmt.tabular:
         render(result)
+    else:
+        emit(result.to_dict(), fmt, names=[_name_of(o) for c in result.created for o in c.objects])
     raise typer.Exit(result.exit_code)
+
+
+def show_preview(result: SubmitResult, mode: str, fmt: Output, entries: list[Any],
+                 kubeconfig: str | None, catalog: list[str]) -> int:
+    """`--dry-run[=client|server] -o yaml|json|name`: the objects per cluster, exactly as they
+    would be created (server: as the API server answered the dry run): YAML documents after
+    a `# cluster:` line; in JSON, the submit report with `objects: {cluster: [...]}`. The exit code."""
+    from ..catalog import load_catalog
+    from ..kube import Kube
+    from ..preview import Preview, preview_objects, server_dry_run
+
+    objects = preview_objects(result.plan, result.groups, entries, load_catalog(catalog),
+                              result.plan_id) if result.plan else {}
+    preview = Preview(objects)
+    if mode == "server" and objects:
+        kube = Kube(kubeconfig)
+        try:
+            preview = server_dry_run(kube, entries, objects)
+        finally:
+            kube.close()
+    items = [o for objs in preview.objects.values() for o in objs]
+    if fmt.format == "yaml":
+        for cluster, objs in preview.objects.items():
+            for o in objs:
+                sys.stdout.write(f"---\n# cluster: {cluster}\n" + yaml.safe_dump(o, sort_keys=False))
+    elif fmt.format in ("json", "jsonpath"):          # the submit report, with the objects per cluster
+        emit({**result.to_dict(), "objects": {c: list(objs) for c, objs in preview.objects.items()}}, fmt)
+    else:
+        emit_documents(items, fmt)
+    for cluster, why in preview.not_validated.items():
+        _warn(f"{cluster}: {why}; objects not validated")
+    for cluster, refused in preview.refused.items():
+        for ref, why in refused.items():
+            err.print(f"error: {cluster}: {ref}: {why}", markup=False, highlight=False)
+    for u in result.plan.unplaced if result.plan else ():
+        first = next(iter(u.reasons.items()), None)
+        _warn(f"{u.workload} unplaced" + (f": {first[0]}: {first[1].render()}" if first else ""))
+    return 1 if not preview.ok else result.exit_code
+
+
+def _name_of(ref: str) -> str:
+    """`Kind ns/name` -> kubectl's `kind/name`."""
+    kind, _, where = ref.partition(" ")
+    return f"{kind.lower()}/{where.rpartition('/')[2]}"
 
 
 def _warn(message: str) -> None:

@@ -1,0 +1,135 @@
+"""`-o/--output` for every command, as kubectl spells it.
+
+`table` (default), `wide`, `json`, `yaml`, `name` and `jsonpath=TEMPLATE` (kubectl's
+template form: text with `{.path}` expressions, each replaced by its values joined by
+spaces). One parser and one error text for every command; a command lists which of these
+it offers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+from ..errors import InputError
+
+ALL = ("table", "wide", "json", "yaml", "name", "jsonpath")
+OUTPUT_HELP = "Output format: table, wide, json, yaml, name or jsonpath=TEMPLATE (as kubectl)."
+
+
+@dataclass(frozen=True)
+class Output:
+    format: str                       # one of ALL
+    template: str = ""                # for jsonpath
+
+    @property
+    def tabular(self) -> bool:
+        return self.format in ("table", "wide")
+
+    @property
+    def wide(self) -> bool:
+        return self.format == "wide"
+
+
+def parse_output(value: str | None, allowed: Sequence[str] = ALL) -> Output:
+    """`-o VALUE` -> Output; an unknown or unsupported format is one error text everywhere."""
+    value = (value or "table").strip()
+    fmt, _, template = value.partition("=")
+    if fmt in ("jsonpath", "jsonpath-as-json") and template:
+        fmt = "jsonpath"
+    if fmt == "jsonpath" and not template:
+        raise InputError("-o jsonpath: give a template, e.g. -o jsonpath='{.summary.placed}'")
+    if fmt not in allowed or (fmt != "jsonpath" and template):
+        offered = ", ".join("jsonpath=TEMPLATE" if f == "jsonpath" else f for f in allowed)
+        raise InputError(f"-o {value}: unknown output format; this command offers {offered}")
+    if fmt == "jsonpath":
+        compile_template(template)               # a bad template fails before any work
+    return Output(fmt, template)
+
+
+# --- jsonpath templates (kubectl's `{.a.b[*].c}` inside free text) ----------------------
+
+_EXPR = re.compile(r"\{([^{}]*)\}")
+
+
+def compile_template(template: str) -> list[tuple[str, Any]]:
+    """The template as parts: ("text", str) or ("path", compiled jsonpath)."""
+    from jsonpath_ng.ext import parse
+
+    parts: list[tuple[str, Any]] = []
+    pos = 0
+    for m in _EXPR.finditer(template):
+        parts.append(("text", _unescape(template[pos:m.start()])))
+        expr = m.group(1).strip()
+        if expr.startswith(("range", "end")):
+            raise InputError(f"-o jsonpath: {{{expr}}}: range/end is not supported; use -o json with jq")
+        path = "$" + (expr[1:] if expr.startswith("$") else (expr if expr.startswith((".", "[")) else "." + expr))
+        try:
+            parts.append(("path", parse(path)))
+        except Exception as e:          # JsonPathLexerError, JsonPathParserError, and plain ones
+            raise InputError(f"-o jsonpath: cannot parse {{{expr}}}: {e}") from None
+        pos = m.end()
+    parts.append(("text", _unescape(template[pos:])))
+    if not any(kind == "path" for kind, _ in parts) and "{" in template:
+        raise InputError(f"-o jsonpath: unbalanced braces in {template!r}")
+    return parts
+
+
+def _unescape(text: str) -> str:
+    return text.replace("\\n", "\n").replace("\\t", "\t")
+
+
+def render_jsonpath(data: Any, template: str) -> str:
+    out = []
+    for kind, part in compile_template(template):
+        if kind == "text":
+            out.append(part)
+            continue
+        values = [m.value for m in part.find(data)]
+        out.append(" ".join(v if isinstance(v, str) else json.dumps(v) for v in values))
+    return "".join(out)
+
+
+# --- writing -----------------------------------------------------------------------------
+
+def emit(data: Any, output: Output | str, *, names: Iterable[str] = ()) -> None:
+    """Machine-readable output on stdout, exactly as data (no rich markup). `names`: what
+    `-o name` prints, one `type/name` per line."""
+    fmt = output if isinstance(output, Output) else Output(output)
+    if fmt.format == "json":
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif fmt.format == "yaml":
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+    elif fmt.format == "name":
+        for n in names:
+            sys.stdout.write(f"{n}\n")
+    elif fmt.format == "jsonpath":
+        sys.stdout.write(render_jsonpath(data, fmt.template))
+        if sys.stdout.isatty():
+            sys.stdout.write("\n")
+    else:
+        raise ValueError(f"emit: {fmt.format} is a table format")
+
+
+def emit_documents(objects: Sequence[Any], output: Output) -> None:
+    """Kubernetes objects, as kubectl prints several: a v1 List in JSON, `---`-separated YAML."""
+    if output.format == "yaml":
+        sys.stdout.write(yaml.safe_dump_all(list(objects), sort_keys=False))
+    elif output.format == "json":
+        emit({"apiVersion": "v1", "kind": "List", "items": list(objects)}, output)
+    else:
+        emit({"apiVersion": "v1", "kind": "List", "items": list(objects)}, output,
+             names=(resource_name(o) for o in objects))
+
+
+def resource_name(obj: Any) -> str:
+    """kubectl's `-o name`: `kind.group/name` (lowercase kind; core kinds without a group)."""
+    api = str(obj.get("apiVersion") or "")
+    group = api.rpartition("/")[0]
+    kind = str(obj.get("kind") or "").lower()
+    return f"{kind}{'.' + group if group else ''}/{(obj.get('metadata') or {}).get('name')}"

@@ -1,0 +1,147 @@
+"""A picture of the fleet: each cluster's nodes as rows of GPU cells, as an SVG file.
+
+Drawn with rich and exported with `Console(record=True).save_svg`: one cell per GPU,
+grey where bound pods used it before the plan, in the colour of the workload the plan puts
+there, hollow where it stays free; per cluster the free GPUs and the largest free block on
+one node, before and after the plan; unplaced workloads listed with their first reason.
+Fragmentation is then seen, not read about.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Mapping, Sequence
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..fleet import Cluster, Fleet, Node
+from ..plan import Plan
+from ..podspec import DEFAULT_GPU_RESOURCES
+
+USED, FREE = "█", "□"
+PALETTE = ("dodger_blue1", "orange1", "medium_purple1", "spring_green2", "deep_pink2", "gold1",
+           "turquoise2", "salmon1", "chartreuse2", "orchid1", "steel_blue1", "light_goldenrod1")
+MAX_NODES = 48                       # per cluster; the rest are summed up in one line
+WIDTH = 120
+
+
+def _gpus(values: Mapping[str, int], resources: Sequence[str]) -> int:
+    return sum(values.get(r, 0) for r in resources)
+
+
+def node_cells(node: Node, placed: Sequence[tuple[str, int]], resources: Sequence[str]) -> list[str | None]:
+    """One entry per GPU of the node: "" used before the plan, a workload name for GPUs the
+    plan gives it, None for free ones."""
+    total = _gpus(node.allocatable, resources)
+    cells: list[str | None] = [""] * min(total, _gpus(node.used, resources))
+    for workload, n in placed:
+        cells += [workload] * n
+    return (cells + [None] * max(0, total - len(cells)))[:max(total, len(cells))]
+
+
+def _row(name: str, cells: list[str | None], colours: Mapping[str, str], name_width: int) -> Text:
+    row = Text(name.ljust(name_width) + " ", style="bright_black" if not cells else "")
+    for c in cells:
+        if c is None:
+            row.append(FREE, style="green")
+        elif c == "":
+            row.append(USED, style="grey50")
+        else:
+            row.append(USED, style=colours[c])
+    return row
+
+
+def _largest(blocks: Sequence[int]) -> int:
+    return max(blocks, default=0)
+
+
+def cluster_panel(cluster: Cluster, per_node: Mapping[str, list[tuple[str, int]]], colours: Mapping[str, str],
+                  resources: Sequence[str]) -> Panel:
+    if cluster.error:
+        return Panel(Text(cluster.error, style="red"), title=cluster.name, title_align="left")
+    gpu_nodes = [n for n in cluster.nodes if _gpus(n.allocatable, resources)]
+    rows: list[Text] = []
+    before_free, after_free, before_blocks, after_blocks = 0, 0, [], []
+    width = max((len(n.name) for n in gpu_nodes[:MAX_NODES]), default=4)
+    hidden_free = 0
+    for i, node in enumerate(gpu_nodes):
+        cells = node_cells(node, per_node.get(node.name, ()), resources)
+        free_before = cells.count(None) + sum(1 for c in cells if c)
+        free_after = cells.count(None) if node.schedulable else 0
+        free_before = free_before if node.schedulable else 0
+        before_free, after_free = before_free + free_before, after_free + free_after
+        before_blocks.append(free_before)
+        after_blocks.append(free_after)
+        if i < MAX_NODES:
+            rows.append(_row(node.name + ("" if node.schedulable else " (unschedulable)"), cells, colours, width))
+        else:
+            hidden_free += free_after
+    if len(gpu_nodes) > MAX_NODES:
+        rows.append(Text(f"... {len(gpu_nodes) - MAX_NODES} more nodes, {hidden_free} GPUs free on them",
+                         style="bright_black"))
+    if not gpu_nodes:
+        rows.append(Text("no GPU nodes", style="bright_black"))
+    total = sum(_gpus(n.allocatable, resources) for n in gpu_nodes)
+    head = Text(f"GPUs free {before_free} -> {after_free} of {total}; largest free block "
+                f"{_largest(before_blocks)} -> {_largest(after_blocks)}", style="bold")
+    return Panel(Group(head, *rows), title=cluster.name, title_align="left")
+
+
+def placements_by_node(plan: Plan | None, gpus_per_pod: Mapping[tuple[str, str], int]
+                       ) -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """cluster -> node -> [(workload, GPUs the plan puts there)]."""
+    out: dict[str, dict[str, list[tuple[str, int]]]] = {}
+    for pl in plan.placements if plan else ():
+        fallback = pl.gpus // pl.pods if pl.pods else 0
+        for node, per in pl.nodes.items():
+            ident = getattr(pl, "ref", None) or pl.workload
+            n = sum(count * gpus_per_pod.get((ident, inst), fallback) for inst, count in per.items())
+            if n:
+                out.setdefault(pl.cluster, {}).setdefault(node, []).append((pl.workload, n))
+    return out
+
+
+def render(fleet: Fleet, plan: Plan | None, *, title: str,
+           gpus_per_pod: Mapping[tuple[str, str], int] | None = None,
+           resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> Console:
+    """The picture on a recording console (call save_svg or export_svg on it)."""
+    console = Console(record=True, width=WIDTH, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    placed = placements_by_node(plan, gpus_per_pod or {})
+    names = list(dict.fromkeys(p.workload for p in plan.placements)) if plan else []
+    colours = {w: PALETTE[i % len(PALETTE)] for i, w in enumerate(names)}
+    console.print(Text(title, style="bold"))
+    legend = Text()
+    legend.append(USED, style="grey50")
+    legend.append(" in use before  ")
+    legend.append(FREE, style="green")
+    legend.append(" free")
+    console.print(legend)
+    for pl in plan.placements if plan else ():
+        line = Text("  ")
+        line.append(USED * 2, style=colours[pl.workload])
+        line.append(f" {pl.workload} ({pl.kind}, {pl.gpus} GPUs on {pl.cluster}, group {pl.group})")
+        console.print(line, no_wrap=True, overflow="ellipsis")
+    for cluster in fleet.clusters:
+        console.print(cluster_panel(cluster, placed.get(cluster.name, {}), colours, resources))
+    if plan and plan.unplaced:
+        table = Table("UNPLACED", "GPUS", "FIRST REASON", box=None, title_justify="left")
+        for u in plan.unplaced:
+            first = next(iter(u.reasons.items()), None)
+            table.add_row(u.workload, str(u.gpus), f"{first[0]}: {first[1].render()}" if first else "no clusters")
+        console.print(table)
+    return console
+
+
+def fleet_svg(fleet: Fleet, plan: Plan | None, path: str, *, title: str,
+              gpus_per_pod: Mapping[tuple[str, str], int] | None = None,
+              resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> None:
+    from ..errors import InputError
+
+    console = render(fleet, plan, title=title, gpus_per_pod=gpus_per_pod, resources=resources)
+    try:
+        console.save_svg(path, title=title)
+    except OSError as e:
+        raise InputError(f"--svg {path}: cannot write: {e.strerror or e}") from None

@@ -1,0 +1,171 @@
+"""Placement groups from what ties workloads together (issue 12, defect 6): the
+annotation, and companions they share; an unrelated Job in a JobSet's file is its own
+group with its own reasons."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from placer.catalog import load_catalog
+from placer.cli import app
+from placer.manifests import load_groups
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def job(name, gpus=1, ns="ml", pod=None, labels=None, annotations=None):
+    meta = {"name": name, "namespace": ns, **({"annotations": annotations} if annotations else {})}
+    spec = {"restartPolicy": "Never",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "m", "image": "i", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+            **(pod or {})}
+    tmpl = {"spec": spec, **({"metadata": {"labels": labels}} if labels else {})}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {"template": tmpl}}
+
+
+def jobset(name, gpus_per_pod=8, replicas=8, ns="ml"):
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": replicas, "template": {"spec": {
+                "parallelism": 1, "completions": 1, "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [{"name": "m", "image": "i",
+                                    "resources": {"limits": {"nvidia.com/gpu": gpus_per_pod}}}]}}}}}]}}
+
+
+def obj(kind, name, ns="ml", api="v1", **fields):
+    return {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": ns}, **fields}
+
+
+def write(tmp_path: Path, name: str, *docs) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(list(docs)))
+    return str(path)
+
+
+def groups_of(paths, catalog):
+    return {tuple(sorted(w.name for w in g.workloads)): g for g in load_groups(paths, catalog)}
+
+
+@pytest.mark.parametrize("ref,companion", [
+    ({"volumes": [{"name": "v", "configMap": {"name": "shared"}}]}, obj("ConfigMap", "shared")),
+    ({"volumes": [{"name": "v", "projected": {"sources": [{"configMap": {"name": "shared"}}]}}]},
+     obj("ConfigMap", "shared")),
+    ({"containers": [{"name": "m", "image": "i", "env": [{"name": "T", "valueFrom": {
+        "secretKeyRef": {"name": "shared", "key": "t"}}}]}]}, obj("Secret", "shared")),
+    ({"containers": [{"name": "m", "image": "i", "envFrom": [{"secretRef": {"name": "shared"}}]}]},
+     obj("Secret", "shared")),
+    ({"volumes": [{"name": "v", "secret": {"secretName": "shared"}}]}, obj("Secret", "shared")),
+    ({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "shared"}}]},
+     obj("PersistentVolumeClaim", "shared")),
+    ({"serviceAccountName": "shared"}, obj("ServiceAccount", "shared")),
+])
+def test_workloads_sharing_a_companion_form_one_group(tmp_path, catalog, ref, companion):
+    both = write(tmp_path, "both.yaml", job("a", pod=ref), job("b", pod=ref), job("loner"), companion)
+    groups = groups_of([both], catalog)
+    assert set(groups) == {("a", "b"), ("loner",)}
+    assert [c["metadata"]["name"] for c in groups[("a", "b")].companions] == ["shared"]
+    assert groups[("loner",)].companions == ()          # referenced: it does not follow the others
+
+
+def test_a_service_selecting_pods_ties_their_workloads(tmp_path, catalog):
+    svc = obj("Service", "front", spec={"selector": {"app": "llm"}, "ports": [{"port": 80}]})
+    path = write(tmp_path, "svc.yaml", job("a", labels={"app": "llm"}), job("b", labels={"app": "llm"}),
+                 job("c", labels={"app": "other"}), svc)
+    groups = groups_of([path], catalog)
+    assert set(groups) == {("a", "b"), ("c",)}
+    assert [c["kind"] for c in groups[("a", "b")].companions] == ["Service"]
+
+
+def test_companions_tie_through_each_other_and_across_files(tmp_path, catalog):
+    sa = obj("ServiceAccount", "runner")
+    rb = obj("RoleBinding", "runner-rb", api="rbac.authorization.k8s.io/v1",
+             subjects=[{"kind": "ServiceAccount", "name": "runner"}],
+             roleRef={"kind": "Role", "name": "reader", "apiGroup": "rbac.authorization.k8s.io"})
+    role = obj("Role", "reader", api="rbac.authorization.k8s.io/v1", rules=[])
+    one = write(tmp_path, "one.yaml", job("a", pod={"serviceAccountName": "runner"}), sa, rb, role)
+    two = write(tmp_path, "two.yaml", job("b", pod={"serviceAccountName": "runner"}))
+    [g] = load_groups([one, two], catalog)
+    assert sorted(w.name for w in g.workloads) == ["a", "b"]
+    assert sorted(c["kind"] for c in g.companions) == ["Role", "RoleBinding", "ServiceAccount"]
+
+
+def test_companions_in_another_namespace_do_not_tie(tmp_path, catalog):
+    ref = {"volumes": [{"name": "v", "configMap": {"name": "cfg"}}]}
+    path = write(tmp_path, "ns.yaml", job("a", pod=ref, ns="x"), job("b", pod=ref, ns="y"), obj("ConfigMap", "cfg", ns="x"))
+    groups = groups_of([path], catalog)
+    assert set(groups) == {("a",), ("b",)}
+    assert [c["metadata"]["namespace"] for c in groups[("a",)].companions] == ["x"]
+    assert groups[("b",)].companions == ()
+
+
+def test_an_unrelated_job_next_to_a_jobset_is_its_own_group_with_its_own_reasons(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
+    path = write(tmp_path, "mixed.yaml", jobset("giant", replicas=64), job("side", gpus=1))
+    r = runner.invoke(app, ["plan", "-f", path, "-o", "json"])
+    assert r.exit_code == 3, r.output
+    doc = json.loads(r.stdout)
+    assert [p["workload"] for p in doc["placements"]] == ["ml/side"]
+    assert doc["placements"][0]["group"] == f"{path}#ml/side"
+    [u] = doc["unplaced"]
+    assert u["workload"] == "ml/giant" and u["group"] == f"{path}#ml/giant"
+    # before: one all-or-nothing group, and the small Job was unplaced with the JobSet's reasons
+    table = runner.invoke(app, ["plan", "-f", path, "-o", "wide"]).stdout
+    assert f"{path}#ml/side" in table
+
+
+def test_notes_for_unreferenced_companions_reach_the_user(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
+    path = write(tmp_path, "two.yaml", job("a"), job("b"), obj("ConfigMap", "settings"))
+    r = runner.invoke(app, ["plan", "-f", path, "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert "ConfigMap settings" in r.stderr and "referenced by no workload" in r.stderr
+    assert len({p["group"] for p in json.loads(r.stdout)["placements"]}) == 2
+
+
+def test_a_shared_companion_is_applied_by_each_group_on_one_cluster(fresh_fleet, tmp_path, catalog):
+    """Two groups bringing the same unreferenced ConfigMap to one cluster: both are created,
+    the second does not refuse the ConfigMap as someone else's."""
+    from placer.kube import Kube
+    from placer.submit import submit
+    from tests.kubeapi.builders import gpu_node
+
+    fresh_fleet["alpha"].seed([gpu_node("a0")])
+    path = write(tmp_path, "two.yaml", job("a", ns="shared-cm"), job("b", ns="shared-cm"),
+                 obj("ConfigMap", "settings", ns="shared-cm", data={"k": "v"}))
+    kube = Kube(str(fresh_fleet.kubeconfig))
+    result = submit([path], entries=[{"name": "alpha", "context": "alpha"}], catalog=catalog, kube=kube)
+    assert result.failed == () and len(result.created) == 2, result
+    client = kube.client("alpha")
+    assert client.get("configmaps", "settings", "shared-cm")["data"] == {"k": "v"}
+    assert {client.get("jobs", n, "shared-cm")["metadata"]["name"] for n in ("a", "b")} == {"a", "b"}
+
+
+def test_a_malformed_selector_ties_nothing(tmp_path, catalog):
+    svc = obj("Service", "odd", spec={"selector": {"app": ["llm"]}})
+    path = write(tmp_path, "odd.yaml", job("a", labels={"app": "llm"}), job("b", labels={"app": "llm"}), svc)
+    assert set(groups_of([path], catalog)) == {("a",), ("b",)}
+
+
+def test_grouping_scales_with_labels_not_services_times_workloads(tmp_path, catalog):
+    """2,000 Jobs, 200 Services and 200 ConfigMaps: 200 groups of 10, each with its two companions."""
+    docs = []
+    for i in range(2000):
+        docs.append(job(f"j{i}", labels={"app": f"a{i % 200}"},
+                        pod={"volumes": [{"name": "v", "configMap": {"name": f"cm{i % 200}"}}]}))
+    for k in range(200):
+        docs += [obj("ConfigMap", f"cm{k}"), obj("Service", f"s{k}", spec={"selector": {"app": f"a{k}"}})]
+    groups = load_groups([write(tmp_path, "many.yaml", *docs)], catalog)
+    assert len(groups) == 200 and all(len(g.workloads) == 10 and len(g.companions) == 2 for g in groups)
