@@ -162,7 +162,22 @@ def _let_names(lets: dict[str, str]) -> dict[str, str]:
     for name in lets:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in RESERVED_VARS:
             raise ValueError(f"let name {name!r} must be an identifier other than {', '.join(sorted(RESERVED_VARS))}")
-    return lets
+    return _by_dependency(lets)
+
+
+def _by_dependency(lets: dict[str, str]) -> dict[str, str]:
+    """The lets in an order where each comes after the lets it uses, else as written. A
+    definition stored in the cluster (WorkloadDefinition) comes back with its keys sorted
+    (the API server keeps objects as Go maps), so the written order cannot be relied on."""
+    uses = {n: {m for m in lets if m != n and re.search(rf"\${m}\b", str(e))} for n, e in lets.items()}
+    ordered: dict[str, str] = {}
+    while len(ordered) < len(lets):
+        ready = next((n for n in lets if n not in ordered and uses[n] <= ordered.keys()), None)
+        if ready is None:
+            cycle = sorted(n for n in lets if n not in ordered)
+            raise ValueError(f"lets {', '.join(cycle)} use each other in a cycle")
+        ordered[ready] = lets[ready]
+    return ordered
 
 
 class Definition(_Strict):

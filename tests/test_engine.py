@@ -493,3 +493,19 @@ def test_pod_level_resources_replace_the_containers_total_for_cpu_and_memory():
     spec = {"containers": [_c("a", {"cpu": "1", "memory": "1Gi"}, {"nvidia.com/gpu": 2})],
             "resources": {"requests": {"cpu": "4"}, "limits": {"memory": "8Gi"}}, "overhead": {"cpu": "250m"}}
     assert pod_requests(spec) == {"cpu": 4250, "memory": 8 * 2**30, "nvidia.com/gpu": 2}
+
+
+def test_lets_are_ordered_by_what_they_use_not_as_written():
+    """Found on a real API server: a WorkloadDefinition comes back with its keys sorted, so
+    milvus' `streaming` (which uses $ver) came before `ver` and did not compile."""
+    import yaml as _yaml
+
+    from placer.catalog import builtin_catalog_dir, compile_definition
+
+    data = _yaml.safe_load((builtin_catalog_dir() / "milvus.yaml").read_text())
+    data["let"] = dict(sorted(data["let"].items()))          # as the API server returns it
+    assert list(data["let"]).index("streaming") < list(data["let"]).index("ver")
+    compiled = compile_definition(data, "sorted-milvus")
+    assert list(compiled.definition.let).index("ver") < list(compiled.definition.let).index("streaming")
+    with pytest.raises(Exception, match="cycle"):
+        compile_definition({**data, "let": {**data["let"], "comps": "$ver"}}, "cyclic")

@@ -52,7 +52,7 @@ class Daemons:
             return None
 
     def cluster(self, name: str) -> str | None:
-        return ((self.staged(name) or {}).get("metadata", {}).get("annotations") or {}).get(D.ANN_CLUSTER)
+        return ((self.staged(name) or {}).get("metadata", {}).get("annotations") or {}).get(D.PLACED_CLUSTER)
 
     def copies(self, name: str) -> dict[str, dict]:
         out = {}

@@ -75,7 +75,7 @@ def test_live_inventory_matches_where_the_real_scheduler_put_pods(loaded):
 def test_placer_clusters_on_real_clusters(loaded, monkeypatch):
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
     monkeypatch.chdir(loaded.dir)
-    res = CliRunner().invoke(app, ["clusters", "--kubeconfig", str(loaded.kubeconfig), "-o", "json"])
+    res = CliRunner().invoke(app, ["clusters", "--kubeconfig", str(loaded.kubeconfig), "--all-contexts", "-o", "json"])
     assert res.exit_code == 0, res.output
     rows = {r["name"]: r for r in json.loads(res.stdout)["clusters"]}
     assert set(rows) >= {"hub", "east", "west"} and all(r["reachable"] for r in rows.values())

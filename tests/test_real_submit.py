@@ -134,14 +134,16 @@ def test_server_side_apply_resubmit_and_rollback(fleet, tmp_path):
     assert code == 0, again
     assert again["created"] == [] and [a["cluster"] for a in again["alreadyPlaced"]] == ["east"]
     assert placer_write(east.get("jobs", "train", ns)) == before
-    # a group whose second object the real apiserver rejects (invalid name): nothing of it is left behind
+    # a group whose second object the real apiserver rejects (a ConfigMap data key it refuses;
+    # placer checks names itself, not every field): nothing of the group is left behind
     rb = fleet.unique("rollback")
-    bad = write(tmp_path, "bad.yaml", configmap("good-config", rb), configmap("Bad_Name", rb),
+    rejected = {**configmap("rejected", rb), "data": {"not a valid key!": "v"}}
+    bad = write(tmp_path, "bad.yaml", configmap("good-config", rb), rejected,
                 job("broken", rb, pods=1, gpus=4))
     code, failed = submit(fleet, tmp_path, bad)
     assert code == 1, failed
     (f,) = failed["failed"]
-    assert f["cluster"] == "east" and "Bad_Name" in f["error"], f
+    assert f["cluster"] == "east" and "rejected" in f["error"], f
     assert [c["metadata"]["name"] for c in east.list("configmaps", rb).items] in ([], ["kube-root-ca.crt"])
     assert not east.list("jobs", rb).items and not fleet.pods("east", rb)
 
