@@ -84,7 +84,8 @@ class KubeConfig:
             self._contexts = [c["name"] for c in loader.list_contexts()]
             current = loader.current_context
         except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
-            raise InputError(f"cannot read kubeconfig: {e}", source=self.path) from None
+            text = " ".join(str(e).split())          # YAML errors span lines: one line for the user
+            raise InputError(f"cannot read kubeconfig: {text}", source=self.path) from None
         self._current = _first_current_context(self.path) or (current or {}).get("name")
 
     def _loader(self, context: str | None):

@@ -73,6 +73,9 @@ def resolve_clusters(clusters: str | None = None, *, kubeconfig: str | None = No
         return Targets(file, description, FROM_FILE)
     found = _kubeconfig_contexts(kubeconfig)
     if found is None:
+        if contexts or all_contexts:        # asked for contexts: the example fleet would ignore the request
+            raise InputError(f"{'--context ' + contexts[0] if contexts else '--all-contexts'}: there is no "
+                             "kubeconfig ($KUBECONFIG, ~/.kube/config or --kubeconfig)")
         return _example()
     names, current = found
     if all_contexts:

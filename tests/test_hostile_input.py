@@ -233,3 +233,25 @@ def test_daemon_on_a_busy_metrics_port_is_an_input_error_before_any_watch(tmp_pa
             daemon.start(metrics_addr=f"127.0.0.1:{port}")
     finally:
         busy.close()
+
+
+# --- kubeconfig: missing, broken, or a context asked of none ---------------------------------
+
+def test_context_asked_without_any_kubeconfig_is_an_error_not_the_example_fleet(tmp_path):
+    (tmp_path / "job.yaml").write_text(job())
+    result = runner.invoke(app, ["plan", "-f", str(tmp_path / "job.yaml"), "--context", "prod"])
+    one_line_exit_2(result, "--context prod: there is no kubeconfig")
+
+
+@pytest.mark.parametrize("content,expected", [
+    ("garbage: [\n", "cannot read kubeconfig: while parsing a flow node"),
+    (None, "cannot read kubeconfig"),
+])
+def test_broken_or_missing_kubeconfig_is_one_line_and_exit_2(tmp_path, content, expected):
+    (tmp_path / "job.yaml").write_text(job())
+    kubeconfig = tmp_path / "kc"
+    if content is not None:
+        kubeconfig.write_text(content)
+    result = runner.invoke(app, ["plan", "-f", str(tmp_path / "job.yaml"), "--kubeconfig", str(kubeconfig)])
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    one_line_exit_2(result, "kc: " + expected)
