@@ -132,15 +132,16 @@ class Env:
         return out
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition",
+             interval: float = 0.02) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
 
 
 def gpu_nodes(prefix: str, count: int, gpus: int = 8) -> list[dict]:

@@ -7,7 +7,6 @@ import functools
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -16,6 +15,7 @@ import yaml
 
 from placer.errors import NotFound
 from placer.kube import Kube, KubeClient, RetryPolicy
+from tests.daemon_helpers import wait_for as _wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 KUBE_ENV = REPO / "hack" / "kube-env"
@@ -55,14 +55,8 @@ def require_binaries() -> Path:
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
              interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+    """The daemon tests' wait_for with real control planes' pace (slower, longer)."""
+    return _wait_for(predicate, timeout, what, interval)
 
 
 class RealKube:
