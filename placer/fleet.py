@@ -63,6 +63,8 @@ class Cluster:
     reserved: Mapping[str, int] = field(default_factory=dict)
     # the cluster's RuntimeClasses by name; None when not known (a simulated cluster)
     runtime_classes: Mapping[str, RuntimeClass] | None = None
+    # topology levels as node label keys, widest first (zone, block, rack, clique, host)
+    topology: tuple[str, ...] = ()
 
     @property
     def reachable(self) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .reasons import Reason
+from .topology import TopologyChoice
 from .workload import WorkloadRef
 
 
@@ -27,12 +28,16 @@ class Placement:
     # node -> "<component>/<instance>" -> pod count
     nodes: Mapping[str, Mapping[str, int]]
     ref: WorkloadRef | None = None                  # the identity; `workload` is for people
+    topology: tuple[TopologyChoice, ...] = ()       # each gang's chosen domain(s)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
-                "cluster": self.cluster, "gpus": self.gpus, "pods": self.pods,
-                "priority": self.priority,
-                "nodes": {n: dict(per) for n, per in self.nodes.items()}}
+        out = {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
+               "cluster": self.cluster, "gpus": self.gpus, "pods": self.pods,
+               "priority": self.priority,
+               "nodes": {n: dict(per) for n, per in self.nodes.items()}}
+        if self.topology:
+            out["topology"] = [t.to_dict() for t in self.topology]
+        return out
 
     def is_(self, workload: "str | WorkloadRef") -> bool:
         return _is(self.workload, self.ref, workload)

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import networkx as nx
 
 from .quantity import add
+from .topology import TopologyRequest
 
 
 def api_group(api_version: str) -> str:
@@ -155,6 +156,8 @@ class Gang:
     # startup window: gangs of one window run at the same time; a later window starts once
     # an earlier one has completed (JobSet dependsOn ... Complete). None: no such order.
     window: int | None = None
+    # topology levels this gang asks for (placer.topology); () when it asks for none
+    topology: tuple[TopologyRequest, ...] = ()
 
 
 @dataclass(frozen=True)
