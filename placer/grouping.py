@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import networkx as nx
 
 from .names import ANN_GROUP, SHARED
+from .selectors import match_labels, matches_labels
 from .workload import PlacementGroup, Workload
 
 Ref = tuple[str, str]                               # (Kind, name) in the object's namespace
@@ -59,17 +60,8 @@ def _pod_labels(w: Workload) -> list[Mapping[str, str]]:
     return [{**i.pod.labels, **i.selector} for i in w.instances]
 
 
-def _match_labels(selector: Any) -> dict[str, str] | None:
-    """A Service's selector map, or a LabelSelector's matchLabels; None when there is none."""
-    if not isinstance(selector, dict) or not selector:
-        return None
-    match = selector.get("matchLabels") if "matchLabels" in selector or "matchExpressions" in selector else selector
-    ok = isinstance(match, dict) and match and all(isinstance(v, str) for v in match.values())
-    return match if ok else None
-
-
 def _selects(match: Mapping[str, Any], pod_labels: Sequence[Mapping[str, str]]) -> bool:
-    return any(all(labels.get(k) == v for k, v in match.items()) for labels in pod_labels)
+    return any(matches_labels(match, labels) for labels in pod_labels)
 
 
 def _companion_targets(obj: Mapping[str, Any]) -> set[Ref]:
@@ -154,7 +146,7 @@ def build_graph(workloads: Sequence[Workload], companions: Sequence[Any]) -> nx.
             g.add_edge(("c", j), ("g", _annotation(d.obj)))
         kind, spec = d.obj.get("kind"), d.obj.get("spec") or {}
         ns = _ns(d.obj)
-        match = _match_labels(spec.get("selector")) if kind in ("Service", "PodDisruptionBudget") else None
+        match = match_labels(spec.get("selector")) if kind in ("Service", "PodDisruptionBudget") else None
         if match:
             k, v = next(iter(match.items()))
             for i in by_label.get((k, v), ()):            # candidates carry one of its labels

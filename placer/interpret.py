@@ -19,6 +19,7 @@ from .errors import EvaluationError, InputError, UnknownKind
 from .podspec import (DEFAULT_GPU_RESOURCES, SEQUENCES, constraint_problem, effective_requests, gpu_count,
                       shape_problem, value_kind)
 from .program import NOT_A_PATH, PATCHABLE, Columns, diagnose
+from .selectors import label_selector_parts
 from .workload import Gang, Instance, Phase, PodShape, Workload
 
 PATCH_KEYS = PATCHABLE
@@ -217,31 +218,13 @@ def _instance(at: _Where, i: int, c: Columns, row: list[Any], gpu_resources: Seq
                     selector=labels, selector_expressions=expressions)
 
 
-_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
 def _selector(at: _Where, i: int, raw: Any):
     """A podSelector result: a label map, or a LabelSelector {matchLabels, matchExpressions}."""
-    def bad(msg: str):
-        return at.bad(f"components[{i}].podSelector", at.compiled.definition.components[i].podSelector or "", msg)
-    raw = raw or {}
-    if not isinstance(raw, dict):
-        raise bad("expected a label map or a LabelSelector")
-    if "matchLabels" not in raw and "matchExpressions" not in raw:
-        return {str(k): str(v) for k, v in raw.items()}, ()
-    labels, expressions = raw.get("matchLabels") or {}, raw.get("matchExpressions") or []
-    if not isinstance(labels, dict):
-        raise bad(f"matchLabels: expected a map, got {value_kind(labels)}")
-    if not isinstance(expressions, list):
-        raise bad(f"matchExpressions: expected a list, got {value_kind(expressions)}")
-    out = []
-    for e in expressions:
-        if (not isinstance(e, dict) or e.get("operator") not in _SELECTOR_OPS or not isinstance(e.get("key"), str)
-                or not isinstance(e.get("values") or [], list)):
-            raise bad(f"bad matchExpressions entry {e!r}: needs key, operator ({', '.join(_SELECTOR_OPS)})"
-                      " and a list of values")
-        out.append({"key": e["key"], "operator": e["operator"], "values": [str(v) for v in e.get("values") or ()]})
-    return {str(k): str(v) for k, v in labels.items()}, tuple(out)
+    try:
+        return label_selector_parts(raw)
+    except ValueError as e:
+        raise at.bad(f"components[{i}].podSelector", at.compiled.definition.components[i].podSelector or "",
+                     str(e)) from None
 
 
 def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str) -> PodShape:

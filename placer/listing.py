@@ -20,6 +20,7 @@ from .inventory import error_reason
 from .interpret import interpret
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .podspec import DEFAULT_GPU_RESOURCES
+from .selectors import and_selectors
 from .workload import WorkloadRef
 
 
@@ -103,7 +104,7 @@ def list_placed(kube: Kube, entries: Sequence[Any], catalog: Catalog, query: Que
 
 def _cluster_rows(client: KubeClient, cluster: str, catalog: Catalog, query: Query) -> tuple[list[Row], bool]:
     """The cluster's rows, and whether it serves a kind that `query.type` names."""
-    selector = A.MANAGED_SELECTOR + (f",{query.selector}" if query.selector else "")
+    selector = and_selectors(A.MANAGED_SELECTOR, query.selector)
     seen: set[tuple[str, str]] = set()
     objects = []
     for api_version, kind in catalog.kinds():

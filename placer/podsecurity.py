@@ -12,7 +12,7 @@ what the cluster will run.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping
 
 LEVELS = ("privileged", "baseline", "restricted")
 LABEL = "pod-security.kubernetes.io/enforce"

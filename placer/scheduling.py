@@ -2,18 +2,18 @@
 
 Pure functions over `placer.workload.PodShape` and `placer.fleet.Node`; the solver, the
 verifier and the explanations all call these, so a pod is judged the same way everywhere.
-Also: node classes (nodes that are interchangeable for placement) and the Kubernetes
-label-selector syntax used by `placer.dev/cluster-selector`.
+Also: node classes (nodes that are interchangeable for placement). Label selectors live in
+`placer.selectors` (re-exported here under their old names).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import InputError
 from .fleet import Node, RuntimeClass, Taint
+from .selectors import Requirement, parse_label_selector, selector_matches  # noqa: F401 (re-exported: the old path)
+from .selectors import format_expression, matches_expression, matches_labels
 from .workload import PodShape
 
 # Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
@@ -22,47 +22,12 @@ POD_COUNT = "pods"
 # A cordoned node still takes pods that tolerate this taint (the scheduler's NodeUnschedulable
 # plugin asks exactly that, whether or not the node controller has put the taint on yet).
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
-_INT64 = re.compile(r"^[+-]?[0-9]+$")
 
 
 # --- node selectors and required node affinity ---------------------------------------
 
 def matches_node_selector(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.items())
-
-
-def _int_or_none(value: Any) -> int | None:
-    """An integer as Go's strconv.ParseInt(s, 10, 64) reads it, else None: Python's int()
-    would also take `1_0`, surrounding spaces, non-ASCII digits and values past int64."""
-    text = str(value)
-    if not _INT64.fullmatch(text):
-        return None
-    n = int(text)
-    return n if -2**63 <= n < 2**63 else None
-
-
-def matches_expression(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """One nodeSelectorRequirement (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
-    key, op = expr.get("key"), expr.get("operator")
-    values = [str(v) for v in (expr.get("values") or ())]
-    present = key in labels
-    if op == "In":
-        return present and labels[key] in values
-    if op == "NotIn":
-        return not present or labels[key] not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        # both sides must be integers, else the requirement does not match (as upstream)
-        if not present or len(values) != 1:
-            return False
-        have, want = _int_or_none(labels[key]), _int_or_none(values[0])
-        if have is None or want is None:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
+    return matches_labels(selector, labels)
 
 
 def matches_term(term: Mapping[str, Any], node: Node) -> bool:
@@ -177,11 +142,7 @@ def describe_constraints(shape: PodShape) -> str:
     """A short human description of where the pod may go, e.g. `gpu=h100`."""
     parts = [f"{k}={v}" for k, v in sorted(shape.node_selector.items())]
     for term in shape.affinity_terms[:1]:
-        for e in term.get("matchExpressions") or ():
-            op, vals = e.get("operator"), ",".join(str(v) for v in e.get("values") or ())
-            parts.append({"In": f"{e.get('key')} in ({vals})", "NotIn": f"{e.get('key')} notin ({vals})",
-                          "Exists": f"{e.get('key')}", "DoesNotExist": f"!{e.get('key')}",
-                          "Gt": f"{e.get('key')}>{vals}", "Lt": f"{e.get('key')}<{vals}"}.get(op, str(e)))
+        parts.extend(format_expression(e) for e in term.get("matchExpressions") or ())
     if len(shape.affinity_terms) > 1:
         parts.append(f"(or {len(shape.affinity_terms) - 1} more affinity terms)")
     return ",".join(parts)
@@ -230,63 +191,3 @@ def node_classes(nodes: Iterable[Node], by_name: bool = False) -> list[NodeClass
         out.append(NodeClass(i, tuple(members), first.free_all(), first.labels, first.taints,
                              POD_COUNT in first.allocatable))
     return out
-
-
-# --- label selectors over cluster labels -----------------------------------------------
-
-_SET_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9./_-]+)\s*(?:(notin|in)\s*\(([^)]*)\)|(==|=|!=)\s*([A-Za-z0-9._-]*))?\s*$")
-
-
-@dataclass(frozen=True)
-class Requirement:
-    key: str
-    op: str                     # in, notin, exists, !exists, =, !=
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        have = labels.get(self.key)
-        if self.op in ("=", "in"):
-            return have is not None and have in self.values
-        if self.op in ("!=", "notin"):
-            return have is None or have not in self.values
-        if self.op == "exists":
-            return have is not None
-        return have is None
-
-
-def _split_selector(text: str) -> list[str]:
-    """Split on commas outside parentheses."""
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return [p for p in parts if p.strip()]
-
-
-def parse_label_selector(text: str) -> tuple[Requirement, ...]:
-    """`region=us-east,tier in (a,b),!legacy,gpu` -> requirements (ANDed)."""
-    reqs = []
-    for part in _split_selector(text):
-        m = _SET_RE.match(part)
-        if not m:
-            raise InputError(f"invalid label selector {text!r}: cannot parse {part.strip()!r}")
-        neg, key, set_op, set_vals, eq_op, eq_val = m.groups()
-        if neg and (set_op or eq_op):
-            raise InputError(f"invalid label selector {text!r}: '!' only applies to a bare key")
-        if set_op:
-            reqs.append(Requirement(key, set_op, tuple(v.strip() for v in set_vals.split(",") if v.strip())))
-        elif eq_op:
-            reqs.append(Requirement(key, "!=" if eq_op == "!=" else "=", (eq_val,)))
-        else:
-            reqs.append(Requirement(key, "!exists" if neg else "exists"))
-    return tuple(reqs)
-
-
-def selector_matches(reqs: Sequence[Requirement], labels: Mapping[str, str]) -> bool:
-    return all(r.matches(labels) for r in reqs)

@@ -13,7 +13,8 @@ from .errors import VerificationError
 from .fleet import Fleet, Node
 from .names import ANN_CLUSTER, ANN_SELECTOR
 from .plan import Placement, Plan
-from .scheduling import admitted, mismatch, parse_label_selector, pod_demand, runtime_overhead, selector_matches
+from .scheduling import admitted, mismatch, pod_demand, runtime_overhead
+from .selectors import parse_label_selector, selector_matches
 from .workload import PlacementGroup, Workload
 
 UNLIMITED_PODS = 10**15

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import networkx as nx
 
 from .quantity import add
+from .selectors import format_label_selector, matches_label_selector
 from .topology import TopologyRequest
 
 
@@ -117,31 +118,15 @@ class Instance:
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Does this instance's pod selector match a pod with these labels?"""
-        return (all(labels.get(k) == v for k, v in self.selector.items())
-                and all(_requirement_matches(e, labels) for e in self.selector_expressions))
+        return matches_label_selector(self.selector, self.selector_expressions, labels)
 
     def selector_string(self) -> str:
         """The selector as the API server takes it in `labelSelector=`."""
-        parts = [f"{k}={v}" for k, v in self.selector.items()]
-        for e in self.selector_expressions:
-            key, op, values = e["key"], e["operator"], ",".join(e.get("values") or ())
-            parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})",
-                          "Exists": key, "DoesNotExist": f"!{key}"}[op])
-        return ",".join(parts)
+        return format_label_selector(self.selector, self.selector_expressions)
 
     @property
     def gpus(self) -> int:
         return self.gpus_per_pod * self.pods
-
-
-def _requirement_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """A LabelSelectorRequirement (In, NotIn, Exists, DoesNotExist)."""
-    key, op, values = expr["key"], expr["operator"], expr.get("values") or ()
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    return (key in labels) == (op == "Exists")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..fleet import Cluster
 from ..inventory import ClusterSummary, summarize
+from ..selectors import format_labels
 from .common import app, err, out, run
 from .output import OUTPUT_HELP, emit, parse_output
 from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
@@ -83,7 +84,7 @@ def render_table(summaries: list[ClusterSummary], *, wide: bool = False) -> Tabl
     for col in cols + (["CONTEXT", "LABELS"] if wide else []):
         t.add_column(col, no_wrap=col != "STATUS")
     for s in summaries:
-        extra = [s.context or "-", escape(",".join(f"{k}={v}" for k, v in s.labels.items())) or "-"] if wide else []
+        extra = [s.context or "-", escape(format_labels(s.labels)) or "-"] if wide else []
         if not s.reachable:
             t.add_row(s.name, s.source, f"[red]{escape(s.error or '')}[/red]", "-", "-", "-", "-", "-", *extra)
             continue

@@ -9,7 +9,7 @@ from .. import reasons as R
 from ..errors import InputError
 from ..fleet import Cluster
 from ..names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR
-from ..scheduling import Requirement, parse_label_selector, selector_matches
+from ..selectors import Requirement, parse_label_selector, selector_matches
 from ..workload import PlacementGroup
 
 

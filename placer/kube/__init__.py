@@ -1,0 +1,38 @@
+"""The one door to Kubernetes: every cluster call placer makes goes through here.
+
+This package is the only part of placer that imports the `kubernetes` client. It uses the client's
+ApiClient for configuration, auth and HTTP (so kubeconfig handling is exactly the
+library's), but keeps objects as plain dicts parsed from the raw JSON body: the
+library's model deserialization costs far more than the request itself on large lists.
+
+- `Kube`: the kubeconfig (one or several files, as `KUBECONFIG` allows) and a cached
+  `KubeClient` per context; `Kube.each()` runs a call on several clusters concurrently.
+- `KubeClient`: one cluster. Discovery (cached) resolves kubectl-style resource names;
+  list (paginated), get, create, server-side apply, merge patch, status patch, delete,
+  and a resuming watch that relists on 410 Gone.
+- Every call has a timeout, and is retried with exponential backoff and jitter on
+  429/5xx/connection errors, honoring Retry-After. Failures become placer's own errors
+  (`placer.errors`) naming the cluster and the object.
+
+Rooms: `config` (kubeconfig and contexts), `transport` (retries, statistics, errors mapped
+by type), `resources` (what discovery describes), `client` (one cluster: discovery and
+CRUD), `watch`, `contexts` (`Kube`: many clusters), `concurrency`.
+"""
+
+from ..selectors import selector_query as _selector  # noqa: F401 (the old private name, for tests)
+from .client import DEFAULT_PAGE, KubeClient
+from .concurrency import run_concurrently
+from .config import KubeConfig, _first_current_context, kubeconfig_paths, list_contexts
+from .contexts import Kube
+from .resources import ObjectList, Resource, WatchEvent, _obj_name, _parse_resource_list
+from .transport import (_ERRORS, _RETRY_STATUS, APPLY_PATCH, FIELD_MANAGER, MERGE_PATCH, NO_RETRY, RetryPolicy, Stats,
+                        _connection_reason, _lines, _query_value, _retry_after, _retryable, status_error)
+
+__all__ = [
+    "APPLY_PATCH", "DEFAULT_PAGE", "FIELD_MANAGER", "MERGE_PATCH", "NO_RETRY", "Kube", "KubeClient", "KubeConfig",
+    "ObjectList", "Resource", "RetryPolicy", "Stats", "WatchEvent", "kubeconfig_paths", "list_contexts",
+    "run_concurrently", "status_error",
+    # private helpers the unit tests reach
+    "_ERRORS", "_RETRY_STATUS", "_connection_reason", "_first_current_context", "_lines", "_obj_name",
+    "_parse_resource_list", "_query_value", "_retry_after", "_retryable", "_selector",
+]

@@ -1,0 +1,82 @@
+"""The kubeconfig: one or several files (as `KUBECONFIG` allows), its contexts, and the
+client library's configuration for any of them."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+from kubernetes import client as k8s_client
+from kubernetes.config import kube_config as k8s_kube_config
+from kubernetes.config.config_exception import ConfigException
+
+from ..errors import InputError
+
+
+def kubeconfig_paths(kubeconfig: str | None = None) -> str:
+    """The kubeconfig location as the client library takes it: `--kubeconfig`, else
+    `KUBECONFIG` (several files separated by `:`, merged), else ~/.kube/config."""
+    return kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+
+
+def list_contexts(kubeconfig: str | None = None) -> tuple[list[str], str | None]:
+    """All context names and the current one."""
+    return KubeConfig(kubeconfig).contexts()
+
+
+class KubeConfig:
+    """The merged kubeconfig, read once (parsing YAML per client is costly with many
+    contexts); builds the library's client configuration for any of its contexts."""
+
+    def __init__(self, kubeconfig: str | None = None):
+        self.path = kubeconfig_paths(kubeconfig)
+        try:
+            self._merged = k8s_kube_config.KubeConfigMerger(self.path)
+            if self._merged.config is None:
+                raise ConfigException("no kubeconfig file found")
+            loader = self._loader(None)
+            self._contexts = [c["name"] for c in loader.list_contexts()]
+            current = loader.current_context
+        except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
+            text = " ".join(str(e).split())          # YAML errors span lines: one line for the user
+            raise InputError(f"cannot read kubeconfig: {text}", source=self.path) from None
+        self._current = _first_current_context(self.path) or (current or {}).get("name")
+
+    def _loader(self, context: str | None):
+        return k8s_kube_config.KubeConfigLoader(config_dict=self._merged.config, config_base_path=None,
+                                                active_context=context)
+
+    def contexts(self) -> tuple[list[str], str | None]:
+        return list(self._contexts), self._current
+
+    def configure(self, context: str) -> tuple[k8s_client.Configuration, str]:
+        """The client configuration for `context`, and the context's default namespace."""
+        if context not in self._contexts:
+            raise InputError(f"context {context!r} not found (known: {', '.join(self._contexts) or 'none'})",
+                             source=self.path)
+        configuration = type.__call__(k8s_client.Configuration)
+        try:
+            loader = self._loader(context)
+            loader.load_and_set(configuration)
+        except (ConfigException, OSError, ValueError) as e:
+            raise InputError(f"context {context}: {e}", source=self.path) from None
+        namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
+        return configuration, namespace
+
+
+def _first_current_context(paths: str) -> str | None:
+    """kubectl's rule: the first file that sets current-context wins (the client
+    library lets the last one win)."""
+    for path in paths.split(os.pathsep):
+        path = os.path.expanduser(path)
+        if not path or not os.path.exists(path):
+            continue
+        try:
+            with open(path) as f:
+                current = (yaml.safe_load(f) or {}).get("current-context")
+        except (OSError, yaml.YAMLError):
+            continue
+        if current:
+            return current
+    return None
+
