@@ -10,8 +10,6 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Mapping
 
-import networkx as nx
-
 from .quantity import add
 from .selectors import format_label_selector, matches_label_selector
 from .topology import TopologyRequest
@@ -212,21 +210,6 @@ class Workload:
 
     def instances_of(self, component: str) -> tuple[Instance, ...]:
         return tuple(i for i in self.instances if i.component == component)
-
-    def tree(self) -> nx.DiGraph:
-        """workload -> components -> instances, with counts on the nodes."""
-        g = nx.DiGraph()
-        root = ("workload", self.key)
-        g.add_node(root, kind=self.kind, phase=self.phase.value, pods=self.pods, gpus=self.gpus)
-        for inst in self.instances:
-            comp = ("component", inst.component)
-            if comp not in g:
-                g.add_node(comp)
-                g.add_edge(root, comp)
-            node = ("instance", inst.key)
-            g.add_node(node, instance=inst)
-            g.add_edge(comp, node)
-        return g
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,43 @@
+"""Turning a plan into objects on clusters, and reading back what placer already placed.
+
+Shared by `placer submit` and `placer daemon`. Three rooms:
+
+- `prepare` (pure): labels and annotations, `workload_key`, `prepare_objects` (a clean,
+  labelled, hand-off-patched, un-suspended copy of a group for one cluster), `set_suspend`,
+  `planning_view`, `handoff_of`;
+- `apply` (I/O through `placer.kube`): `apply_group` (server-side apply, all-or-nothing per
+  group) and `rollback`;
+- `placed`: `find_placed` (every placer-managed workload on every live cluster, concurrently),
+  `read_live` (inventory + pods + placed objects in one pass per cluster), and the capacity
+  still promised (`promised`, `reserved_by_cluster`).
+
+This package re-exports every name the former module `placer/actuate.py` had: callers use
+`from placer import actuate as A; A.apply_group(...)` (and tests patch `actuate.apply_group`).
+"""
+
+from ..names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD
+from .apply import AppliedRef, NotOurs, _group_error, _is_ours, apply_group, ensure_namespace, rollback
+from .placed import (_TERMINAL, LiveState, Placed, PlacedRef, _client, _covered, _instance_pods, _live_entries,
+                     find_placed, index_placed, managed_objects, outstanding, promised, read_cluster_state, read_live,
+                     reserved_by_cluster)
+from .prepare import (_LABEL_BAD, MANAGED_SELECTOR, SERVER_FIELDS, SUSPEND_KEEP, SUSPEND_OMIT, SUSPEND_UNSUSPEND,
+                      Handoff, _check_pod_security, _label, _origin_of, _patch_pods, _plain, _ref_name, cluster_label,
+                      handoff_of, key_of, label_value, legacy_key, new_plan_id, planning_view, prepare_objects,
+                      set_suspend, strip_server_fields, workload_key, workload_label)
+
+__all__ = [
+    # names (placer.names)
+    "CLUSTER", "GROUP", "MANAGED", "ORIGIN", "PLACED_CLUSTER", "PLAN", "SHARED", "WORKLOAD",
+    # prepare
+    "MANAGED_SELECTOR", "SERVER_FIELDS", "SUSPEND_KEEP", "SUSPEND_OMIT", "SUSPEND_UNSUSPEND", "Handoff",
+    "cluster_label", "handoff_of", "key_of", "label_value", "legacy_key", "new_plan_id", "planning_view",
+    "prepare_objects", "set_suspend", "strip_server_fields", "workload_key", "workload_label",
+    # apply
+    "AppliedRef", "NotOurs", "apply_group", "ensure_namespace", "rollback",
+    # placed
+    "LiveState", "Placed", "PlacedRef", "find_placed", "index_placed", "managed_objects", "outstanding", "promised",
+    "read_cluster_state", "read_live", "reserved_by_cluster",
+    # private helpers callers and tests reach
+    "_LABEL_BAD", "_TERMINAL", "_check_pod_security", "_client", "_covered", "_group_error", "_instance_pods",
+    "_is_ours", "_label", "_live_entries", "_origin_of", "_patch_pods", "_plain", "_ref_name",
+]

@@ -1,0 +1,157 @@
+"""Applying a prepared group to one cluster: server-side apply, all or nothing, with
+rollback of what the call created; namespaces created with the cluster's Pod Security level."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..clusters_file import DEFAULT_POD_SECURITY
+from ..errors import KubeError, NotFound, ServerError, Unreachable
+from ..kube import KubeClient, Resource
+from ..names import GROUP, MANAGED, SHARED, WORKLOAD
+from ..podsecurity import LABEL as PSA_LABEL
+from ..podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
+from .prepare import _ref_name
+
+
+@dataclass(frozen=True)
+class AppliedRef:
+    """One object applied to a cluster."""
+
+    cluster: str
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+    created: bool                     # False when it existed already (placer's own) and was updated
+    uid: str = ""
+    before: str = ""                  # resourceVersion before the apply ("" when created)
+    after: str = ""                   # resourceVersion after it: equal to `before` when unchanged
+
+    @property
+    def changed(self) -> bool:
+        return self.created or self.before != self.after
+
+    @property
+    def ref(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+class NotOurs(KubeError):
+    """An object of the same name exists on the target and placer did not create it
+    for this workload: placer never takes over someone else's object."""
+
+    status = 409
+
+
+
+def ensure_namespace(client: KubeClient, name: str, pod_security: str = DEFAULT_POD_SECURITY) -> bool:
+    """Create the namespace when missing, enforcing the cluster's Pod Security level;
+    True when placer created it. An existing namespace keeps the labels its owner gave it."""
+    try:
+        client.get("namespaces", name)
+        return False
+    except NotFound:
+        pass
+    body = {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {MANAGED: "true", PSA_LABEL: pod_security,
+                                                  PSA_VERSION_LABEL: "latest"}}}
+    try:
+        client.create("namespaces", body)
+        return True
+    except KubeError as e:
+        if e.status == 409:           # created meanwhile by someone else
+            return False
+        raise
+
+
+def _is_ours(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    have = (existing.get("metadata") or {}).get("labels") or {}
+    want = (desired.get("metadata") or {}).get("labels") or {}
+    if have.get(MANAGED) != "true":
+        return False
+    if WORKLOAD in want:
+        return have.get(WORKLOAD) == want[WORKLOAD]
+    if ((desired.get("metadata") or {}).get("annotations") or {}).get(SHARED) == "true":
+        return True                   # a companion several groups bring along: any of them may apply it
+    return have.get(GROUP) == want.get(GROUP)
+
+
+def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, group_key: str,
+                force: bool = False, pod_security: str = DEFAULT_POD_SECURITY) -> list[AppliedRef]:
+    """Server-side apply (field manager `placer`) of one group's objects, in order, after
+    creating their namespaces when missing. All or nothing: when any object fails, every
+    object this call created is deleted again (objects that existed before are left as
+    they were) and the error is raised, naming the cluster, the object and the group.
+    An object of the same name that placer did not create for this workload is refused
+    (NotOurs) rather than taken over."""
+    cluster = client.cluster
+    resources: list[Resource] = []
+    try:
+        for obj in objects:
+            resources.append(client.resource_for(obj["apiVersion"], obj["kind"]))
+        for ns in dict.fromkeys((o.get("metadata") or {}).get("namespace") for o, r in zip(objects, resources)
+                                if r.namespaced):
+            if ns:
+                ensure_namespace(client, ns, pod_security)
+    except KubeError as e:
+        raise _group_error(e, group_key, [], client) from None
+    applied: list[AppliedRef] = []
+    for obj, res in zip(objects, resources):
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") if res.namespaced else None
+        created = False
+        try:
+            try:
+                existing = client.get(res, meta["name"], ns)
+            except NotFound:
+                existing = None
+            if existing is not None and not _is_ours(existing, obj):
+                raise NotOurs(f"{_ref_name(obj)} already exists and was not created by placer for this "
+                              f"workload; not taking it over", cluster=cluster, obj=_ref_name(obj))
+            created = existing is None
+            result = client.apply(obj, res, ns, force=force)
+        except KubeError as e:
+            # a create whose answer was lost (5xx, connection) may still have happened: remove it too
+            maybe = AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], True) \
+                if created and isinstance(e, (ServerError, Unreachable)) else None
+            raise _group_error(e, group_key, applied, client, maybe) from None
+        after = (result or {}).get("metadata") or {}
+        before = ((existing or {}).get("metadata") or {}).get("resourceVersion", "")
+        applied.append(AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], created,
+                                  after.get("uid", ""), before, after.get("resourceVersion", "")))
+    return applied
+
+
+def _group_error(e: KubeError, group_key: str, applied: Sequence[AppliedRef], client: KubeClient,
+                 maybe: AppliedRef | None = None) -> KubeError:
+    left_applied = rollback(client, applied)
+    removed = sum(1 for a in applied if a.created) - len(left_applied)
+    leftovers = rollback(client, [maybe] if maybe else []) + left_applied
+    note = f"group {group_key} not applied"
+    if removed:
+        note += f"; removed the {removed} object(s) it had created"
+    if leftovers:
+        note += f"; could not remove {', '.join(leftovers)}"
+    err = type(e)(f"{e.message} ({note})", cluster=e.cluster or client.cluster, obj=e.obj,
+                  status=e.status, reason=getattr(e, "reason", None))
+    err.rolled_back = removed
+    err.leftovers = leftovers
+    return err
+
+
+def rollback(client: KubeClient, applied: Sequence[AppliedRef]) -> list[str]:
+    """Delete, newest first, what an apply created; the refs that could not be deleted."""
+    left = []
+    for a in reversed(applied):
+        if not a.created:
+            continue
+        try:
+            res = client.resource_for(a.api_version, a.kind)
+            client.delete(res, a.name, a.namespace, missing_ok=True)
+        except KubeError:
+            left.append(a.ref)
+    return left
+

@@ -1,0 +1,273 @@
+"""Pure object preparation: the objects placer creates for a group on one cluster.
+
+Labels and annotations (`workload_key`, `label_value`, `cluster_label`), clean copies without
+server-set fields, the suspend policy, the planning view of a group, the cluster entry's
+hand-off settings (`handoff_of`), and `prepare_objects`. No I/O.
+
+Idempotency rests on labels: every workload placer creates carries `placer.dev/managed=true`
+and `placer.dev/workload=<hash of its WorkloadRef>`, so the same workload is found on any
+cluster by a label selector, whoever (submit or a restarted daemon) placed it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping, Sequence
+
+from ..catalog import Catalog
+from ..clusters_file import DEFAULT_POD_SECURITY, as_entry
+from ..errors import EvaluationError, InputError, PodSecurityRefused
+from ..interpret import interpret, patch_pod_templates, suspend_path
+from ..names import GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD
+from ..podsecurity import object_violations
+from ..podspec import DEFAULT_GPU_RESOURCES
+from ..workload import PlacementGroup, Workload, WorkloadRef
+
+# --- labels and annotations ----------------------------------------------------------
+
+MANAGED_SELECTOR = f"{MANAGED}=true"
+
+# fields the API server owns: never copy them from a source object to another cluster
+SERVER_FIELDS = ("uid", "resourceVersion", "generation", "managedFields", "creationTimestamp",
+                 "ownerReferences", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
+
+# how a cluster entry wants the suspend field of a copy treated
+SUSPEND_UNSUSPEND = "unsuspend"           # default: a suspended source is created running
+SUSPEND_OMIT = "omit"                     # leave the field out: the cluster's admission (Kueue) owns it
+SUSPEND_KEEP = "keep"                     # copy it as it is
+
+
+def workload_key(obj: Mapping[str, Any]) -> str:
+    """`<namespace>/<Kind.group>/<name>`: the identity of a source workload across clusters
+    (the text of its WorkloadRef)."""
+    return str(WorkloadRef.of(obj))
+
+
+def key_of(w: Workload) -> str:
+    return str(w.ref)
+
+
+def legacy_key(ref: WorkloadRef) -> str:
+    """`<namespace>/<Kind>/<name>`: the key placer labelled copies with before the API
+    group was part of the identity; still recognised when adopting such copies."""
+    return f"{ref.namespace}/{ref.kind}/{ref.name}"
+
+
+def label_value(text: str) -> str:
+    """A label-safe stable token for any text (label values allow no '/', at most 63 chars)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def workload_label(key: str) -> str:
+    return label_value(key)
+
+
+_LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def cluster_label(name: str) -> str:
+    """The cluster name as a label value, so that `kubectl get -l placer.dev/placed-cluster=east`
+    works (a context name such as an EKS ARN is squeezed into the label alphabet; the
+    annotation keeps it exactly)."""
+    return _LABEL_BAD.sub("-", name)[:63].strip("-_.")
+
+
+def new_plan_id(now: datetime | None = None, rng: random.Random | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return f"{now.strftime('%Y%m%d-%H%M%S')}-{(rng or random).getrandbits(24):06x}"
+
+
+# --- clean copies ----------------------------------------------------------------------
+
+def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy without status and the metadata the API server sets."""
+    out = copy.deepcopy(dict(obj))
+    out.pop("status", None)
+    meta = dict(out.get("metadata") or {})
+    for f in SERVER_FIELDS:
+        meta.pop(f, None)
+    ann = dict(meta.get("annotations") or {})
+    ann.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+    if ann:
+        meta["annotations"] = ann
+    else:
+        meta.pop("annotations", None)
+    out["metadata"] = meta
+    return out
+
+
+def set_suspend(obj: Mapping[str, Any], catalog: Catalog, mode: str = SUSPEND_UNSUSPEND) -> dict[str, Any]:
+    """A copy of `obj` with its suspend field handled per `mode`: `unsuspend` sets a truthy
+    suspend field to false, `omit` removes it, `keep` leaves it. Objects whose definition has
+    no suspend path come back unchanged."""
+    out = copy.deepcopy(dict(obj))
+    if mode == SUSPEND_KEEP:
+        return out
+    path = suspend_path(out, catalog)
+    if not path:
+        return out
+    parent: Any = out
+    for part in path[:-1]:
+        parent = parent.get(part) if isinstance(parent, dict) else None
+        if parent is None:
+            return out                     # the field is absent: nothing suspended
+    last = path[-1]
+    if not isinstance(parent, dict) or last not in parent:
+        return out
+    if mode == SUSPEND_OMIT:
+        del parent[last]
+    elif mode == SUSPEND_UNSUSPEND:
+        if parent[last]:
+            parent[last] = False
+    else:
+        raise InputError(f"suspend: {mode!r}: expected one of {SUSPEND_UNSUSPEND}, {SUSPEND_OMIT}, {SUSPEND_KEEP}")
+    return out
+
+
+def planning_view(group: PlacementGroup, catalog: Catalog, *,
+                  gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> PlacementGroup:
+    """The group as it will run once placed: suspended workloads are re-interpreted
+    un-suspended (a suspended RayCluster, for one, counts no workers), and a workload whose
+    gangs start in windows counts what must fit at once (`Workload.at_once`)."""
+    changed = False
+    workloads = []
+    for w in group.workloads:
+        if w.suspended:
+            running = interpret(set_suspend(w.obj, catalog), catalog, gpu_resources=gpu_resources,
+                                source=w.source)
+            # keep policy set on the Workload itself (a --cluster pin is not in the object)
+            w = dataclasses.replace(running, annotations=w.annotations, labels=w.labels)
+            changed = True
+        peak = w.at_once()
+        changed = changed or peak is not w
+        workloads.append(peak)
+    return dataclasses.replace(group, workloads=tuple(workloads)) if changed else group
+
+
+# --- the cluster entry's hand-off settings ---------------------------------------------
+
+@dataclass(frozen=True)
+class Handoff:
+    """What a cluster entry asks of every object placer creates there, so that the
+    cluster's own scheduler or queue (KAI Scheduler, Volcano, Kueue) takes over."""
+
+    pod_template_patch: Mapping[str, Any] = field(default_factory=dict)   # through the definition
+    object_labels: Mapping[str, str] = field(default_factory=dict)        # on the workload object
+    object_annotations: Mapping[str, str] = field(default_factory=dict)
+    suspend: str = SUSPEND_UNSUSPEND
+    pod_security: str = DEFAULT_POD_SECURITY      # the level enforced where placer creates namespaces
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "model_dump"):
+        return v.model_dump(exclude_none=True, by_alias=True)
+    return v
+
+
+def handoff_of(entry: Any) -> Handoff:
+    """The hand-off settings of a clusters-file entry: `podTemplatePatch`,
+    `objectPatch: {labels, annotations}`, `suspend`."""
+    if entry is None:
+        return Handoff()
+    entry = as_entry(entry)
+    patch = _plain(entry.podTemplatePatch) or {}
+    obj_patch = _plain(entry.objectPatch) or {}
+    suspend = entry.suspend or SUSPEND_UNSUSPEND
+    return Handoff(pod_template_patch={k: _plain(v) for k, v in dict(patch).items() if v is not None},
+                   object_labels=dict(obj_patch.get("labels") or {}),
+                   object_annotations=dict(obj_patch.get("annotations") or {}),
+                   suspend=str(suspend), pod_security=entry.podSecurity or DEFAULT_POD_SECURITY)
+
+
+# --- preparing a group for one cluster ---------------------------------------------------
+
+def _label(obj: dict[str, Any], labels: Mapping[str, str], annotations: Mapping[str, str]) -> None:
+    meta = obj.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+
+
+def _origin_of(origin: str | Callable[[Mapping[str, Any]], str] | None, obj: Mapping[str, Any],
+               fallback: str | None) -> str | None:
+    if callable(origin):
+        return origin(obj)
+    if origin:
+        return origin
+    return fallback.rsplit(":", 1)[0] if fallback and fallback.rsplit(":", 1)[-1].isdigit() else fallback
+
+
+def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog, *, plan_id: str,
+                    origin: str | Callable[[Mapping[str, Any]], str] | None = None,
+                    cluster: str | None = None) -> list[dict[str, Any]]:
+    """The objects to create for `group` on the cluster of `cluster_entry`: companions
+    first (ConfigMaps and Secrets before what mounts them), then workloads. Each is a copy
+    without server-set fields, labelled and annotated for placer, namespaced, with the
+    entry's hand-off applied (pod-template patch through the definition, object labels,
+    suspend policy). `origin`: a string, a function of the source object, or None for each
+    workload's own source file (companions then take the group key)."""
+    cluster = cluster or (as_entry(cluster_entry).name if cluster_entry is not None else "")
+    handoff = handoff_of(cluster_entry)
+    if not group.workloads:
+        raise InputError(f"group {group.key} has no workload")
+    default_ns = group.workloads[0].namespace
+    common_ann = {PLAN: plan_id, PLACED_CLUSTER: cluster, GROUP: group.key}
+    common_lab = {MANAGED: "true", GROUP: label_value(group.key), PLACED_CLUSTER: cluster_label(cluster)}
+    out: list[dict[str, Any]] = []
+    for comp in group.companions:
+        obj = strip_server_fields(comp)
+        obj["metadata"].setdefault("namespace", default_ns)
+        ann = {**common_ann, ORIGIN: _origin_of(origin, comp, group.key) or group.key}
+        _label(obj, common_lab, ann)
+        out.append(obj)
+    for w in group.workloads:
+        obj = strip_server_fields(w.obj)
+        obj["metadata"]["namespace"] = w.namespace
+        key = key_of(w)
+        obj = set_suspend(obj, catalog, handoff.suspend)
+        obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(key), w.source)
+        _check_pod_security(obj, handoff.pod_security, cluster, w.source)
+        _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(key)},
+               {**handoff.object_annotations, **common_ann, WORKLOAD: key,
+                ORIGIN: _origin_of(origin, w.obj, w.source) or key})
+        out.append(obj)
+    return out
+
+
+def _check_pod_security(obj: Mapping[str, Any], level: str, cluster: str, source: str | None) -> None:
+    """Refuse, before anything is created, what the cluster's Pod Security level forbids
+    (after the hand-off patch, which is what would run)."""
+    problems = object_violations(obj, level)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise PodSecurityRefused(
+            f"pod security level {level!r} of the cluster forbids {'; '.join(problems[:3])}{more}; "
+            f"set podSecurity for this cluster in the clusters file to allow it", cluster=cluster,
+            obj=_ref_name(obj), source=source)
+
+
+def _patch_pods(obj: dict[str, Any], catalog: Catalog, patch: Mapping[str, Any], tag: str,
+                source: str | None) -> dict[str, Any]:
+    """The entry's pod-template patch, plus the workload label on every pod template so
+    that its pods can be found even without a pod selector. A definition that gives no
+    path for pod labels gets the entry's patch alone (which then must not need labels)."""
+    tagged = {**patch, "labels": {**(patch.get("labels") or {}), WORKLOAD: tag}}
+    try:
+        return patch_pod_templates(obj, catalog, tagged, source=source)
+    except EvaluationError:
+        if patch.get("labels"):
+            raise
+    return patch_pod_templates(obj, catalog, patch, source=source) if patch else obj
+
+
+
+def _ref_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{obj.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"
+
