@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, NamedTuple
+from typing import Annotated, Any, Final, Literal, Mapping, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from .errors import InputError
 from .fleet import Cluster, Fleet, Node, Taint
@@ -34,7 +35,7 @@ EXAMPLE_NAME = "clusters.example.yaml"
 # baseline, not restricted: it forbids what lets a pod take over its node (privileged,
 # host namespaces and paths, added capabilities) yet admits ordinary GPU workloads, which
 # rarely set runAsNonRoot and seccompProfile as restricted demands.
-DEFAULT_POD_SECURITY = "baseline"
+DEFAULT_POD_SECURITY: Final = "baseline"
 CLUSTERS_MAX_VALUES = 20_000_000     # a fleet written node by node is large, and still bounded
 
 _NATIVE = {"cpu", "memory", "pods", "ephemeral-storage"}
@@ -232,7 +233,7 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _message(e: dict[str, Any]) -> str:
+def _message(e: ErrorDetails) -> str:
     if e["type"] == "extra_forbidden":
         return "unknown field"
     msg = str(e["msg"])

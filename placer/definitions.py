@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 
 import jq
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from .errors import DefinitionError
 
@@ -227,7 +228,7 @@ def parse_definition(data: Any, source: str) -> Definition:
     return defn
 
 
-def _best_error(errors: list[dict[str, Any]]) -> dict[str, Any]:
+def _best_error(errors: list[ErrorDetails]) -> ErrorDetails:
     # Union fields report one error per branch; the extra-field one is the informative one.
     for err in errors:
         if err["type"] == "extra_forbidden":

@@ -7,6 +7,8 @@ code, and no client-library exception leaks out of the module that caused it.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 
 class PlacerError(Exception):
     """Base of every error placer raises on purpose."""
@@ -65,6 +67,9 @@ class KubeError(PlacerError):
     """A Kubernetes API call failed. `status` is the HTTP status when there was one."""
 
     status: int | None = None
+    retry_after: float | None = None         # seconds the server asked to wait (Retry-After)
+    rolled_back: int = 0                     # a group apply that failed: objects it removed again
+    leftovers: Sequence[str] = ()            # ... and those it could not remove
 
     def __init__(self, message: str, *, cluster: str | None = None, obj: str | None = None,
                  status: int | None = None, reason: str | None = None):

@@ -60,6 +60,7 @@ def read_fleet(entries: Sequence[Any], kube: Kube | None, catalog: Catalog, *,
     entry order. `simulated_usable=False` (submit) shows simulated clusters as unusable."""
     entries = [as_entry(e) for e in entries]
     if any(e.context for e in entries):
+        assert kube is not None, "live clusters are read through a Kube"
         live = A.read_live(kube, entries, catalog, gpu_resources=gpu_resources)
     else:
         live = A.LiveState({}, {}, A.Placed(), [])

@@ -153,8 +153,8 @@ def build_graph(workloads: Sequence[Workload], companions: Sequence[Any]) -> nx.
                 if (ns is None or ns == workloads[i].namespace) and _selects(match, pod_labels[i]):
                     g.add_edge(("w", i), ("c", j))
         for tkind, tname in _companion_targets(d.obj):
-            for k in companions_named(tkind, tname, ns):
-                g.add_edge(("c", j), ("c", k))
+            for other in companions_named(tkind, tname, ns):
+                g.add_edge(("c", j), ("c", other))
             for i, w in enumerate(workloads):
                 if w.kind == tkind and w.name == tname and (ns is None or ns == w.namespace):
                     g.add_edge(("c", j), ("w", i))

@@ -33,7 +33,7 @@ def object_name(obj: Mapping[str, Any]) -> str:
 
 def definition_for(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> CompiledDefinition:
     api, kind = obj.get("apiVersion"), obj.get("kind")
-    found = catalog.lookup(api, kind)
+    found = catalog.lookup(str(api), str(kind))
     if found is None:
         raise UnknownKind(f"no workload definition for {api}/{kind}; add one to a catalog directory "
                           f"(--catalog DIR) or register it with `placer catalog apply`", source=source)
@@ -161,7 +161,7 @@ def _jq_view(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     if "managedFields" not in meta and not bulky:
         return obj
     meta = {k: v for k, v in meta.items() if k != "managedFields"}
-    if bulky:
+    if bulky and isinstance(annotations, dict):
         meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     return {**obj, "metadata": meta}
 

@@ -9,7 +9,8 @@ so one bad cluster never hides the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Protocol
+from functools import partial
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .errors import Forbidden, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
 from .fleet import Cluster, Node, RuntimeClass, Taint
@@ -25,9 +26,14 @@ _TERMINAL = frozenset({"Succeeded", "Failed"})
 class ClusterEntry(Protocol):
     """What inventory needs of a clusters-file entry."""
 
-    name: str
-    context: str | None
-    labels: Mapping[str, str]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def context(self) -> str | None: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
 
 
 # --- objects -> snapshot -----------------------------------------------------------
@@ -91,14 +97,14 @@ def snapshot(name: str, node_objs: Iterable[Mapping[str, Any]], pod_objs: Iterab
              *, labels: Mapping[str, str] | None = None, context: str | None = None,
              runtime_class_objs: Iterable[Mapping[str, Any]] | None = None) -> Cluster:
     used = usage_by_node(pod_objs)
-    nodes = tuple(sorted((node_from_object(n, used.get((n.get("metadata") or {}).get("name")))
+    nodes = tuple(sorted((node_from_object(n, used.get((n.get("metadata") or {}).get("name", "")))
                           for n in node_objs), key=lambda n: n.name))
     classes = None if runtime_class_objs is None else {
         rc.name: rc for rc in map(runtime_class_from_object, runtime_class_objs)}
     return Cluster(name=name, labels=dict(labels or {}), nodes=nodes, context=context, runtime_classes=classes)
 
 
-def list_runtime_classes(client: KubeClient) -> list[dict[str, Any]] | None:
+def list_runtime_classes(client: KubeClient) -> Sequence[dict[str, Any]] | None:
     """The cluster's RuntimeClasses; None when it does not serve them or we may not read
     them (their overhead is then not counted)."""
     try:
@@ -135,7 +141,7 @@ def live_clusters(entries: Iterable[ClusterEntry], kubeconfig: str | None = None
 
     kube = kube or Kube(kubeconfig)
     live = [e for e in entries if getattr(e, "context", None)]
-    results = run_concurrently({e.name: (lambda e=e: live_cluster(e, kube)) for e in live},
+    results = run_concurrently({e.name: partial(live_cluster, e, kube) for e in live},
                                max_workers=kube.max_workers)
     return {e.name: results[e.name] for e in live}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Mapping, Sequence
 
 from . import actuate as A
@@ -44,6 +45,7 @@ class Row:
         if self.error is not None:
             return {"cluster": self.cluster, "error": self.error}
         r = self.ref
+        assert r is not None, "a row without an error has a ref"
         return {"namespace": r.namespace, "name": r.name, "kind": r.kind, "apiGroup": r.group,
                 "ref": r.to_dict(), "cluster": self.cluster, "gpus": self.gpus, "phase": self.phase,
                 "creationTimestamp": self.created, "plan": self.plan, "nodes": list(self.nodes)}
@@ -52,6 +54,7 @@ class Row:
     def name_ref(self) -> str:
         """kubectl's `-o name`: `kind.group/name`."""
         r = self.ref
+        assert r is not None, "a row without an error has a ref"
         return f"{r.kind.lower()}{'.' + r.group if r.group else ''}/{r.name}"
 
 
@@ -93,7 +96,7 @@ def list_placed(kube: Kube, entries: Sequence[Any], catalog: Catalog, query: Que
             return _cluster_rows(kube.client(entry.context, cluster=entry.name), entry.name, catalog, query)
         except PlacerError as e:
             return [Row(entry.name, error=error_reason(e))], True
-    results = run_concurrently({e.name: (lambda e=e: one(e)) for e in live}, max_workers=kube.max_workers)
+    results = run_concurrently({e.name: partial(one, e) for e in live}, max_workers=kube.max_workers)
     if query.type and live and not any(known for _, known in results.values()):
         raise InputError(f'unknown type "{query.type}": no cluster serves a workload kind of that name that '
                          "placer places (see placer catalog list)")

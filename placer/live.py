@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from .errors import InputError
@@ -62,12 +63,12 @@ def find_pods(client: KubeClient, workload: Workload) -> PodsByComponent:
     """Pods of each instance (by selector, concurrently), each pod under one instance."""
     instances = [i for i in workload.instances if i.has_selector]
     listed = run_concurrently({
-        i.key: (lambda i=i: client.list("pods", workload.namespace, label_selector=i.selector_string()).items)
+        i.key: partial(client.list, "pods", workload.namespace, label_selector=i.selector_string())
         for i in instances})
     owner: dict[str, tuple[int, str]] = {}      # pod name -> (selector size, instance key)
     pods: dict[str, dict] = {}
     for inst in instances:
-        for pod in listed[inst.key]:
+        for pod in listed[inst.key].items:
             pname = pod["metadata"]["name"]
             pods[pname] = pod
             size = len(inst.selector) + len(inst.selector_expressions)

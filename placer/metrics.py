@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info,
                                PlatformCollector, ProcessCollector, generate_latest)
@@ -79,8 +79,9 @@ class Metrics:
         Info("placer_build", "placer's version and its engines'", registry=r).info(versions())
         self._lock = threading.Lock()
 
-    def _child(self, name: str, labels: Mapping[str, str] | None):
+    def _child(self, name: str, labels: Mapping[str, str] | None) -> Any:      # a Counter, Gauge or Histogram (child)
         metric = self._series[name]
+        assert not isinstance(metric, _Totals), f"{name}: its totals are kept elsewhere and set"
         return metric.labels(**labels) if labels else metric
 
     def inc(self, name: str, by: float = 1, labels: Mapping[str, str] | None = None) -> None:
@@ -95,7 +96,9 @@ class Metrics:
             self._child(name, labels).set(value)
 
     def observe(self, name: str, value: float) -> None:
-        self._series[name].observe(value)
+        metric = self._series[name]
+        assert isinstance(metric, Histogram), f"{name} is not a histogram"
+        metric.observe(value)
 
     def value(self, name: str, labels: Mapping[str, str] | None = None) -> float:
         """The current value (for a histogram: its count), read back from the registry."""
@@ -149,7 +152,7 @@ class MetricsServer:
     @property
     def address(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     def start(self) -> "MetricsServer":
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},

@@ -159,8 +159,9 @@ def shape_problem(spec: Any, meta: Any, resources: Any = None) -> str:
             checks.append((f"spec.{k}[{i}]", item, (dict,), "a map"))
             res = item.get("resources") if isinstance(item, dict) else None
             checks.append((f"spec.{k}[{i}].resources", res, (dict,), "a map"))
-            for part in ("requests", "limits") if isinstance(res, dict) else ():
-                checks.append((f"spec.{k}[{i}].resources.{part}", res.get(part), (dict,), "a map"))
+            if isinstance(res, dict):
+                for part in ("requests", "limits"):
+                    checks.append((f"spec.{k}[{i}].resources.{part}", res.get(part), (dict,), "a map"))
     affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
     node = affinity.get("nodeAffinity")
     checks.append(("spec.affinity.nodeAffinity", node, (dict,), "a map"))

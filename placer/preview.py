@@ -10,6 +10,7 @@ is what is shown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Mapping, Sequence
 
 from .catalog import Catalog
@@ -74,7 +75,7 @@ def server_dry_run(kube: Kube, entries: Sequence[Any], objects: Mapping[str, Seq
         try:
             client = kube.client(by_name[cluster].context, cluster=cluster)
         except PlacerError as e:
-            return list(objects[cluster]), {"*": str(e)}
+            return [dict(o) for o in objects[cluster]], {"*": str(e)}
         for obj in objects[cluster]:
             meta = obj.get("metadata") or {}
             ref = f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
@@ -86,6 +87,6 @@ def server_dry_run(kube: Kube, entries: Sequence[Any], objects: Mapping[str, Seq
         return answered, refused
 
     live = [c for c in objects if c not in simulated]
-    results = run_concurrently({c: (lambda c=c: one(c)) for c in live}, max_workers=kube.max_workers)
+    results = run_concurrently({c: partial(one, c) for c in live}, max_workers=kube.max_workers)
     shown = {c: (results[c][0] if c in results else list(objs)) for c, objs in objects.items()}
     return Preview(shown, {c: r[1] for c, r in results.items() if r[1]}, simulated)

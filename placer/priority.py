@@ -62,6 +62,8 @@ def from_objects(objects: Iterable[Mapping[str, Any]], source: str) -> PriorityC
             continue
         if not isinstance(value, int) or isinstance(value, bool):
             raise InputError(f"{kind[1]} {name}: value {value!r} is not an integer", source=source)
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{kind[1]}: metadata.name is missing", source=source)
         if kind == PRIORITY_CLASS:
             pod[name] = value
             if obj.get("globalDefault") is True:

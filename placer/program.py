@@ -168,8 +168,9 @@ def build_paths_program(defn: Definition) -> str:
                                             ("metadata", pod.metadata)) if v}
         for n in PATCHABLE if pod.fields else ():
             f = getattr(pod.fields, n)
-            if _write(f):
-                parts[f"f.{n}"] = (_write(f), isinstance(f, FieldExpr) and f.writeFrom == "object")
+            written = _write(f)
+            if written:
+                parts[f"f.{n}"] = (written, isinstance(f, FieldExpr) and f.writeFrom == "object")
         # absolute paths; a field whose expression is no path expression can be read but not
         # written: mark it, and fail only if a patch needs it
         entries = ", ".join(
@@ -237,14 +238,14 @@ def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> Eva
                     return fail(f"status.rules[{j}].{field}", expr, str(e))
                 if field != "when" and len(values) > 1:
                     return fail(f"status.rules[{j}].{field}", expr, f"produced {len(values)} values, expected one")
-    for field, expr in (("suspend.path", defn.suspend.path if defn.suspend else None), ("gangs", defn.gangs)):
-        if expr:
+    for field, whole in (("suspend.path", defn.suspend.path if defn.suspend else None), ("gangs", defn.gangs)):
+        if whole:
             try:
-                values = _eval(expr, obj, lets, root=obj, instances=[])
+                values = _eval(whole, obj, lets, root=obj, instances=[])
             except ValueError as e:
-                return fail(field, expr, str(e))
+                return fail(field, whole, str(e))
             if len(values) > 1 or field == "gangs" and not values:
-                return fail(field, expr, f"produced {len(values)} values, expected one")
+                return fail(field, whole, f"produced {len(values)} values, expected one")
     return EvaluationError(error.split("\n")[0], definition=defn.name, field="<program>",
                            expression="(fused program)", obj=objname)
 

@@ -43,7 +43,7 @@ def _int_or_none(value: Any) -> int | None:
 
 def matches_expression(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     """One requirement object (In, NotIn, Exists, DoesNotExist; Gt, Lt for nodes)."""
-    key, op = expr.get("key"), expr.get("operator")
+    key, op = expr.get("key", ""), expr.get("operator")    # no label has the key ""
     values = [str(v) for v in (expr.get("values") or ())]
     present = key in labels
     if op == "In":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import actuate as A
@@ -199,8 +200,9 @@ def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: M
                    catalog: Catalog, gpu_resources: Sequence[str]) -> list[_PlacedGroup]:
     out = []
     for g in groups:
-        refs = [view.placed.get(w.ref) for w in g.workloads]
-        if not refs or any(r is None for r in refs) or len({r.cluster for r in refs}) != 1:
+        found = [view.placed.get(w.ref) for w in g.workloads]
+        refs = [r for r in found if r is not None]
+        if not refs or len(refs) != len(found) or len({r.cluster for r in refs}) != 1:
             continue
         cluster = refs[0].cluster
         objects = A.prepare_objects(g, entries[cluster], catalog, plan_id=refs[0].plan or "", cluster=cluster)
@@ -271,7 +273,7 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
         if replace and misfits:
             plan = _replan(plan, view_, planning, misfits, catalog, gpu_resources, options)
     updates, apply_now, move = _decide(placed_groups, plan, replace)
-    result = dict(already=tuple(already), unreachable=unreachable, reserved=view.reserved)
+    result: dict[str, Any] = dict(already=tuple(already), unreachable=unreachable, reserved=view.reserved)
     if dry_run:
         return SubmitResult(plan_id, True, plan, failed=tuple(refused), updated=tuple(updates),
                             groups=tuple(planning), **result)
@@ -288,8 +290,8 @@ def _replan(plan: Plan, view: FleetView, planning: Sequence[PlacementGroup], mis
     """--replace: the groups that no longer fit where they live are planned anywhere,
     around what the first plan placed (held as committed demand)."""
     keys = {pg.group.key for pg in misfits}
-    held = [(g, plan.placement(g.workloads[0].ref).cluster) for g in planning
-            if g.key not in keys and plan.placement(g.workloads[0].ref) is not None]
+    held = [(g, p.cluster) for g in planning
+            if g.key not in keys and (p := plan.placement(g.workloads[0].ref)) is not None]
     view2 = FleetView(view.fleet, dataclasses.replace(view.live, promised=list(view.promised) + held))
     second = plan_groups(view2, [pg.group for pg in misfits], catalog, solve=solve, gpu_resources=gpu_resources,
                          **options)
@@ -394,7 +396,7 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
                 created.append(Created(A.key_of(w), w.kind, key, cluster, p.gpus if p else w.gpus, refs))
         return created, failed
 
-    results = run_concurrently({c: (lambda c=c, ks=ks: one_cluster(c, ks))
+    results = run_concurrently({c: partial(one_cluster, c, ks)
                                 for c, ks in groups_by_cluster(plan, by_key).items()}, max_workers=kube.max_workers)
     created = [c for cs, _ in results.values() for c in cs]
     failed = [f for _, fs in results.values() for f in fs]

@@ -7,7 +7,7 @@ predicates directly. Any disagreement is a solver bug and raises VerificationErr
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from .errors import VerificationError
 from .fleet import Fleet, Node
@@ -20,7 +20,7 @@ from .workload import PlacementGroup, Workload
 UNLIMITED_PODS = 10**15
 
 
-def _fail(msg: str, cluster: str | None = None, obj: str | None = None) -> None:
+def _fail(msg: str, cluster: str | None = None, obj: str | None = None) -> NoReturn:
     raise VerificationError(f"plan rejected by verifier: {msg}", cluster=cluster, obj=obj)
 
 
@@ -73,7 +73,7 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
 def _ref_in(known) -> "Callable[[Any], Any]":
     """A plan entry's identity: its WorkloadRef; an entry made without one (by hand) is
     taken by its `ns/name` among the `known` refs."""
-    by_short = {}
+    by_short: dict[str, Any] = {}
     for r in known:
         by_short.setdefault(r.short, r)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..catalog import Catalog
@@ -60,10 +61,10 @@ class Placed(dict):
     (`unreachable`: cluster -> reason) and any workload found on more than one cluster
     (`duplicates`: ref -> every PlacedRef)."""
 
-    def __init__(self, refs: Mapping[WorkloadRef, PlacedRef] = (), *,
+    def __init__(self, refs: Mapping[WorkloadRef, PlacedRef] | None = None, *,
                  unreachable: Mapping[str, str] | None = None,
                  duplicates: Mapping[WorkloadRef, Sequence[PlacedRef]] | None = None):
-        super().__init__(refs)
+        super().__init__(refs or {})
         self.unreachable: dict[str, str] = dict(unreachable or {})
         self.duplicates: dict[WorkloadRef, list[PlacedRef]] = {k: list(v) for k, v in (duplicates or {}).items()}
 
@@ -127,7 +128,7 @@ def find_placed(kube: Kube, entries: Iterable[Any], catalog: Catalog) -> Placed:
             return managed_objects(_client(kube, entry), catalog)
         except PlacerError as e:
             return e
-    results = run_concurrently({e.name: (lambda e=e: scan(e)) for e in live},
+    results = run_concurrently({e.name: partial(scan, e) for e in live},
                                max_workers=kube.max_workers)
     ok = {n: r for n, r in results.items() if not isinstance(r, PlacerError)}
     bad = {n: error_reason(r) for n, r in results.items() if isinstance(r, PlacerError)}
@@ -170,7 +171,7 @@ def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
             return read_cluster_state(_client(kube, entry), name, catalog, labels=labels, context=ctx)
         except PlacerError as e:
             return Cluster(name=name, labels=labels, context=ctx, error=error_reason(e)), [], None
-    results = run_concurrently({e.name: (lambda e=e: one(e)) for e in live},
+    results = run_concurrently({e.name: partial(one, e) for e in live},
                                max_workers=kube.max_workers)
     order = [e.name for e in live]
     clusters = {n: results[n][0] for n in order}

@@ -24,8 +24,8 @@ def list_(catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     def go() -> None:
         fmt = parse_output(output)
         cat = load_catalog(catalog)
-        rows = [{"apiVersion": api, "kind": kind, "definition": cat.lookup(api, kind).name,
-                 "source": cat.lookup(api, kind).source} for api, kind in cat.kinds()]
+        rows = [{"apiVersion": api, "kind": kind, "definition": cat.by_gvk[api, kind].name,
+                 "source": cat.by_gvk[api, kind].source} for api, kind in cat.kinds()]
         if not fmt.tabular:
             emit(rows, fmt, names=[f"workloaddefinition.placer.dev/{n}"
                                    for n in dict.fromkeys(r["definition"] for r in rows)])

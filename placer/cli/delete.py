@@ -60,7 +60,7 @@ def delete(
                             if e.name == placed[r].cluster)]
                 if not refs:
                     from ..workload import WorkloadRef
-                    refs = [WorkloadRef("", query.type, ns, query.name)]
+                    refs = [WorkloadRef("", query.type or "", ns, query.name or "")]
             clients = {e.name: _client(kube, e) for e in targets.live}
             return delete_placed(refs, placed, clients)
         finally:

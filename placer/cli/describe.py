@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, List, Mapping, Optional, Sequence
 
 import typer
 
 from .. import api
 from ..describe import workload_json, workload_tree
 from ..errors import InputError
+from ..workload import Workload
 from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, gpu_resources, out, run
 from .output import emit, parse_output, resource_name
 
@@ -34,7 +35,8 @@ def describe(
         target = live_ref(ref, name)
         if bool(target) == bool(files):
             raise InputError("give either -f FILE... or KIND/NAME (or KIND NAME)")
-        if files:
+        items: list[tuple[Workload, Mapping[str, Sequence[Mapping[str, Any]]] | None]]
+        if not target:
             items = [(w, None) for w in api.describe_files(files, catalog_dirs=catalog, namespace=namespace,
                                                               gpu_resources=gpu_resources(gpu))]
         else:

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from ..errors import InputError
-from ..plan import Plan
+from ..plan import Placement, Plan, Unplaced
 from ..preview import dry_run_mode
 from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, err, gpu_resources, out, run
 from .output import OUTPUT_HELP, emit, parse_output
@@ -94,6 +94,7 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     else:
         from ..hub import staging_groups
         hub = targets.hub
+        assert hub is not None, "no files and no hub was refused above"
         if announce:
             announce(f"planning the pending objects of namespace {hub.stagingNamespace} on hub context {hub.context}")
         groups = staging_groups(hub.context, hub.stagingNamespace, catalog, kubeconfig=kubeconfig,
@@ -211,7 +212,7 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None) -> Te
     workload each on their own indented lines under its row, wrapped to `width`, so that
     an 80-column terminal reads as well as a wide one."""
     members: dict[str, list[str]] = {}
-    for r in (*p.placements, *p.unplaced):
+    for r in _entries(p):
         members.setdefault(r.group, []).append(r.workload)
     head = ["WORKLOAD", "KIND", "GPUS", "CLUSTER"] + (["GROUP", "NODES (pods)"] if wide else [])
     rows = [[pl.workload, pl.kind, str(pl.gpus), pl.cluster]
@@ -247,7 +248,11 @@ def _line(cells: list[str], widths: list[int]) -> str:
 
 def plan_names(p: Plan) -> list[str]:
     """`-o name`: each planned workload as kind/name, as kubectl names objects."""
-    return [f"{r.kind.lower()}/{r.workload.rpartition('/')[2]}" for r in (*p.placements, *p.unplaced)]
+    return [f"{r.kind.lower()}/{r.workload.rpartition('/')[2]}" for r in _entries(p)]
+
+
+def _entries(p: Plan) -> tuple[Placement | Unplaced, ...]:
+    return (*p.placements, *p.unplaced)
 
 
 def write_plan_svg(result: PlanResult, path: str) -> None:

@@ -171,11 +171,11 @@ def render(result: SubmitResult) -> None:
         if a.workload not in updated:              # placed before, in a group that gained members
             t.add_row(escape(_short(a.workload)), a.kind, "-", a.cluster,
                       f"[yellow]already placed[/yellow]{' by plan ' + escape(a.plan) if a.plan else ''}")
-    for u in plan.unplaced if plan else ():
-        if u.ref is not None and str(u.ref) in updated:
+    for un in plan.unplaced if plan else ():
+        if un.ref is not None and str(un.ref) in updated:
             continue
-        reasons = "; ".join(f"{c}: {r.render()}" for c, r in u.reasons.items())
-        t.add_row(escape(u.workload), u.kind, str(u.gpus), "-", f"[red]unplaced[/red]: {escape(reasons)}")
+        reasons = "; ".join(f"{c}: {r.render()}" for c, r in un.reasons.items())
+        t.add_row(escape(un.workload), un.kind, str(un.gpus), "-", f"[red]unplaced[/red]: {escape(reasons)}")
     for f in result.failed:
         if f.cluster == "-":
             t.add_row(", ".join(f.workloads), "-", "-", "-", f"[red]refused: {escape(f.error)}[/red]")

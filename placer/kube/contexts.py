@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from functools import partial
 from typing import Callable, Iterable, TypeVar
 
 from kubernetes import client as k8s_client
@@ -78,7 +79,7 @@ class Kube:
                 return fn(self.client(ctx))
             except PlacerError as e:
                 return e
-        return run_concurrently({ctx: (lambda ctx=ctx: call(ctx)) for ctx in contexts},
+        return run_concurrently({ctx: partial(call, ctx) for ctx in contexts},
                                 max_workers=self.max_workers)
 
     def close(self) -> None:

@@ -30,12 +30,11 @@ def watch_events(client: KubeClient, resource: Resource | str, namespace: str | 
     errors and 5xx are retried with backoff."""
     res = client._res(resource)
     stop = stop or (lambda: False)
-    selectors = {"label_selector": label_selector, "field_selector": field_selector}
     rv = resource_version
     failures = 0
     while not stop():
         if not rv:
-            lst = client.list(res, namespace, **selectors)
+            lst = client.list(res, namespace, label_selector=label_selector, field_selector=field_selector)
             rv = lst.resource_version
             yield WatchEvent("RELIST", None, rv, lst.items)
             continue

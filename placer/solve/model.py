@@ -96,10 +96,10 @@ def signatures(groups: Sequence[GroupInfo]) -> list[Sig]:
         for p in g.parts:
             key = (tuple(sorted(p.demand.items())), p.pred_key)
             pods[key] = pods.get(key, 0) + p.pods
-        key = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())))
-        if key not in by:
-            by[key] = Sig(len(by), [], pods)
-        by[key].groups.append(g)
+        sig = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())))
+        if sig not in by:
+            by[sig] = Sig(len(by), [], pods)
+        by[sig].groups.append(g)
     return list(by.values())
 
 

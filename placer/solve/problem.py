@@ -100,7 +100,7 @@ class ClusterInfo:
         self.class_nodes = [[pos[n.name] for n in k.nodes] for k in self.classes]
         self.class_free = [_free(k.sample) for k in self.classes]
         self._compat: dict[tuple, tuple[int, ...]] = {}
-        self.statics: dict[tuple, object] = {}          # static reasons by pod kind (explain)
+        self.statics: dict[tuple, R.Reason] = {}          # static reasons by pod kind (explain)
         self._pred: dict[tuple, tuple[int, ...]] = {}
 
     def matching(self, part: Part) -> tuple[int, ...]:

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import time
-from typing import Mapping
+from typing import Literal, Mapping, overload
 
 from ortools.sat.python import cp_model_helper as cmh
 
@@ -43,6 +43,15 @@ def _candidates(st: ClusterState, g: GroupInfo) -> list[int]:
             seen[key] = seen.get(key, 0) + 1
             out.append(i)
     return out
+
+
+@overload
+def pack(st: ClusterState, g: GroupInfo, *, maximize: Literal[False] = False,
+         deadline: float | None = None) -> PodAssign | None: ...
+
+
+@overload
+def pack(st: ClusterState, g: GroupInfo, *, maximize: Literal[True], deadline: float | None = None) -> int | None: ...
 
 
 def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: float | None = None,
