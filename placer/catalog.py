@@ -51,13 +51,6 @@ class Catalog:
     # plain supporting kinds that travel with workloads: "Kind" or "group/Kind"
     companion_kinds: frozenset[str]
 
-    @property
-    def definitions(self) -> list[CompiledDefinition]:
-        seen: dict[int, CompiledDefinition] = {}
-        for d in self.by_gvk.values():
-            seen.setdefault(id(d), d)
-        return sorted(seen.values(), key=lambda d: d.name)
-
     def lookup(self, api_version: str, kind: str) -> CompiledDefinition | None:
         return self.by_gvk.get((api_version, kind))
 

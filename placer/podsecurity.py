@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-LEVELS = ("privileged", "baseline", "restricted")
 LABEL = "pod-security.kubernetes.io/enforce"
 VERSION_LABEL = "pod-security.kubernetes.io/enforce-version"
 

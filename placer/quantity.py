@@ -65,10 +65,6 @@ def _canonical(milli: bool, value: Any) -> int:
     return math.ceil(q)
 
 
-def canonical_map(resources: Mapping[str, Any] | None) -> dict[str, int]:
-    return {name: canonical(name, v) for name, v in (resources or {}).items()}
-
-
 def to_json_number(resource: str, amount: int) -> int | float:
     """Canonical amount as a JSON number in the resource's natural unit (CPU in cores)."""
     if resource in MILLI_RESOURCES:

@@ -240,13 +240,3 @@ class Unexplained(Reason):
 
     def render(self) -> str:
         return "not explained: the time limit ended first (placer plan --time-limit)"
-
-
-@dataclass(frozen=True)
-class CommittedOverflow(Reason):
-    """Capacity promised to workloads placed earlier whose pods are not bound yet."""
-
-    code = "CommittedOverflow"
-
-    def render(self) -> str:
-        return "fits alone, but its capacity is promised to workloads placed earlier that are not running yet"

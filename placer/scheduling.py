@@ -157,10 +157,6 @@ class NodeClass:
 
     index: int
     nodes: tuple[Node, ...]
-    free: Mapping[str, int]
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...]
-    pod_limit: bool                   # the nodes declare a `pods` allocatable
 
     @property
     def size(self) -> int:
@@ -187,7 +183,5 @@ def node_classes(nodes: Iterable[Node], by_name: bool = False) -> list[NodeClass
             groups.setdefault(_class_key(node, by_name), []).append(node)
     out = []
     for i, members in enumerate(groups.values()):
-        first = members[0]
-        out.append(NodeClass(i, tuple(members), first.free_all(), first.labels, first.taints,
-                             POD_COUNT in first.allocatable))
+        out.append(NodeClass(i, tuple(members)))
     return out

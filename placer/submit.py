@@ -22,7 +22,6 @@ from . import actuate as A
 from .catalog import Catalog
 from .clusters_file import as_entry
 from .errors import InputError, KubeError, PlacerError
-from .fleet import Fleet
 from .fleetview import SIMULATED, Already, FleetView, freeing, pin, pin_groups, plan_groups, read_fleet
 from .fleetview import split_already_placed  # noqa: F401 (re-exported)
 from .interpret import interpret
@@ -133,17 +132,6 @@ class SubmitResult:
 
 
 # --- pure steps ------------------------------------------------------------------------
-
-def build_fleet(entries: Sequence[Any], live: Mapping[str, Any]) -> Fleet:
-    """Clusters in file order; entries without a context appear as unusable, with why."""
-    from .fleet import Cluster
-
-    clusters = []
-    for e in map(as_entry, entries):
-        clusters.append(live[e.name] if e.name in live else
-                        Cluster(name=e.name, labels=dict(e.labels or {}), error=SIMULATED))
-    return Fleet(tuple(clusters))
-
 
 def groups_by_cluster(plan: Plan, keys: Iterable[str] | None = None) -> dict[str, list[str]]:
     """cluster -> group keys placed there, in plan order (only `keys` when given)."""

@@ -92,7 +92,7 @@ def test_node_classes_group_identical_nodes_only():
     classes = node_classes([a, b, c, d, e, f])
     # a cordoned node is a class of its own (pods that tolerate the cordon may use it)
     assert [[n.name for n in k.nodes] for k in classes] == [["a", "b"], ["c"], ["d"], ["e"]]
-    assert classes[0].free["nvidia.com/gpu"] == 6
+    assert classes[0].sample.free_all()["nvidia.com/gpu"] == 6
 
 
 @pytest.mark.parametrize("text,labels,ok", [

@@ -265,8 +265,6 @@ def test_reason_pod_too_large_and_conflicting_pins_and_not_together():
      "needs 1 pod x 1 GPU; largest free block is 0 GPUs (0 GPUs free)"),
     (R.CapacityTaken(("a", "b", "c", "d"), True),
      "fits alone, but its capacity went to higher-priority a, b, c and 1 more"),
-    (R.CommittedOverflow(),
-     "fits alone, but its capacity is promised to workloads placed earlier that are not running yet"),
 ])
 def test_reason_rendering(r, text):
     assert r.render() == text

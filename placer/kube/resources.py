@@ -18,7 +18,6 @@ class Resource:
     namespaced: bool
     singular: str = ""
     short_names: tuple[str, ...] = ()
-    verbs: tuple[str, ...] = ()
     subresources: frozenset[str] = frozenset()
 
     @property
@@ -81,6 +80,6 @@ def _parse_resource_list(group: str, version: str, doc: Mapping[str, Any]) -> tu
         Resource(group=e.get("group") or group, version=e.get("version") or version,
                  kind=e["kind"], plural=e["name"], namespaced=bool(e.get("namespaced")),
                  singular=e.get("singularName") or "", short_names=tuple(e.get("shortNames") or ()),
-                 verbs=tuple(e.get("verbs") or ()), subresources=frozenset(subs.get(e["name"], ())))
+                 subresources=frozenset(subs.get(e["name"], ())))
         for e in entries if "/" not in e.get("name", "/"))
 
