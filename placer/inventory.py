@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
 
 from .errors import Forbidden, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
 from .fleet import Cluster, Node, RuntimeClass, Taint
-from .kube import Kube, KubeClient
 from .podspec import DEFAULT_GPU_RESOURCES, gpu_count, pod_requests
 from .quantity import add, canonical
+
+if TYPE_CHECKING:           # `placer clusters` imports this module at CLI start: the client loads when used
+    from .kube import Kube, KubeClient
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -137,7 +139,7 @@ def live_cluster(entry: ClusterEntry, kube: Kube) -> Cluster:
 def live_clusters(entries: Iterable[ClusterEntry], kubeconfig: str | None = None, *,
                   kube: Kube | None = None) -> dict[str, Cluster]:
     """Snapshots of every entry that names a context, read concurrently, by name."""
-    from .kube import run_concurrently
+    from .kube import Kube, run_concurrently
 
     kube = kube or Kube(kubeconfig)
     live = [e for e in entries if getattr(e, "context", None)]

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .catalog import Catalog
 from .clusters_file import as_entry
 from .errors import InputError, KubeError, PlacerError
-from .kube import Kube, run_concurrently
 from .plan import Plan
 from .workload import PlacementGroup
+
+if TYPE_CHECKING:                 # the CLI imports this module at start: the client loads when used
+    from .kube import Kube
 
 DRY_RUN_MODES = ("none", "client", "server")
 
@@ -67,6 +69,8 @@ def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Seque
 def server_dry_run(kube: Kube, entries: Sequence[Any], objects: Mapping[str, Sequence[Mapping[str, Any]]]
                    ) -> Preview:
     """Ask each cluster's API server to apply its objects with dryRun=All, concurrently."""
+    from .kube import run_concurrently
+
     by_name = {as_entry(e).name: as_entry(e) for e in entries}
     simulated = {c: "simulated cluster: no API server to ask" for c in objects if not by_name[c].context}
 

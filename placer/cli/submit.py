@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 import yaml
@@ -12,10 +12,13 @@ from rich.table import Table
 
 from ..errors import InputError
 from ..preview import dry_run_mode
-from ..submit import DEFAULT_TIME_LIMIT, SubmitResult
 from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
 from .output import OUTPUT_HELP, Output, emit, emit_documents, parse_output
+from .plan import DEFAULT_TIME_LIMIT      # the solver's default, as for plan
 from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+
+if TYPE_CHECKING:                 # placer.submit brings the Kubernetes client and the solver: loaded when used
+    from ..submit import SubmitResult
 
 
 @app.command()
