@@ -52,6 +52,7 @@ from .greedy import BASELINES, greedy
 from .model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
 from .problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
 from .repair import repair
+from .topology import choices, spread
 
 # shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
 # explanations at EXPLAIN_END; what is left is verification's
@@ -65,8 +66,8 @@ def _model_size(problem: Problem, groups: Sequence[GroupInfo]) -> int:
         for c in g.eligible:
             info = problem.infos[c]
             for p in g.parts:
-                kinds.add((c, tuple(sorted(p.demand.items())), info.compat(p)))
-    return sum(len(classes) for _, _, classes in kinds)
+                kinds.add((c, tuple(sorted(p.demand.items())), info.compat(p), p.topo))
+    return sum(len(classes) for _, _, classes, _ in kinds)
 
 
 def _model_lex(agg, values: Sequence[int], problem: Problem, ng: int) -> tuple:
@@ -165,10 +166,12 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
                 decoded.update(greedy(problem, states, dropped))
             decoded = repair(problem, decoded, repair_end)
             bound = _model_lex(agg, sol.values, problem, ng)
-            if lex(decoded) >= lex(result):
+            # after GPUs: preferred topology requests spanning fewer domains
+            if (lex(decoded), -spread(problem, decoded)) >= (lex(result), -spread(problem, result)):
                 result = decoded
             # optimal: every stage proven on a relaxation of the real problem, and reached
-            status = "optimal" if sol.status == "optimal" and lex(result) == bound else "feasible"
+            reached = lex(result) == bound and spread(problem, result) <= sum(sol.values[s] for s in agg.spread)
+            status = "optimal" if sol.status == "optimal" and reached else "feasible"
         else:
             timed_out = time.monotonic() >= search_end
         clock.lap("decode")
@@ -235,6 +238,6 @@ def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign, infos
     for w in g.group.workloads:
         nodes = dict(sorted(per_wl[w.ref].items(), key=lambda kv: order[kv[0]]))
         out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
-                             g.priority, nodes, ref=w.ref))
+                             g.priority, nodes, ref=w.ref, topology=choices(g, w.key, info, assign)))
     return out
 
