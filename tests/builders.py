@@ -156,9 +156,9 @@ def wl(key: str, *pod_specs: str, prio: int | None = None, pin: str | None = Non
         ann["placer.dev/cluster-selector"] = selector
     pods = sum(i.pods for i in insts)
     topo = list(topology)
-    for key, req in ((required, True), (preferred, False)):
-        if key is not None:
-            topo.append(TopologyRequest(LEVELS.get(key, key), req))
+    for level, req in ((required, True), (preferred, False)):
+        if level is not None:
+            topo.append(TopologyRequest(LEVELS.get(level, level), req))
     gang = Gang(name, tuple((i.component, i.instance, i.pods) for i in insts), pods, pods,
                 sum(i.gpus for i in insts), topology=tuple(topo))
     return Workload("jobset.x-k8s.io/v1alpha2", kind, ns or "default", name, kind.lower(), Phase.PENDING,

@@ -186,6 +186,12 @@ def _domain_vars(m: cp_model.CpModel, us: Sequence[Unit], xs: Mapping[int, list[
     return spread
 
 
+def _cluster(f: Fleet, name: str) -> Cluster:
+    cl = f.cluster(name)
+    assert cl is not None, name
+    return cl
+
+
 def spread_of(f: Fleet, groups: Sequence[PlacementGroup], plan) -> int:
     """Values spanned by every preferred request of every placed group (from the plan's nodes)."""
     total = 0
@@ -194,7 +200,7 @@ def spread_of(f: Fleet, groups: Sequence[PlacementGroup], plan) -> int:
         if len(ps) != len(g.workloads):
             continue
         insts = instances(g)
-        nodes = {n.name: n for n in f.cluster(ps[0].cluster).nodes}
+        nodes = {n.name: n for n in _cluster(f, ps[0].cluster).nodes}
         for key, required, pos in units(g):
             if required:
                 continue
@@ -213,14 +219,14 @@ def topology_violations(f: Fleet, groups: Sequence[PlacementGroup], plan) -> lis
         if not ps:
             continue
         insts = instances(g)
-        nodes = {n.name: n for n in f.cluster(ps[0].cluster).nodes}
+        nodes = {n.name: n for n in _cluster(f, ps[0].cluster).nodes}
         for key, required, pos in units(g):
             want = {(insts[n][0], insts[n][1].key) for n in pos}
             vals = {dom(nodes[node], key) for p in ps for node, per in p.nodes.items()
                     for ikey in per if (p.workload, ikey) in want}
             if required and (len(vals) != 1 or None in vals):
                 out.append(f"{g.key}: required {key} spans {sorted(map(str, vals))}")
-            if not has_level(f.cluster(ps[0].cluster), key):
+            if not has_level(_cluster(f, ps[0].cluster), key):
                 out.append(f"{g.key}: placed on {ps[0].cluster}, which has no {key}")
     return out
 
@@ -379,7 +385,7 @@ def greedy(f: Fleet, groups: Sequence[PlacementGroup], order: str) -> set[str]:
             if not policy_ok(g, cl) or not levels_ok(g, cl):
                 continue
             # topology-aware: every choice of one value per required request, in order
-            values = [sorted({dom(n, key) for n in cl.nodes} - {None}) for key, _ in req]
+            values = [sorted(v for v in {dom(n, key) for n in cl.nodes} if v is not None) for key, _ in req]
             for choice in itertools.product(*values):
                 cap = _first_fit(cl, caps[c], pods, req, choice)
                 if cap is not None:
