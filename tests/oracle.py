@@ -713,19 +713,22 @@ def instance(fam: Family, seed: int) -> tuple[Fleet, list[PlacementGroup]]:
 TOPO_KEYS = ("example.com/block", "example.com/rack", HOST)
 
 
-def topo_instance(seed: int) -> tuple[Fleet, list[PlacementGroup]]:
+def topo_instance(seed: int, big: bool = False) -> tuple[Fleet, list[PlacementGroup]]:
     """Small fleets of blocks and racks (one cluster in five without rack labels or
-    levels), gangs asking for a level required or preferred, some only for one component."""
+    levels), gangs asking for a level required or preferred, some only for one component.
+    `big`: beyond the node-exact size (the class model), more and larger gangs, no host level."""
     from placer.topology import TopologyRequest
 
     rnd = random.Random(seed)
     cls = []
+    per_rack, pods, n_wl = ((20, 40), (2, 16), (25, 40)) if big else ((1, 3), (1, 4), (4, 9))
+    keys = TOPO_KEYS[:2] if big else TOPO_KEYS
     for c in range(rnd.randint(2, 3)):
         labelled = c == 0 or rnd.random() < 0.8
         specs = []
         for b in range(rnd.randint(1, 2)):
             for r in range(rnd.randint(1, 2)):
-                s = f"{rnd.randint(1, 3)}x{rnd.choice((8, 8, 4))} used={rnd.choice((0, 0, 1, 2, 4))}"
+                s = f"{rnd.randint(*per_rack)}x{rnd.choice((8, 8, 4))} used={rnd.choice((0, 0, 1, 2, 4))}"
                 if labelled:
                     s += f" example.com/block=b{b} example.com/rack=b{b}r{r}"
                 specs.append(s)
@@ -733,13 +736,13 @@ def topo_instance(seed: int) -> tuple[Fleet, list[PlacementGroup]]:
     f = fleet(*cls)
     levels = [rnd.randrange(100) for _ in range(2)]
     gs = []
-    for i in range(rnd.randint(4, 9)):
-        specs = [f"{rnd.randint(1, 4)}x{rnd.choice((1, 2, 4, 8))}" for _ in range(rnd.choice((1, 1, 2)))]
+    for i in range(rnd.randint(*n_wl)):
+        specs = [f"{rnd.randint(*pods)}x{rnd.choice((1, 2, 4, 8))}" for _ in range(rnd.choice((1, 1, 2)))]
         reqs = []
         roll = rnd.random()
         if roll < 0.75:
             comps = frozenset({"c0"}) if len(specs) > 1 and rnd.random() < 0.4 else None
-            reqs.append(TopologyRequest(rnd.choice(TOPO_KEYS), roll < 0.45, comps))
+            reqs.append(TopologyRequest(rnd.choice(keys), roll < 0.45, comps))
             if rnd.random() < 0.2:
                 reqs.append(TopologyRequest(rnd.choice(TOPO_KEYS[:2]), rnd.random() < 0.5))
         gs.append(group(wl(f"ns/t{i:02d}", *specs, prio=rnd.choice(levels), topology=reqs)))

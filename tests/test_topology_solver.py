@@ -230,3 +230,13 @@ def test_the_verifier_rejects_a_split_required_gang():
                       {"east-0-0": {"c0/0": 1}, "east-0-1": {"c0/0": 1}, "east-1-0": {"c0/0": 1}})
     with pytest.raises(VerificationError, match="requires one example.com/rack"):
         verify(f, gs, Plan((split,), (), plan.summary))
+
+
+def test_pod_too_large_asks_every_node_of_a_class():
+    # an 8-GPU node with 4 used and a free 4-GPU node share a class (equal free capacity):
+    # an 8-GPU pod is not too large for the cluster, it lacks room
+    f = fleet("east: 1x4 | 1x8 used=4")
+    gs = groups(wl("ml/x", "1x8"))
+    plan = solve(f, gs, time_limit=T)
+    assert isinstance(plan.unplaced_entry("ml/x").reasons["east"], R.InsufficientCapacity)
+    check(f, gs, plan)

@@ -82,7 +82,8 @@ def _part_static(g: GroupInfo, p: Part, info: ClusterInfo) -> R.Reason:
         return _no_match(g, p, info, roomy, among_roomy=True)
     match = describe_constraints(p.instance.pod)
     for r in _resources(p, info):
-        alloc = [_alloc(info.classes[k].sample, r) for k in matching]
+        # a class holds nodes of equal free capacity, not equal allocatable: ask every node
+        alloc = [max(_alloc(n, r) for n in info.classes[k].nodes) for k in matching]
         if max(alloc) < p.demand[r]:
             return R.PodTooLarge(p.instance.key, r, p.demand[r], max(alloc), match, _who(g, p))
     for r in _resources(p, info):
