@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 from placer import solve as S
 from placer.fleet import Cluster, Fleet, Node
@@ -88,12 +89,13 @@ def make_groups(seed: int = 2, count: int = 60) -> list[PlacementGroup]:
     return out
 
 
-def domain_stats(fleet: Fleet, groups: list[PlacementGroup], placements) -> dict[str, float]:
+def domain_stats(fleet: Fleet, groups: list[PlacementGroup], placements) -> dict[str, Any]:
     """From the nodes' labels: required gangs placed / inside one domain; preferred gangs
     placed and the domains they span; GPUs placed."""
     nodes = {(c.name, n.name): n for c in fleet.clusters for n in c.nodes}
     gangs = {w.key: w.gangs[0] for g in groups for w in g.workloads}
     req = inside = pref = spanned = gpus = 0
+    per: dict[tuple[str, str], int] = {}
     for p in placements:
         gpus += p.gpus
         for r in gangs[p.workload].topology:
@@ -104,8 +106,41 @@ def domain_stats(fleet: Fleet, groups: list[PlacementGroup], placements) -> dict
             else:
                 pref += 1
                 spanned += len(vals)
+                per[(p.workload, r.key)] = len(vals)
     return {"required": req, "inside": inside, "preferred": pref,
-            "spread": spanned / pref if pref else 0.0, "gpus": gpus}
+            "spread": spanned / pref if pref else 0.0, "gpus": gpus, "per": per}
+
+
+def least_domains(fleet: Fleet, groups: list[PlacementGroup], placements) -> float:
+    """For the preferred gangs placed: the fewest domains each would span alone on its
+    cluster as it is (the roomiest domains first), averaged: a floor no plan can beat."""
+    gangs = {w.key: w for g in groups for w in g.workloads}
+    total = count = 0
+    for p in placements:
+        w = gangs[p.workload]
+        per_pod = w.instances[0].pod.requests[GPU]
+        for r in w.gangs[0].topology:
+            if r.required:
+                continue
+            room: dict[str | None, int] = {}
+            for n in fleet.cluster(p.cluster).nodes:                    # type: ignore[union-attr]
+                room[n.labels.get(r.key)] = room.get(n.labels.get(r.key), 0) + n.free(GPU) // per_pod
+            need, k = w.pods, 0
+            for v in sorted(room.values(), reverse=True):
+                if need <= 0:
+                    break
+                need, k = need - v, k + 1
+            total, count = total + k, count + 1
+    return total / count if count else 0.0
+
+
+def _common(mine: dict, other: dict) -> str:
+    """Average domains spanned over the preferred gangs both plans placed: placer / other."""
+    both = sorted(set(mine) & set(other))
+    if not both:
+        return "-"
+    return (f"{sum(mine[k] for k in both) / len(both):.2f} / {sum(other[k] for k in both) / len(both):.2f} "
+            f"({len(both)} gangs)")
 
 
 class _P:                       # a greedy result as placements (cluster, nodes, GPUs)
@@ -134,9 +169,10 @@ def run(time_limit: float, workers: int, effort: float) -> None:
     plan = S.solve(fleet, groups, time_limit=time_limit, workers=workers, effort=effort)
     secs = time.monotonic() - t
     blind = S.solve(fleet, blind_groups, time_limit=time_limit, workers=workers, effort=effort)
-    rows = [(f"placer ({plan.summary.status}, {secs:.2f} s)", domain_stats(fleet, groups, plan.placements))]
+    rows: list[tuple[str, dict]] = [(f"placer ({plan.summary.status}, {secs:.2f} s)", domain_stats(fleet, groups, plan.placements))]
     for name, order in BASELINES.items():
-        rows.append((f"topology-aware greedy, {name}", domain_stats(fleet, groups, _greedy_placements(fleet, groups, order))))
+        rows.append((f"topology-aware greedy, {name}",
+                     domain_stats(fleet, groups, _greedy_placements(fleet, groups, order))))
     rows.append(("topology-blind greedy, priority",
                  domain_stats(fleet, groups, _greedy_placements(fleet, blind_groups, BASELINES["priority"]))))
     rows.append((f"topology-blind placer ({blind.summary.status})", domain_stats(fleet, groups, blind.placements)))
@@ -148,9 +184,11 @@ def run(time_limit: float, workers: int, effort: float) -> None:
           f"3 GB200 NVL72-like clusters (2 blocks x 4 cliques x 18 nodes x 4 GPUs) and an H100 cluster "
           f"with racks and no clique level")
     print("| plan | GPUs placed | vs best topology-aware greedy | required gangs placed | inside their domain | "
-          "preferred gangs placed | avg domains spanned (preferred) |")
-    print("|---|---|---|---|---|---|---|")
+          "preferred gangs placed | avg domains spanned (preferred) | same gangs: placer / this |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"(the preferred gangs placer placed would span at least {least_domains(fleet, groups, plan.placements):.2f} "
+          f"domains on average, each alone on its cluster as it is)")
     for name, r in rows:
         share = f"{100 * r['inside'] / r['required']:.1f}%" if r["required"] else "-"
         print(f"| {name} | {r['gpus']:.0f} | {r['gpus'] / aware:.3f} | {r['required']} | {r['inside']} ({share}) | "
-              f"{r['preferred']} | {r['spread']:.2f} |", flush=True)
+              f"{r['preferred']} | {r['spread']:.2f} | {_common(rows[0][1]['per'], r['per'])} |", flush=True)

@@ -52,7 +52,7 @@ from .greedy import BASELINES, greedy
 from .model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
 from .problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
 from .repair import repair
-from .topology import choices, spread
+from .topology import choices, compact, spread
 
 # shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
 # explanations at EXPLAIN_END; what is left is verification's
@@ -144,6 +144,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
         status, timed_out = "greedy", False
     clock.lap("greedy")
     candidates = [g for g in problem.groups if g.eligible]
+    proven: tuple[bool, tuple, int] | None = None
     size = _model_size(problem, candidates)
     if use_solver and candidates and size > MODEL_MAX_VARS:
         if progress:
@@ -169,14 +170,19 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
             # after GPUs: preferred topology requests spanning fewer domains
             if (lex(decoded), -spread(problem, decoded)) >= (lex(result), -spread(problem, result)):
                 result = decoded
-            # optimal: every stage proven on a relaxation of the real problem, and reached
-            reached = lex(result) == bound and spread(problem, result) <= sum(sol.values[s] for s in agg.spread)
-            status = "optimal" if sol.status == "optimal" and reached else "feasible"
+            proven = (sol.status == "optimal", bound, sum(sol.values[s] for s in agg.spread))
         else:
             timed_out = time.monotonic() >= search_end
         clock.lap("decode")
     elif not candidates:
         status = "optimal"
+    if use_solver:
+        compact(problem, result, repair_end)         # fewer domains for preferred requests, same GPUs
+    if proven is not None:
+        # optimal: every stage proven on a relaxation of the real problem, and reached
+        optimal, bound, least_spread = proven
+        reached = lex(result) == bound and spread(problem, result) <= least_spread
+        status = "optimal" if optimal and reached else "feasible"
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
                        seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
     clock.lap("explain")

@@ -21,6 +21,7 @@ SEARCH_SUBSOLVERS = 4
 SEARCH_BATCH = 4                   # tasks per synchronised batch: the effort limit's granularity
 DEFAULT_EFFORT = 1.0               # CP-SAT deterministic time for all stages together
 POLISH_MAX_VARS = 1500             # larger models skip the tie-break stage
+SPREAD_RESERVE = 0.25              # of the wall clock left, kept by GPU stages for the topology spread stage
 
 Progress = Callable[[str], None]
 
@@ -394,7 +395,9 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
                 m.solution_hint.vars.extend(range(len(best)))
                 m.solution_hint.values.extend(best)
             params = cmh.SatParameters()
-            _search_parameters(params, workers, seed, share, left)
+            # with preferred topology requests, a GPU stage leaves the spread stage part of the clock
+            wall = left * (1 - SPREAD_RESERVE) if maximize and agg.spread else left
+            _search_parameters(params, workers, seed, share, wall)
             if progress:
                 progress(f"solving: {label}")
             solver = cmh.SolveWrapper()
@@ -404,7 +407,7 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
             st = r.status
             optimal = st == cmh.CpSolverStatus.OPTIMAL
             found = optimal or st == cmh.CpSolverStatus.FEASIBLE
-            if not optimal and r.wall_time >= left * 0.98:
+            if not optimal and r.wall_time >= wall * 0.98:
                 timed_out = True             # the wall clock, not the effort, ended this stage
             if progress:
                 progress(f"{label}: {st.name} objective "

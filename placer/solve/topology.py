@@ -219,6 +219,36 @@ def try_place_topology(st: ClusterState, g: GroupInfo) -> PodAssign | None:
     return pl.done
 
 
+def compact(problem: Problem, result: dict[int, tuple[int, PodAssign]], deadline: float | None = None) -> None:
+    """Each placed group with a preferred request, highest priority first, taken out and
+    placed again on its cluster beside the rest (best fit puts it in one domain when one
+    holds it); kept when it spans fewer domains. GPUs and clusters never change."""
+    import time
+
+    from .repair import states_of
+    states = states_of(problem, result)
+    by_idx = {g.index: g for g in problem.groups}
+    todo = sorted((by_idx[gi] for gi in result if any(not u.required for u in by_idx[gi].units)),
+                  key=lambda g: (-g.priority, g.key))
+    for g in todo:
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        c, old = result[g.index]
+        st, info = states[c], problem.infos[c]
+        before = sum(len(spans(g, u, info, old)) for u in g.units if not u.required)
+        for j, i in old:
+            st.give(i, g.parts[j].demand)
+        new = try_place_topology(st, g)
+        if new is not None and sum(len(spans(g, u, info, new)) for u in g.units if not u.required) < before:
+            result[g.index] = (c, new)
+            continue
+        if new is not None:
+            for j, i in new:
+                st.give(i, g.parts[j].demand)
+        for j, i in old:
+            st.take(i, g.parts[j].demand)
+
+
 # --- the exact check's and the model's domain variables -------------------------------------------
 
 def pack_domains(m, g: GroupInfo, st: ClusterState, xs: Sequence[tuple[int, int]]) -> None:
