@@ -137,7 +137,8 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
         for name, order in BASELINES.items():
             if name != "priority" and time.monotonic() < search_end:
                 other = repair(problem, greedy(problem, problem.state(), order=order), search_end)
-                if lex(other) > lex(result):
+                # at equal GPUs, the plan whose preferred topology requests span fewer domains
+                if (lex(other), -spread(problem, other)) > (lex(result), -spread(problem, result)):
                     best_name, result = name, other
         if progress:
             progress(f"best greedy baseline (repaired): {best_name}")
