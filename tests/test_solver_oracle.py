@@ -12,7 +12,7 @@ import pytest
 
 from placer.solve import solve
 
-from . import oracle as O
+from . import oracle as O, oracle_topology as OT
 
 CASES = int(os.environ.get("PLACER_ORACLE_CASES", "40"))
 
@@ -57,16 +57,16 @@ def judge_topology(seed: int, big: bool = False) -> list[str]:
     """Every required gang inside one domain, the lexicographic optimum then the fewest
     domains for preferred gangs (the oracle's; not for `big` fleets), never below a
     topology-aware greedy (the oracle's and placer's own), strict priority, every reason true."""
-    f, gs = O.topo_instance(seed, big)
+    f, gs = OT.topo_instance(seed, big)
     plan = solve(f, gs, time_limit=30, workers=2)
     got = O.lex(gs, O.placed_groups(plan, gs))
     spread: list[int] = []
     best = got if big else O.optimum(f, gs, spread)
-    out = O.topology_violations(f, gs, plan)
+    out = OT.topology_violations(f, gs, plan)
     if got != best:
         out.append(f"below the optimum: {got} < {best} ({plan.summary.status})")
-    elif not big and O.spread_of(f, gs, plan) != spread[0]:
-        out.append(f"spans {O.spread_of(f, gs, plan)} domains for preferred requests, the optimum {spread[0]}")
+    elif not big and OT.spread_of(f, gs, plan) != spread[0]:
+        out.append(f"spans {OT.spread_of(f, gs, plan)} domains for preferred requests, the optimum {spread[0]}")
     for order in ("arrival", "ffd", "priority"):
         base = O.lex(gs, O.greedy(f, gs, order))
         if got < base:
@@ -74,7 +74,7 @@ def judge_topology(seed: int, big: bool = False) -> list[str]:
     mine = solve(f, gs, use_solver=False)
     if got < O.lex(gs, O.placed_groups(mine, gs)):
         out.append("below placer's own greedy")
-    out += O.topology_violations(f, gs, mine)
+    out += OT.topology_violations(f, gs, mine)
     out += O.strict_priority_violations(f, gs, plan)
     out += O.false_reasons(f, gs, plan)
     return [f"topology seed {seed}: {m}" for m in out]
@@ -106,8 +106,8 @@ def test_the_topology_judges_can_fail():
     spread = Placement("ml/b", "JobSet", "ml/b", "east", 16, 2, 0, {"east-0-0": {"c0/0": 1}, "east-1-0": {"c0/0": 1}})
     plan = solve(f, gs, time_limit=10, workers=2)
     bad = plan.__class__((split, spread), (), plan.summary)
-    assert O.topology_violations(f, gs, bad)
-    assert O.spread_of(f, gs, bad) == 2
+    assert OT.topology_violations(f, gs, bad)
+    assert OT.spread_of(f, gs, bad) == 2
     lie = plan.__class__((), tuple(
         Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, 0,
                  {"east": TopologyDomainTooSmall("example.com/rack", w.pods, w.pods, "nvidia.com/gpu", 8, 2, 4, "east")

@@ -10,7 +10,7 @@ from placer.solve import solve
 from placer.solve.problem import NODE_EXACT_MAX_NODES
 from placer.topology import TopologyRequest
 
-from . import oracle as O
+from . import oracle as O, oracle_topology as OT
 from .builders import LEVELS, cluster, fleet, group, groups, racks, wl
 
 T = 10.0
@@ -25,7 +25,7 @@ def values(f, plan, workload, key, instance=None):
 
 
 def check(f, gs, plan):
-    assert not O.topology_violations(f, gs, plan)
+    assert not OT.topology_violations(f, gs, plan)
     assert not O.false_reasons(f, gs, plan)
 
 
@@ -198,7 +198,7 @@ def test_class_model_beyond_node_exact_size():
     assert plan.summary.gpus_placed == (8 * (n - 1) + 2 * 3) * 8
     assert sum(p.workload.startswith("ml/g") for p in plan.placements) == 8
     check(f, gs, plan)
-    assert O.spread_of(f, gs, plan) == 6
+    assert OT.spread_of(f, gs, plan) == 6
 
 
 def test_host_level_on_a_large_unlabelled_fleet_gets_one_class_per_node():

@@ -226,10 +226,12 @@ def compact(problem: Problem, result: dict[int, tuple[int, PodAssign]], deadline
     import time
 
     from .repair import states_of
-    states = states_of(problem, result)
     by_idx = {g.index: g for g in problem.groups}
     todo = sorted((by_idx[gi] for gi in result if any(not u.required for u in by_idx[gi].units)),
                   key=lambda g: (-g.priority, g.key))
+    if not todo:
+        return
+    states = states_of(problem, result)
     for g in todo:
         if deadline is not None and time.monotonic() >= deadline:
             return
