@@ -297,7 +297,7 @@ class TopologyDomainTooSmall(Reason):
             such = "such pods"
         else:
             need = (f"needs {_pods(self.pods)} ({amount('nvidia.com/gpu', self.gpus)}) inside one {self.key}")
-            such = f"of its {amount(self.resource, self.per_pod)} pods"
+            such = f"of its pods of {amount(self.resource, self.per_pod)}"
         return (f"{need}; the largest free {self.key} has room for {self.largest} {such} "
                 f"({self.cluster} has room for {self.total} in all)")
 

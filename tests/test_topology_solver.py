@@ -240,3 +240,13 @@ def test_pod_too_large_asks_every_node_of_a_class():
     plan = solve(f, gs, time_limit=T)
     assert isinstance(plan.unplaced_entry("ml/x").reasons["east"], R.InsufficientCapacity)
     check(f, gs, plan)
+
+
+def test_domain_reason_for_a_gang_of_mixed_pods():
+    f = fleet(cluster("east", "2x8 example.com/rack=r0", "2x8 example.com/rack=r1", topology=("example.com/rack",)))
+    gs = groups(wl("ml/mixed", "2x8", "2x4", required="rack"))
+    plan = solve(f, gs, time_limit=T)
+    why = plan.unplaced_entry("ml/mixed").reasons["east"]
+    assert why.render() == ("needs 4 pods (24 GPUs) inside one example.com/rack; the largest free "
+                            "example.com/rack has room for 2 of its pods of 8 GPUs (east has room for 4 in all)")
+    check(f, gs, plan)
