@@ -240,3 +240,67 @@ class Unexplained(Reason):
 
     def render(self) -> str:
         return "not explained: the time limit ended first (placer plan --time-limit)"
+
+
+# --- topology (issue 14) ---------------------------------------------------------------------
+
+def _request(required: bool) -> str:
+    return "requires" if required else "prefers"
+
+
+@dataclass(frozen=True)
+class TopologyKeyMissing(Reason):
+    """A gang asks for a topology level the cluster does not have: not among its topology
+    levels and on none of its nodes. A preferred level excludes the cluster too."""
+
+    key: str
+    required: bool
+    gang: str
+    workload: str = ""       # set when the group has several workloads
+    code = "TopologyKeyMissing"
+
+    def render(self) -> str:
+        who = f"{self.workload} gang {self.gang}" if self.workload else f"gang {self.gang}"
+        return (f"{who} {_request(self.required)} topology level {self.key}, which the cluster does not have "
+                f"(not in its topology, on none of its nodes)")
+
+
+@dataclass(frozen=True)
+class TopologyDomainTooSmall(Reason):
+    """A required gang fits in no single domain of its level. The numbers are for its
+    biggest pods alone: how many fit in the roomiest domain and in the whole cluster."""
+
+    key: str
+    pods: int                # pods the request covers
+    single: int              # = pods when they are all one kind, else 0
+    resource: str
+    per_pod: int             # of `resource`, for the biggest pod kind
+    largest: int             # such pods that fit in the roomiest domain
+    total: int               # such pods that fit on the whole cluster
+    cluster: str
+    gpus: int = 0
+    code = "TopologyDomainTooSmall"
+
+    def render(self) -> str:
+        if self.single:
+            need = f"needs {_pods(self.pods)} x {amount(self.resource, self.per_pod)} inside one {self.key}"
+            such = "such pods"
+        else:
+            need = (f"needs {_pods(self.pods)} ({amount('nvidia.com/gpu', self.gpus)}) inside one {self.key}")
+            such = f"of its pods of {amount(self.resource, self.per_pod)}"
+        return (f"{need}; the largest free {self.key} has room for {self.largest} {such} "
+                f"({self.cluster} has room for {self.total} in all)")
+
+
+@dataclass(frozen=True)
+class TopologyDoesNotFit(Reason):
+    """All the group's pods fit the cluster at once, but not with each required gang inside
+    one domain of its level."""
+
+    keys: tuple[str, ...]
+    pods: int
+    code = "TopologyDoesNotFit"
+
+    def render(self) -> str:
+        return (f"its {_pods(self.pods)} fit the cluster, but no choice of one "
+                f"{' / '.join(self.keys)} per gang holds them all at once")

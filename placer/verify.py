@@ -18,6 +18,7 @@ from .selectors import parse_label_selector, selector_matches
 from .workload import PlacementGroup, Workload
 
 UNLIMITED_PODS = 10**15
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def _fail(msg: str, cluster: str | None = None, obj: str | None = None) -> NoReturn:
@@ -140,3 +141,23 @@ def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, check_policy
     for ikey, inst in instances.items():
         if counts.get(ikey, 0) != inst.pods:
             _fail(f"{ikey} has {counts.get(ikey, 0)} pods assigned, needs {inst.pods}", p.cluster, w.key)
+    _check_topology(fleet, p, w)
+
+
+def _check_topology(fleet: Fleet, p: Placement, w: Workload) -> None:
+    """Each required topology request: the pods it covers on nodes sharing one value of its
+    key (the node's label; a node's host is its name when it carries no host label)."""
+    for gang in w.gangs:
+        members = {f"{c}/{i}" for c, i, _ in gang.members}
+        for req in gang.topology:
+            if not req.required:
+                continue
+            covered = {k for k in members if req.components is None or k.split("/", 1)[0] in req.components}
+            values = set()
+            for nname, per in p.nodes.items():
+                if covered & set(per):
+                    node = _node(fleet, p.cluster, nname)
+                    values.add(node.labels.get(req.key) or (nname if req.key == HOSTNAME else None))
+            if len(values) > 1 or None in values:
+                _fail(f"gang {gang.name} requires one {req.key} but uses {sorted(map(str, values))}",
+                      p.cluster, w.key)

@@ -4,6 +4,8 @@
           cluster("west", "16x8", labels={"region": "us-west"}))
     wl("ml/train", "3x4 gpu=h100", "1x0 cpu=4", prio=10, pin="east")
     group(wl(...), wl(...))  /  groups(wl(...), wl(...))   # one group each
+    racks("east", "4x8", block=2, rack=3)     # nested topology domains, Cluster.topology set
+    wl("ml/train", "4x8", required="example.com/rack")      # Gang.topology, one line
 
 Node spec: `COUNTxGPUS` then tokens: used=N (GPUs in use), cpu=C, mem=M, pods=P (allocatable;
 defaults 96 / 1Ti / 110), usedcpu=C, usedmem=M, usedpods=N, taint=k[=v]:Effect, unschedulable,
@@ -19,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from placer.fleet import Cluster, Fleet, Node, Taint
 from placer.quantity import canonical
+from placer.topology import TopologyRequest
 from placer.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload
 
 GPU = "nvidia.com/gpu"
@@ -67,11 +70,38 @@ def nodes(spec: str, prefix: str) -> list[Node]:
 
 
 def cluster(name: str, *node_specs: str, labels: Mapping[str, str] | None = None,
-            error: str | None = None, context: str | None = None) -> Cluster:
+            error: str | None = None, context: str | None = None, topology: Sequence[str] = ()) -> Cluster:
     ns: list[Node] = []
     for i, spec in enumerate(node_specs):
         ns += nodes(spec, f"{name}-{i}-")
-    return Cluster(name, dict(labels or {}), tuple(ns), context=context, error=error)
+    return Cluster(name, dict(labels or {}), tuple(ns), context=context, error=error, topology=tuple(topology))
+
+
+LEVELS = {"zone": "topology.kubernetes.io/zone", "block": "example.com/block", "rack": "example.com/rack",
+          "clique": "nvidia.com/gpu.clique", "host": "kubernetes.io/hostname"}
+
+
+def racks(name: str, per_domain: str, *, extra: Sequence[str] = (), labels: Mapping[str, str] | None = None,
+          **levels: int) -> Cluster:
+    """A cluster whose nodes sit in nested domains: `racks("east", "4x8", block=2, rack=3)` is
+    2 blocks x 3 racks of 4 nodes with 8 GPUs, labelled `example.com/block=b0`,
+    `example.com/rack=b0-r1`...; level names are LEVELS' (zone, block, rack, clique) or
+    label keys, widest first. `per_domain` may be a list separated by `;` (one node group
+    per entry in every narrowest domain). `extra` node specs are added unlabelled."""
+    keys = [LEVELS.get(k, k) for k in levels]
+    specs: list[str] = []
+
+    def walk(depth: int, path: list[str], labels_: list[str]) -> None:
+        if depth == len(keys):
+            specs.extend(f"{s.strip()} {' '.join(labels_)}" for s in per_domain.split(";"))
+            return
+        short = list(levels)[depth][0]
+        for d in range(list(levels.values())[depth]):
+            here = path + [f"{short}{d}"]
+            walk(depth + 1, here, labels_ + [f"{keys[depth]}={'-'.join(here)}"])
+    walk(0, [], [])
+    return cluster(name, *specs, *extra, labels=labels,
+                   topology=tuple(keys) + ((LEVELS["host"],) if LEVELS["host"] not in keys else ()))
 
 
 def fleet(*clusters: Cluster | str) -> Fleet:
@@ -110,8 +140,11 @@ def instance(spec: str, index: int = 0, tolerations: Sequence[Mapping[str, Any]]
 
 def wl(key: str, *pod_specs: str, prio: int | None = None, pin: str | None = None,
        selector: str | None = None, kind: str = "JobSet", tolerations: Sequence[Mapping[str, Any]] = (),
-       affinity: Sequence[Mapping[str, Any]] = (), annotations: Mapping[str, str] | None = None) -> Workload:
-    """A pending workload `ns/name` with one instance per pod spec (default `1x1`)."""
+       affinity: Sequence[Mapping[str, Any]] = (), annotations: Mapping[str, str] | None = None,
+       required: str | None = None, preferred: str | None = None,
+       topology: Sequence[TopologyRequest] = ()) -> Workload:
+    """A pending workload `ns/name` with one instance per pod spec (default `1x1`), one gang of
+    all its pods; `required` / `preferred`: a topology level (key or LEVELS name) for it."""
     ns, _, name = key.rpartition("/")
     insts = tuple(instance(s, i, tolerations, affinity) for i, s in enumerate(pod_specs or ("1x1",)))
     ann = dict(annotations or {})
@@ -122,8 +155,12 @@ def wl(key: str, *pod_specs: str, prio: int | None = None, pin: str | None = Non
     if selector is not None:
         ann["placer.dev/cluster-selector"] = selector
     pods = sum(i.pods for i in insts)
+    topo = list(topology)
+    for level, req in ((required, True), (preferred, False)):
+        if level is not None:
+            topo.append(TopologyRequest(LEVELS.get(level, level), req))
     gang = Gang(name, tuple((i.component, i.instance, i.pods) for i in insts), pods, pods,
-                sum(i.gpus for i in insts))
+                sum(i.gpus for i in insts), topology=tuple(topo))
     return Workload("jobset.x-k8s.io/v1alpha2", kind, ns or "default", name, kind.lower(), Phase.PENDING,
                     "", "", insts, (gang,), annotations=ann)
 

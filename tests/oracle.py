@@ -14,10 +14,18 @@ equality, NoSchedule/NoExecute taints with Equal/Exists tolerations, cordoned/No
 - `strict_priority_violations`: unplaced groups that would fit a cluster if the plan's
   lower-priority work there were removed (an exact fit check).
 - `false_reasons`: every per-cluster reason of a plan, checked against the fleet.
+- topology (issue 14): a gang's request covers its pods (of the named components); a
+  required one puts them all on nodes sharing one value of the key (a node's label; for
+  `kubernetes.io/hostname` its name when unlabelled), a preferred one counts the values
+  spanned (unlabelled nodes as one value), minimised after the levels; a request for a
+  level a cluster does not have (not in its topology, on no node; every node has a host)
+  keeps the group off it. Judging plans for it and random topology fleets:
+  tests/oracle_topology.py.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -120,6 +128,65 @@ def instances(g: PlacementGroup) -> list[tuple[str, Instance]]:
     return [(w.key, i) for w in g.workloads for i in w.instances if i.pods > 0]
 
 
+# --- topology, independently -------------------------------------------------------------------
+
+HOST = "kubernetes.io/hostname"
+Unit = tuple[str, bool, tuple[int, ...]]          # key, required, positions in instances(g)
+
+
+def dom(n: Node, key: str) -> str | None:
+    return n.labels.get(key) or (n.name if key == HOST else None)
+
+
+def has_level(cl: Cluster, key: str) -> bool:
+    return key == HOST or key in cl.topology or any(key in n.labels for n in cl.nodes)
+
+
+def units(g: PlacementGroup) -> list[Unit]:
+    insts = instances(g)
+    out = []
+    for w in g.workloads:
+        for gang in w.gangs:
+            members = {(c, i) for c, i, _ in gang.members}
+            for req in gang.topology:
+                pos = tuple(n for n, (wk, i) in enumerate(insts) if wk == w.key and (i.component, i.instance) in members
+                            and (req.components is None or i.component in req.components))
+                if pos:
+                    out.append((req.key, req.required, pos))
+    return out
+
+
+def levels_ok(g: PlacementGroup, cl: Cluster) -> bool:
+    return all(has_level(cl, key) for key, _, _ in units(g))
+
+
+def _domain_vars(m: cp_model.CpModel, us: Sequence[Unit], xs: Mapping[int, list[tuple[Node, object]]],
+                 pods: Sequence[int], on) -> list:
+    """Required units: one domain each when `on`; returns the preferred units' spread bools.
+    `xs[position]`: (node, count variable) of that instance's pods."""
+    spread = []
+    for key, required, pos in us:
+        per: dict[str | None, list] = {}
+        for n in pos:
+            for node, v in xs.get(n, []):
+                d = dom(node, key)
+                per.setdefault("" if d is None and not required else d, []).append(v)
+        total = sum(pods[n] for n in pos)
+        if required:
+            for v in per.pop(None, []):
+                m.Add(v == 0)
+        bools = []
+        for value, vs in per.items():
+            b = m.NewBoolVar("")
+            m.Add(sum(vs) <= total * b)
+            bools.append(b)
+        if required:
+            m.Add(sum(bools) == on)
+        else:
+            spread += bools
+    return spread
+
+
 # --- exact node-level fit --------------------------------------------------------------------
 
 def _solver(seconds: float = 20.0) -> cp_model.CpSolver:
@@ -130,10 +197,11 @@ def _solver(seconds: float = 20.0) -> cp_model.CpSolver:
 
 
 def max_pods_fitting(parts: Sequence[Instance], nodes: Sequence[Node], cap: Sequence[Mapping[str, int]],
-                     need_all: bool = False) -> int:
-    """The most pods of `parts` (each with its count) that fit `cap` (free per node) at once."""
+                     need_all: bool = False, us: Sequence[Unit] = ()) -> int:
+    """The most pods of `parts` (each with its count) that fit `cap` (free per node) at once;
+    with `us` (and need_all), each required unit inside one domain."""
     m = cp_model.CpModel()
-    x = {}
+    x: dict[tuple[int, int], cp_model.IntVar] = {}
     for j, inst in enumerate(parts):
         d = demand(inst)
         for i, n in enumerate(nodes):
@@ -147,6 +215,11 @@ def max_pods_fitting(parts: Sequence[Instance], nodes: Sequence[Node], cap: Sequ
             terms = [demand(parts[j]).get(r, 0) * v for (j, ii), v in x.items() if ii == i]
             if terms:
                 m.Add(sum(terms) <= cap[i].get(r, 0))
+    if us and need_all:
+        xs: dict[int, list] = {}
+        for (j, i), v in x.items():
+            xs.setdefault(j, []).append((nodes[i], v))
+        _domain_vars(m, us, xs, [p.pods for p in parts], 1)
     m.Maximize(sum(x.values()))
     s = _solver()
     st = s.Solve(m)
@@ -156,13 +229,14 @@ def max_pods_fitting(parts: Sequence[Instance], nodes: Sequence[Node], cap: Sequ
     return int(s.ObjectiveValue())
 
 
-def fits(g_parts: Sequence[Instance], nodes: Sequence[Node], cap: Sequence[Mapping[str, int]]) -> bool:
+def fits(g_parts: Sequence[Instance], nodes: Sequence[Node], cap: Sequence[Mapping[str, int]],
+         us: Sequence[Unit] = ()) -> bool:
     # cheap necessary condition first: every resource in total over the nodes the pods may use
     usable = {i for inst in g_parts for i, n in enumerate(nodes) if may_run(inst, n)}
     for r in {r for inst in g_parts for r in demand(inst)}:
         if sum(demand(inst).get(r, 0) * inst.pods for inst in g_parts) > sum(cap[i].get(r, 0) for i in usable):
             return False
-    return max_pods_fitting(g_parts, nodes, cap, need_all=True) >= 0
+    return max_pods_fitting(g_parts, nodes, cap, need_all=True, us=us) >= 0
 
 
 # --- the exact optimum -----------------------------------------------------------------------
@@ -174,20 +248,23 @@ def lex(groups: Sequence[PlacementGroup], placed: set[str]) -> tuple:
                   sum(1 for g in groups if priority(g) == p and g.key in placed)) for p in levels)
 
 
-def optimum(f: Fleet, groups: Sequence[PlacementGroup]) -> tuple:
-    """The lexicographic optimum's value (as `lex`) over every node-level assignment."""
+def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None = None) -> tuple:
+    """The lexicographic optimum's value (as `lex`) over every node-level assignment; then the
+    fewest values spanned by preferred topology requests, appended to `spread` when given."""
     m = cp_model.CpModel()
     y: dict[tuple[int, int], cp_model.IntVar] = {}
     load: dict[tuple[int, int, str], list] = {}
     score: dict[tuple[int, int], object] = {}
+    spans: list = []
     for gi, g in enumerate(groups):
         for c, cl in enumerate(f.clusters):
-            if not policy_ok(g, cl):
+            if not policy_ok(g, cl) or not levels_ok(g, cl):
                 continue
             yv = m.NewBoolVar("")
             feasible = True
             xs_all = []
-            for _, inst in instances(g):
+            by_pos: dict[int, list] = {}
+            for pos, (_, inst) in enumerate(instances(g)):
                 d = demand(inst)
                 xs = []
                 for i, n in enumerate(cl.nodes):
@@ -195,6 +272,7 @@ def optimum(f: Fleet, groups: Sequence[PlacementGroup]) -> tuple:
                     if may_run(inst, n) and all(d[r] <= fr.get(r, 0) for r in d):
                         v = m.NewIntVar(0, inst.pods, "")
                         xs.append(v)
+                        by_pos.setdefault(pos, []).append((n, v))
                         for r, a in d.items():
                             load.setdefault((c, i, r), []).append(a * v)
                         score[c, i] = score.get((c, i), 0) + (1 + 1000 * d.get(GPU, 0) + d.get("cpu", 0) // 1000) * v
@@ -204,6 +282,7 @@ def optimum(f: Fleet, groups: Sequence[PlacementGroup]) -> tuple:
                 xs_all += xs
             if not feasible:
                 m.Add(yv == 0)
+            spans += _domain_vars(m, units(g), by_pos, [i.pods for _, i in instances(g)], yv)
             y[gi, c] = yv
         m.Add(sum(v for (gg, _), v in y.items() if gg == gi) <= 1)
     for (c, i, r), terms in load.items():
@@ -227,8 +306,15 @@ def optimum(f: Fleet, groups: Sequence[PlacementGroup]) -> tuple:
         assert st == cp_model.OPTIMAL, f"oracle not proven at priority {p}"
         m.Add(expr >= int(round(s.ObjectiveValue())))
     m.ClearObjective()
-    st = s.Solve(m)
+    if spans:
+        m.Minimize(sum(spans))
+        st = s.Solve(m)
+        assert st == cp_model.OPTIMAL, "oracle not proven on the topology spread"
+    else:
+        st = s.Solve(m)
     assert st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    if spread is not None:
+        spread.append(sum(s.Value(b) for b in spans))
     placed = {groups[gi].key for (gi, _), v in y.items() if s.Value(v)}
     return lex(groups, placed)
 
@@ -247,26 +333,37 @@ def greedy(f: Fleet, groups: Sequence[PlacementGroup], order: str) -> set[str]:
     caps = {c: [free(n) for n in cl.nodes] for c, cl in enumerate(f.clusters)}
     placed = set()
     for g in seq:
-        pods = sorted(((i, demand(i)) for _, i in instances(g) for _ in range(i.pods)),
-                      key=lambda t: (-t[1].get(GPU, 0), -t[1].get("cpu", 0)))
+        insts = instances(g)
+        pods = sorted(((pos, i, demand(i)) for pos, (_, i) in enumerate(insts) for _ in range(i.pods)),
+                      key=lambda t: (-t[2].get(GPU, 0), -t[2].get("cpu", 0)))
+        req = [(key, pos) for key, required, pos in units(g) if required]
         for c, cl in enumerate(f.clusters):
-            if not policy_ok(g, cl):
+            if not policy_ok(g, cl) or not levels_ok(g, cl):
                 continue
-            cap = [dict(x) for x in caps[c]]
-            ok = True
-            for inst, d in pods:
-                i = next((i for i, n in enumerate(cl.nodes)
-                          if may_run(inst, n) and all(d[r] <= cap[i].get(r, 0) for r in d)), None)
-                if i is None:
-                    ok = False
+            # topology-aware: every choice of one value per required request, in order
+            values = [sorted(v for v in {dom(n, key) for n in cl.nodes} if v is not None) for key, _ in req]
+            for choice in itertools.product(*values):
+                cap = _first_fit(cl, caps[c], pods, req, choice)
+                if cap is not None:
+                    caps[c] = cap
+                    placed.add(g.key)
                     break
-                for r, a in d.items():
-                    cap[i][r] -= a
-            if ok:
-                caps[c] = cap
-                placed.add(g.key)
+            if g.key in placed:
                 break
     return placed
+
+
+def _first_fit(cl: Cluster, caps: Sequence[Mapping[str, int]], pods, req, choice) -> list[dict] | None:
+    cap = [dict(x) for x in caps]
+    for pos, inst, d in pods:
+        i = next((i for i, n in enumerate(cl.nodes)
+                  if may_run(inst, n) and all(d[r] <= cap[i].get(r, 0) for r in d)
+                  and all(dom(n, key) == v for (key, covered), v in zip(req, choice) if pos in covered)), None)
+        if i is None:
+            return None
+        for r, a in d.items():
+            cap[i][r] -= a
+    return cap
 
 
 # --- judging a plan ---------------------------------------------------------------------------
@@ -306,8 +403,9 @@ def strict_priority_violations(f: Fleet, groups: Sequence[PlacementGroup], plan)
             per_level[p] = plan_load(f, groups, plan, keep=lambda o: priority(o) >= p)
         caps = per_level[p]
         for cl in f.clusters:
-            if policy_ok(g, cl) and fits([i for _, i in instances(g)], cl.nodes, caps[cl.name]):
-                if not fits([i for _, i in instances(g)], cl.nodes, everything[cl.name]):
+            parts, us = [i for _, i in instances(g)], units(g)
+            if policy_ok(g, cl) and levels_ok(g, cl) and fits(parts, cl.nodes, caps[cl.name], us):
+                if not fits(parts, cl.nodes, everything[cl.name], us):
                     out.append(f"{g.key} (priority {p}) fits {cl.name} without lower-priority work")
                 else:
                     out.append(f"{g.key} (priority {p}) fits {cl.name} beside the plan")
@@ -358,6 +456,12 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         return cl.error is not None or "reachable"
     if not policy_ok(g, cl):
         return "policy excludes the cluster but the reason says otherwise"
+    us = units(g)
+    if code == "TopologyKeyMissing":
+        return (any(k == r.key and req == r.required for k, req, _ in us) and not has_level(cl, r.key)) or \
+            "the cluster has that level, or nothing asks for it"
+    if not levels_ok(g, cl):
+        return "a requested level is missing but the reason says otherwise"
     nodes = cl.nodes
     if code == "NoSchedulableNodes":
         return not any(schedulable(n) for n in nodes) or "a node is schedulable"
@@ -411,8 +515,14 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         pool = sorted({i for p in parts for i in _pool(p, cl)})
         return (best == r.fitting and r.gpus == gpus(g) and r.pods == sum(p.pods for p in parts)
                 and r.free_gpus == sum(base[i].get(x, 0) for i in pool for x in GPUS)) or f"{best} fit together"
+    if code == "TopologyDomainTooSmall":
+        from .oracle_topology import check_domain
+        return check_domain(r, g, us, cl, base)
+    if code == "TopologyDoesNotFit":
+        return (fits(parts, nodes, base) and not fits(parts, nodes, base, us)) or \
+            "it fits with its topology, or not even without"
     if code == "CapacityTaken":
-        if not fits(parts, nodes, base):
+        if not fits(parts, nodes, base, us):
             return "it does not fit alone"
         blamed = [workload_group.get(k) for k in r.by]
         if any(b is None for b in blamed) or any(where.get(w.key) != cl.name for b in blamed for w in b.workloads):
@@ -420,12 +530,12 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         p = priority(g)
         higher = plan_load(f, groups, plan, keep=lambda o: priority(o) > p)[cl.name]
         everything = plan_load(f, groups, plan)[cl.name]
-        if fits(parts, nodes, everything):
+        if fits(parts, nodes, everything, us):
             return "it fits beside the plan"
         if r.higher_priority:
-            return (all(priority(b) > p for b in blamed) and not fits(parts, nodes, higher)) or \
+            return (all(priority(b) > p for b in blamed) and not fits(parts, nodes, higher, us)) or \
                 "fits after the higher-priority placements"
-        return (bool(blamed) and all(priority(b) <= p for b in blamed) and fits(parts, nodes, higher)) or \
+        return (bool(blamed) and all(priority(b) <= p for b in blamed) and fits(parts, nodes, higher, us)) or \
             "higher-priority work is the cause"
     return f"unchecked reason {code}"
 

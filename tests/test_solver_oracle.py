@@ -12,7 +12,7 @@ import pytest
 
 from placer.solve import solve
 
-from . import oracle as O
+from . import oracle as O, oracle_topology as OT
 
 CASES = int(os.environ.get("PLACER_ORACLE_CASES", "40"))
 
@@ -48,6 +48,72 @@ def test_solver_beats_greedy_keeps_priority_and_tells_the_truth_beyond_exact_siz
     fam = O.MEDIUM[family]
     failures = [m for seed in range(max(1, CASES // 10)) for m in judge(fam, seed, exact=False)]
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:25])
+
+
+TOPO_CASES = int(os.environ.get("PLACER_ORACLE_TOPO_CASES", str(CASES)))
+
+
+def judge_topology(seed: int, big: bool = False) -> list[str]:
+    """Every required gang inside one domain, the lexicographic optimum then the fewest
+    domains for preferred gangs (the oracle's; not for `big` fleets), never below a
+    topology-aware greedy (the oracle's and placer's own), strict priority, every reason true."""
+    f, gs = OT.topo_instance(seed, big)
+    plan = solve(f, gs, time_limit=30, workers=2)
+    got = O.lex(gs, O.placed_groups(plan, gs))
+    spread: list[int] = []
+    best = got if big else O.optimum(f, gs, spread)
+    out = OT.topology_violations(f, gs, plan)
+    if got != best:
+        out.append(f"below the optimum: {got} < {best} ({plan.summary.status})")
+    elif not big and OT.spread_of(f, gs, plan) != spread[0]:
+        out.append(f"spans {OT.spread_of(f, gs, plan)} domains for preferred requests, the optimum {spread[0]}")
+    for order in ("arrival", "ffd", "priority"):
+        base = O.lex(gs, O.greedy(f, gs, order))
+        if got < base:
+            out.append(f"below topology-aware greedy {order}: {got} < {base}")
+    mine = solve(f, gs, use_solver=False)
+    if got < O.lex(gs, O.placed_groups(mine, gs)):
+        out.append("below placer's own greedy")
+    out += OT.topology_violations(f, gs, mine)
+    out += O.strict_priority_violations(f, gs, plan)
+    out += O.false_reasons(f, gs, plan)
+    return [f"topology seed {seed}: {m}" for m in out]
+
+
+def test_topology_matches_the_exact_optimum():
+    failures = [m for seed in range(TOPO_CASES) for m in judge_topology(seed)]
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:25])
+
+
+def test_topology_beyond_exact_size_beats_greedy_and_tells_the_truth():
+    failures = [m for seed in range(max(1, TOPO_CASES // 10)) for m in judge_topology(seed, big=True)]
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:25])
+
+
+def test_the_topology_judges_can_fail():
+    """A plan that splits a required gang, or spreads a preferred one, or gives a false
+    topology reason, is caught."""
+    from placer.plan import Placement, Unplaced
+    from placer.reasons import TopologyDomainTooSmall, TopologyKeyMissing
+
+    from .builders import group as grp, racks, wl as w_
+
+    f = O.fleet(racks("east", "2x8", rack=2))
+    gs = [grp(w_("ml/a", "4x8", required="rack")), grp(w_("ml/b", "2x8", preferred="rack"))]
+    split = Placement("ml/a", "JobSet", "ml/a", "east", 32, 4, 0,
+                      {"east-0-0": {"c0/0": 1}, "east-0-1": {"c0/0": 1}, "east-1-0": {"c0/0": 1},
+                       "east-1-1": {"c0/0": 1}})
+    spread = Placement("ml/b", "JobSet", "ml/b", "east", 16, 2, 0, {"east-0-0": {"c0/0": 1}, "east-1-0": {"c0/0": 1}})
+    plan = solve(f, gs, time_limit=10, workers=2)
+    bad = plan.__class__((split, spread), (), plan.summary)
+    assert OT.topology_violations(f, gs, bad)
+    assert OT.spread_of(f, gs, bad) == 2
+    lie = plan.__class__((), tuple(
+        Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, 0,
+                 {"east": TopologyDomainTooSmall("example.com/rack", w.pods, w.pods, "nvidia.com/gpu", 8, 2, 4, "east")
+                  if w.key == "ml/b" else TopologyKeyMissing("example.com/rack", True, "a")})
+        for g in gs for w in g.workloads), plan.summary)
+    assert len(O.false_reasons(f, gs, lie)) == 2
 
 
 def test_the_oracle_can_fail():

@@ -52,6 +52,7 @@ from .greedy import BASELINES, greedy
 from .model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
 from .problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
 from .repair import repair
+from .topology import choices, compact, spread
 
 # shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
 # explanations at EXPLAIN_END; what is left is verification's
@@ -65,8 +66,8 @@ def _model_size(problem: Problem, groups: Sequence[GroupInfo]) -> int:
         for c in g.eligible:
             info = problem.infos[c]
             for p in g.parts:
-                kinds.add((c, tuple(sorted(p.demand.items())), info.compat(p)))
-    return sum(len(classes) for _, _, classes in kinds)
+                kinds.add((c, tuple(sorted(p.demand.items())), info.compat(p), p.topo))
+    return sum(len(classes) for _, _, classes, _ in kinds)
 
 
 def _model_lex(agg, values: Sequence[int], problem: Problem, ng: int) -> tuple:
@@ -136,13 +137,15 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
         for name, order in BASELINES.items():
             if name != "priority" and time.monotonic() < search_end:
                 other = repair(problem, greedy(problem, problem.state(), order=order), search_end)
-                if lex(other) > lex(result):
+                # at equal GPUs, the plan whose preferred topology requests span fewer domains
+                if (lex(other), -spread(problem, other)) > (lex(result), -spread(problem, result)):
                     best_name, result = name, other
         if progress:
             progress(f"best greedy baseline (repaired): {best_name}")
         status, timed_out = "greedy", False
     clock.lap("greedy")
     candidates = [g for g in problem.groups if g.eligible]
+    proven: tuple[bool, tuple, int] | None = None
     size = _model_size(problem, candidates)
     if use_solver and candidates and size > MODEL_MAX_VARS:
         if progress:
@@ -165,15 +168,22 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
                 decoded.update(greedy(problem, states, dropped))
             decoded = repair(problem, decoded, repair_end)
             bound = _model_lex(agg, sol.values, problem, ng)
-            if lex(decoded) >= lex(result):
+            # after GPUs: preferred topology requests spanning fewer domains
+            if (lex(decoded), -spread(problem, decoded)) >= (lex(result), -spread(problem, result)):
                 result = decoded
-            # optimal: every stage proven on a relaxation of the real problem, and reached
-            status = "optimal" if sol.status == "optimal" and lex(result) == bound else "feasible"
+            proven = (sol.status == "optimal", bound, sum(sol.values[s] for s in agg.spread))
         else:
             timed_out = time.monotonic() >= search_end
         clock.lap("decode")
     elif not candidates:
         status = "optimal"
+    if use_solver:
+        compact(problem, result, repair_end)         # fewer domains for preferred requests, same GPUs
+    if proven is not None:
+        # optimal: every stage proven on a relaxation of the real problem, and reached
+        optimal, bound, least_spread = proven
+        reached = lex(result) == bound and spread(problem, result) <= least_spread
+        status = "optimal" if optimal and reached else "feasible"
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
                        seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
     clock.lap("explain")
@@ -235,6 +245,6 @@ def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign, infos
     for w in g.group.workloads:
         nodes = dict(sorted(per_wl[w.ref].items(), key=lambda kv: order[kv[0]]))
         out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
-                             g.priority, nodes, ref=w.ref))
+                             g.priority, nodes, ref=w.ref, topology=choices(g, w.key, info, assign)))
     return out
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .model import Agg, part_type
 from .problem import ClusterState, GroupInfo, PodAssign, Problem, expand, undo
@@ -30,7 +30,14 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
             if cc == c:
                 quota[(t, k)] = sum(a * values[v] for a, v in terms)
         members = greedy_order(by_cluster[c])
-        plain = _ffd_cluster(st, members)
+        # pods a topology request covers keep to the classes (domains) the model gave them
+        confined: dict[tuple[int, int], list[int]] = {}
+        for g in members:
+            for j, part in enumerate(g.parts):
+                if part.topo is not None:
+                    t = part_type(info, part)
+                    confined[(g.index, j)] = [k for k in t[1] if quota.get((t, k), 0) > 0]
+        plain = _ffd_cluster(st, members, confined)
         if plain is not None:
             # canonical: depends only on which groups are on the cluster
             out.update({gi: (c, a) for gi, a in plain.items()})
@@ -44,7 +51,7 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
                 continue
             part = g.parts[j]
             t = part_type(info, part)
-            classes = t[1]
+            classes = confined.get((g.index, j), t[1])
             with_quota = [k for k in classes if quota.get((t, k), 0) > 0]
             i = st.best_node(part.demand, part.gpu, with_quota) if with_quota else None
             if i is None:
@@ -67,7 +74,8 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
     return out, dropped
 
 
-def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo]) -> dict[int, PodAssign] | None:
+def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo],
+                 confined: Mapping[tuple[int, int], Sequence[int]]) -> dict[int, PodAssign] | None:
     """All pods of the cluster's groups, biggest first, best fit; None (state unchanged)
     unless every pod finds a node."""
     pods = [(g, j) for g in members for j in expand(g)]
@@ -76,7 +84,7 @@ def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo]) -> dict[int, Po
     done: list[tuple[GroupInfo, int, int]] = []
     for g, j in pods:
         part = g.parts[j]
-        i = st.best_node(part.demand, part.gpu, st.info.compat(part))
+        i = st.best_node(part.demand, part.gpu, confined.get((g.index, j), st.info.compat(part)))
         if i is None:
             for gg, jj, ii in reversed(done):
                 st.give(ii, gg.parts[jj].demand)

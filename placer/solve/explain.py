@@ -18,6 +18,7 @@ whose reason is not worked out yet says so (Unexplained) instead of guessing.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from .. import reasons as R
@@ -27,6 +28,7 @@ from ..scheduling import (UNSCHEDULABLE_TAINT, describe_constraints, fits_resour
 from ..workload import PodShape
 from .problem import UNLIMITED, ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, may_fit, try_place, undo
 from .repair import pack, states_of
+from .topology import domain_reason
 
 
 def _who(g: GroupInfo, p: Part) -> str:
@@ -63,9 +65,10 @@ def static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
         if not info.compat(p):
             # the same pod kind gets the same reason: computed once per cluster
             key = (tuple(sorted(p.demand.items())), p.pred_key, p.instance.key, p.pods, _who(g, p))
-            if key not in info.statics:
-                info.statics[key] = _part_static(g, p, info)
-            return info.statics[key]
+            got = info.statics.get(key)
+            if not isinstance(got, R.Reason):
+                got = info.statics[key] = _part_static(g, p, info)
+            return got
     return None
 
 
@@ -79,7 +82,8 @@ def _part_static(g: GroupInfo, p: Part, info: ClusterInfo) -> R.Reason:
         return _no_match(g, p, info, roomy, among_roomy=True)
     match = describe_constraints(p.instance.pod)
     for r in _resources(p, info):
-        alloc = [_alloc(info.classes[k].sample, r) for k in matching]
+        # a class holds nodes of equal free capacity, not equal allocatable: ask every node
+        alloc = [max(_alloc(n, r) for n in info.classes[k].nodes) for k in matching]
         if max(alloc) < p.demand[r]:
             return R.PodTooLarge(p.instance.key, r, p.demand[r], max(alloc), match, _who(g, p))
     for r in _resources(p, info):
@@ -129,7 +133,8 @@ def _explain_key(g: GroupInfo) -> tuple:
     """Groups with the same pods, priority and per-cluster policy get the same reasons."""
     pods = sorted(((tuple(sorted(p.demand.items())), p.pred_key, p.instance.key, _who(g, p)), p.pods)
                   for p in g.parts)
-    return (g.priority, tuple(g.eligible), tuple(sorted(g.static.items(), key=lambda kv: kv[0])), tuple(pods))
+    return (g.priority, tuple(g.eligible), tuple(sorted(g.static.items(), key=lambda kv: kv[0])), tuple(pods),
+            tuple(g.units), g.index if g.units else None)
 
 
 class Explainer:
@@ -212,11 +217,27 @@ def _capacity_reason(g: GroupInfo, st: ClusterState, deadline: float | None) -> 
         frees = [st.free[i].get(binding, 0) for i in pool]
         return R.InsufficientCapacity(p.pods, binding, p.demand[binding], describe_constraints(p.instance.pod),
                                       max(frees, default=0), sum(frees))
+    if any(u.required for u in g.units):
+        why = _topology_reason(g, st, deadline)
+        if why is not None:
+            return why
     pool = sorted({i for p in g.parts for k in info.matching(p) for i in info.class_nodes[k]})
-    fitting = pack(st, g, maximize=True, deadline=deadline)
-    if fitting is None:
-        fitting = _fit_count(g, st)
+    most = pack(st, g, maximize=True, deadline=deadline)
+    fitting = most if isinstance(most, int) else _fit_count(g, st)
     return R.DoesNotFitTogether(g.pods, fitting, g.gpus, sum(st.gpu[i] for i in pool))
+
+
+def _topology_reason(g: GroupInfo, st: ClusterState, deadline: float | None) -> R.Reason | None:
+    """A required unit that fits no single domain by itself (biggest first); else, when the
+    pods fit without their topology, that no choice of domains holds them; else None."""
+    for u in sorted((u for u in g.units if u.required), key=lambda u: (-u.gpus, -u.pods, u.key, u.parts)):
+        alone = GroupInfo(g.index, g.group, g.policy, [g.parts[j] for j in u.parts],
+                          units=[replace(u, parts=tuple(range(len(u.parts))))])
+        if not fits(st, alone, deadline):
+            return domain_reason(g, u, st)
+    if fits(st, GroupInfo(g.index, g.group, g.policy, g.parts), deadline):
+        return R.TopologyDoesNotFit(tuple(dict.fromkeys(u.key for u in g.units if u.required)), g.pods)
+    return None
 
 
 def _fit_count(g: GroupInfo, st: ClusterState) -> int:

@@ -21,6 +21,7 @@ SEARCH_SUBSOLVERS = 4
 SEARCH_BATCH = 4                   # tasks per synchronised batch: the effort limit's granularity
 DEFAULT_EFFORT = 1.0               # CP-SAT deterministic time for all stages together
 POLISH_MAX_VARS = 1500             # larger models skip the tie-break stage
+SPREAD_RESERVE = 0.25              # of the wall clock left, kept by GPU stages for the topology spread stage
 
 Progress = Callable[[str], None]
 
@@ -64,6 +65,9 @@ class Agg:
     opens: list[int] = field(default_factory=list)
     open_defs: list[tuple[int, list[tuple[int, int]], int]] = field(default_factory=list)  # var, terms, F
     pattern_defs: list[tuple[int, int, str, list[dict[int, int]], list[int]]] = field(default_factory=list)
+    # topology (placer.solve.topology): (var, group, cluster, unit, domain); the spread variables
+    topo_vars: list[tuple[int, int, int, int, str | None]] = field(default_factory=list)
+    spread: list[int] = field(default_factory=list)
 
     def var(self, name: str, lb: int, ub: int) -> int:
         self.lb.append(lb)
@@ -96,7 +100,8 @@ def signatures(groups: Sequence[GroupInfo]) -> list[Sig]:
         for p in g.parts:
             key = (tuple(sorted(p.demand.items())), p.pred_key)
             pods[key] = pods.get(key, 0) + p.pods
-        sig = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())))
+        # a group with topology requests chooses its own domains: never interchangeable
+        sig = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())), g.index if g.units else None)
         if sig not in by:
             by[sig] = Sig(len(by), [], pods)
         by[sig].groups.append(g)
@@ -104,8 +109,9 @@ def signatures(groups: Sequence[GroupInfo]) -> list[Sig]:
 
 
 def part_type(info: ClusterInfo, p: Part) -> tuple:
-    """A pod kind on a cluster: its demand and the classes it may use."""
-    return (tuple(sorted(p.demand.items())), info.compat(p))
+    """A pod kind on a cluster: its demand and the classes it may use (and, for pods a
+    topology request covers, their own part: constrained per domain)."""
+    return (tuple(sorted(p.demand.items())), info.compat(p), p.topo)
 
 
 def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
@@ -136,7 +142,7 @@ def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
                 dem.setdefault(t, []).append((cnt, agg.z[(sg.index, c)]))
                 bound[t] = bound.get(t, 0) + cnt * len(sg.groups)
         per_class: dict[int, list[tuple[tuple, list[tuple[int, int]], int]]] = {}
-        for t in sorted(dem, key=lambda t: (sort_key(tdemand[t], info.gpu_names), t)):
+        for t in sorted(dem, key=lambda t: (sort_key(tdemand[t], info.gpu_names), t[:2], t[2] or ())):
             terms = dem[t]
             total = bound[t]
             classes = t[1]
@@ -155,6 +161,8 @@ def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
             agg.add(split + [(-cnt, x) for cnt, x in terms], 0, 0)
         for k, items in per_class.items():
             _class_constraints(agg, info, c, k, items, tdemand)
+    from .topology import add_to_model
+    add_to_model(agg, problem, groups, part_type)
     return agg
 
 
@@ -285,6 +293,9 @@ def values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], probl
         vals[v] = counts.get(key, 0)
     for o, terms, F in agg.open_defs:
         vals[o] = -(-sum(a * vals[v] for a, v in terms) // F)
+    if agg.topo_vars:
+        from .topology import hint_values
+        hint_values(agg, vals, by_idx, assignment, states_nodes)
     for c, k, r, pats, ys in agg.pattern_defs:
         # each node's multiset of GPU sizes is covered by some maximal pattern
         fills: dict[int, dict[int, int]] = {}
@@ -348,6 +359,9 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
         stages += [(f"priority {p}", terms, True) for p, terms, _ in per_level]
         tops.update({f"priority {p}": top for p, _, top in per_level})
     tie = _tie_weights(agg, ng)
+    if agg.spread:
+        # after GPUs placed: preferred topology requests span as few domains as they can
+        stages.append(("topology spread", [(1, s) for s in agg.spread], False))
     if agg.opens:
         stages.append(("fragmentation", [(1, o) for o in agg.opens], False))
     if len(agg.lb) <= POLISH_MAX_VARS:
@@ -381,7 +395,9 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
                 m.solution_hint.vars.extend(range(len(best)))
                 m.solution_hint.values.extend(best)
             params = cmh.SatParameters()
-            _search_parameters(params, workers, seed, share, left)
+            # with preferred topology requests, a GPU stage leaves the spread stage part of the clock
+            wall = left * (1 - SPREAD_RESERVE) if maximize and agg.spread else left
+            _search_parameters(params, workers, seed, share, wall)
             if progress:
                 progress(f"solving: {label}")
             solver = cmh.SolveWrapper()
@@ -391,7 +407,7 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
             st = r.status
             optimal = st == cmh.CpSolverStatus.OPTIMAL
             found = optimal or st == cmh.CpSolverStatus.FEASIBLE
-            if not optimal and r.wall_time >= left * 0.98:
+            if not optimal and r.wall_time >= wall * 0.98:
                 timed_out = True             # the wall clock, not the effort, ended this stage
             if progress:
                 progress(f"{label}: {st.name} objective "

@@ -41,6 +41,8 @@ class Part:
     pred_key: tuple
     gpu: int
     sort_key: tuple = ()
+    # (group index, part index) when a topology request covers these pods: a type of its own
+    topo: tuple[int, int] | None = None
 
     @property
     def pods(self) -> int:
@@ -61,6 +63,7 @@ class GroupInfo:
     rank: int = 0
     eligible: list[int] = field(default_factory=list)
     static: dict[int, R.Reason] = field(default_factory=dict)   # why not on cluster (policy/statics)
+    units: list = field(default_factory=list)     # topology requests (placer.solve.topology.Unit)
 
     @property
     def key(self) -> str:
@@ -102,6 +105,7 @@ class ClusterInfo:
         self._compat: dict[tuple, tuple[int, ...]] = {}
         self.statics: dict[tuple, R.Reason] = {}          # static reasons by pod kind (explain)
         self._pred: dict[tuple, tuple[int, ...]] = {}
+        self.domains: dict[str, list[str | None]] = {}   # topology key -> domain per class
 
     def matching(self, part: Part) -> tuple[int, ...]:
         """Classes whose nodes pass the pods' selector, affinity and taint predicates."""
@@ -251,6 +255,9 @@ def may_fit(st: ClusterState, g: GroupInfo) -> bool:
 
 def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     """Place every pod of the group on this cluster or nothing (state unchanged then)."""
+    if g.units:
+        from .topology import try_place_topology
+        return try_place_topology(state, g)
     info = state.info
     if not may_fit(state, g):
         return None
@@ -297,7 +304,10 @@ def _group_info(index: int, group: PlacementGroup, names: Sequence[str] = GPU_RE
                 continue
             demand = pod_demand(inst.pod)
             parts.append(Part(w, inst, demand, _pred_key(inst.pod), gpus_of(demand, names), sort_key(demand, names)))
-    return GroupInfo(index, group, group_policy(group), parts)
+    g = GroupInfo(index, group, group_policy(group), parts)
+    from .topology import tag_parts
+    tag_parts(g)
+    return g
 
 
 def _uses_match_fields(groups: Iterable[GroupInfo]) -> bool:
@@ -316,7 +326,9 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
         node_exact = sum(len(cl.nodes) for cl in fleet.clusters if cl.reachable) <= NODE_EXACT_MAX_NODES
     by_name = node_exact or _uses_match_fields(ginfos + cinfos)
     clusters = list(fleet.clusters)
-    infos = {c: ClusterInfo(c, cl, by_name, gpu_names) for c, cl in enumerate(clusters) if cl.reachable}
+    from .topology import missing_key, needs_node_classes
+    infos = {c: ClusterInfo(c, cl, by_name or needs_node_classes(cl, ginfos + cinfos), gpu_names)
+             for c, cl in enumerate(clusters) if cl.reachable}
     names = {cl.name: c for c, cl in enumerate(clusters)}
     for rank, g in enumerate(sorted(ginfos, key=lambda g: g.key)):
         g.rank = rank
@@ -324,7 +336,7 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
         policy = [policy_reason(g, cl, names) for cl in clusters]
         missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
         for c, cl in enumerate(clusters):
-            reason = policy[c] or missing.get(cl.name)
+            reason = policy[c] or missing.get(cl.name) or missing_key(g, cl)
             if reason is None and c in infos:
                 from .explain import static_reason
                 reason = static_reason(g, infos[c])

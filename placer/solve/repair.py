@@ -57,8 +57,9 @@ def pack(st: ClusterState, g: GroupInfo, *, maximize: Literal[True], deadline: f
 def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: float | None = None,
          ) -> PodAssign | int | None:
     """Exactly: an assignment of all the group's pods to the cluster's free capacity (None if
-    there is none or the check was skipped) or, with `maximize`, the most pods that fit at
-    once (None if not proven). The state is unchanged."""
+    there is none or the check was skipped), each required topology unit inside one domain,
+    or, with `maximize`, the most pods that fit at once whatever the topology (None if not
+    proven). The state is unchanged."""
     info = st.info
     nodes = _candidates(st, g)
     xs: list[tuple[int, int]] = []
@@ -91,6 +92,9 @@ def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: fl
             lin.vars.extend([n for _, n in terms])
             lin.coeffs.extend([a for a, _ in terms])
             lin.domain.extend([0, st.free[i].get(r, 0)])
+    if g.units and not maximize:
+        from .topology import pack_domains
+        pack_domains(m, g, st, xs)
     if maximize:
         m.objective.vars.extend(range(len(xs)))
         m.objective.coeffs.extend([-1] * len(xs))
@@ -120,9 +124,10 @@ def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodA
         return assign
     if not may_fit(st, g):
         return None
-    assign = pack(st, g, deadline=deadline)
-    if assign is None:
+    packed = pack(st, g, deadline=deadline)
+    if not isinstance(packed, list):
         return None
+    assign = packed
     for j, i in assign:
         st.take(i, g.parts[j].demand)
     return assign
