@@ -32,7 +32,7 @@ from .errors import (EvaluationError, InputError, KubeError, NotFound, PlacerErr
                      Unreachable)
 from .fleet import Cluster
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
-from .inventory import ACTIVE_PODS, error_reason, list_runtime_classes, snapshot
+from .inventory import ACTIVE_PODS, error_reason, list_runtime_classes, snapshot, with_topology
 from .kube import Kube, KubeClient, Resource, run_concurrently
 from .names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD  # noqa: F401 (re-exported)
 from .podsecurity import LABEL as PSA_LABEL
@@ -573,7 +573,9 @@ def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
     def one(entry: Any):
         name, ctx, labels = entry.name, entry.context, dict(entry.labels or {})
         try:
-            return read_cluster_state(_client(kube, entry), name, catalog, labels=labels, context=ctx)
+            client = _client(kube, entry)
+            cluster, pods, managed = read_cluster_state(client, name, catalog, labels=labels, context=ctx)
+            return with_topology(cluster, client, getattr(entry, "topology", None)), pods, managed
         except PlacerError as e:
             return Cluster(name=name, labels=labels, context=ctx, error=error_reason(e)), [], None
     results = run_concurrently({e.name: (lambda e=e: one(e)) for e in live},
