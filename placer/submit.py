@@ -22,6 +22,7 @@ from .catalog import Catalog
 from .clusters_file import as_entry
 from .errors import InputError, KubeError, PlacerError
 from .fleet import Fleet
+from .handoff_topology import choices_by_workload
 from .fleetview import SIMULATED, Already, FleetView, freeing, pin, pin_groups, plan_groups, read_fleet
 from .fleetview import split_already_placed  # noqa: F401 (re-exported)
 from .interpret import interpret
@@ -380,7 +381,8 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
         for key in keys:
             g = by_key[key]
             try:
-                objects = A.prepare_objects(g, entry, catalog, plan_id=plan_id, cluster=cluster)
+                objects = A.prepare_objects(g, entry, catalog, plan_id=plan_id, cluster=cluster,
+                                            topology=choices_by_workload(placements.get(key, ())))
                 applied = A.apply_group(client, objects, group_key=key,
                                         pod_security=A.handoff_of(entry).pod_security)
             except PlacerError as e:
