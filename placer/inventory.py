@@ -216,6 +216,7 @@ class ClusterSummary:
     gpu_products: tuple[str, ...]
     reserved_gpus: int
     labels: Mapping[str, str]
+    topology: tuple[str, ...] = ()
 
     @property
     def reachable(self) -> bool:
@@ -228,7 +229,8 @@ class ClusterSummary:
                 "gpus": {"allocatable": self.gpus_allocatable, "free": self.gpus_free,
                          "largestFreeBlock": self.largest_free_block,
                          "reserved": self.reserved_gpus},
-                "gpuProducts": list(self.gpu_products), "labels": dict(self.labels)}
+                "gpuProducts": list(self.gpu_products), "labels": dict(self.labels),
+                **({"topology": list(self.topology)} if self.topology else {})}
 
 
 def summarize(cluster: Cluster, source: str = "live",
@@ -244,4 +246,4 @@ def summarize(cluster: Cluster, source: str = "live",
         gpus_allocatable=sum(gpu_count(n.allocatable, gpu_resources) for n in cluster.nodes),
         gpus_free=sum(free), largest_free_block=max(free, default=0),
         gpu_products=tuple(products), reserved_gpus=gpu_count(cluster.reserved, gpu_resources),
-        labels=dict(cluster.labels))
+        labels=dict(cluster.labels), topology=tuple(cluster.topology))
