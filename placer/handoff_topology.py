@@ -14,8 +14,11 @@ user's own affinity, never replacing it:
   affinity to the union of the gangs' domains, plus a required pod affinity with
   `topologyKey: KEY` over the workload's pods and `matchLabelKeys: [<gang label>]` (the
   definition's `gangPodLabel`, for LWS `leaderworkerset.sigs.k8s.io/group-key`), so each
-  group's pods share one domain of that set. That is LWS's own exclusive-topology rule
-  without its exclusivity (two groups may share a rack when the plan puts them there);
+  group's pods share one domain of that set; where the plan gave every gang a domain of
+  its own, also a pod anti-affinity with `mismatchLabelKeys` (LWS's own exclusive-topology
+  rule), so two gangs cannot start in one domain with room for one. Where the plan puts
+  several gangs in one domain there is no exclusivity, and the cluster's scheduler may
+  pair gangs and domains differently from the plan (best effort);
 - a cluster entry with `topologyHandoff: kueue`: no affinity; the pod templates carry
   Kueue's `podset-required|preferred-topology: KEY` instead and Kueue's TAS assigns the
   domain inside the cluster (annotations the user wrote stay as they are).
@@ -80,6 +83,18 @@ def with_gang_pod_affinity(affinity: Mapping[str, Any] | None, selector: Mapping
     out = copy.deepcopy(dict(affinity or {}))
     terms = out.setdefault("podAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
     term = {"labelSelector": {"matchLabels": dict(selector)}, "matchLabelKeys": [gang_label], "topologyKey": key}
+    if term not in terms:
+        terms.append(term)
+    return out
+
+
+def with_gang_anti_affinity(affinity: Mapping[str, Any] | None, selector: Mapping[str, str], gang_label: str,
+                            key: str) -> dict[str, Any]:
+    """A required pod anti-affinity: no pod of another gang (another `gang_label` value,
+    among those matching `selector`) in the same domain of `key`."""
+    out = copy.deepcopy(dict(affinity or {}))
+    terms = out.setdefault("podAntiAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
+    term = {"labelSelector": {"matchLabels": dict(selector)}, "mismatchLabelKeys": [gang_label], "topologyKey": key}
     if term not in terms:
         terms.append(term)
     return out
@@ -172,6 +187,12 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
                     tagged = workload_label is not None and labels.get(workload_label[0]) == workload_label[1]
                     selector = dict([workload_label]) if tagged and workload_label else _common_labels(members)
                     affinity = with_gang_pod_affinity(affinity, selector, gang_label, key)
+                    if len(domains) == len(per_gang):
+                        # a domain per gang: also keep other gangs out of it (LWS's exclusive
+                        # topology), so the scheduler cannot start two gangs in one domain
+                        # that has room for only one; the gangs share a template, so any
+                        # one-to-one assignment to the chosen domains fits as well
+                        affinity = with_gang_anti_affinity(affinity, selector, gang_label, key)
         _set(out, path, affinity)
     return out
 

@@ -111,7 +111,19 @@ def test_lws_groups_in_different_racks_get_a_pod_affinity_per_group(cat):
         assert t["spec"]["affinity"]["podAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": {WORKLOAD: tag}}, "matchLabelKeys": ["leaderworkerset.sigs.k8s.io/group-key"],
              "topologyKey": RACK}]}
+        assert "podAntiAffinity" not in t["spec"]["affinity"]        # two groups share r1
         assert t["metadata"]["labels"][WORKLOAD] == tag
+
+
+def test_lws_groups_each_in_its_own_rack_are_exclusive(cat):
+    lws = example("LeaderWorkerSet")
+    lws["spec"]["replicas"] = 2
+    out = prepare(cat, lws, [TopologyChoice("llama70b-pp2-0", RACK, ("r1",)),
+                             TopologyChoice("llama70b-pp2-1", RACK, ("r4",))])
+    t = out["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert t["spec"]["affinity"]["podAntiAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {WORKLOAD: out["metadata"]["labels"][WORKLOAD]}},
+         "mismatchLabelKeys": ["leaderworkerset.sigs.k8s.io/group-key"], "topologyKey": RACK}]}
 
 
 def test_lws_groups_sharing_one_rack_need_no_pod_affinity(cat):
