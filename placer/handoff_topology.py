@@ -148,8 +148,8 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
     rows = _paths(compiled, obj, name, source)[:-1]
     comps = compiled.definition.components
     by_member: dict[tuple[str, str], tuple[Instance, Mapping[str, Any]]] = {}
-    for i, comp in enumerate(comps):
-        for inst, row in zip(w.instances_of(comp.name), rows[i]):
+    for k, comp in enumerate(comps):
+        for inst, row in zip(w.instances_of(comp.name), rows[k]):
             by_member[(inst.component, inst.instance)] = (inst, row)
     gangs = {g.name: g for g in w.gangs}
     # (component, instance) -> (key, required) -> gang -> domains
