@@ -159,8 +159,10 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
         if gang is None:
             raise InputError(f"the plan chose a {choice.key} domain for gang {choice.gang!r}, "
                              f"which the object does not have", obj=name, source=source)
-        for c, i, pods in gang.members:
-            if pods and _covers(choice, c, i) and choice.domains:
+        # every covered template, also one counting no pods in this copy (a RayCluster kept
+        # suspended counts no workers, yet its workers start once it runs)
+        for c, i, _ in gang.members:
+            if _covers(choice, c, i) and choice.domains:
                 wanted.setdefault((c, i), {}).setdefault((choice.key, choice.required), {})[gang.name] = choice.domains
     out = copy.deepcopy(dict(obj))
     gang_label = getattr(compiled.definition, "gangPodLabel", None)
@@ -182,7 +184,7 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
                 # them (a definition without a gang label gets the union alone)
                 if gang_label:
                     members = [by_member[m][0] for g in per_gang for m in
-                               ((c, i) for c, i, p in gangs[g].members if p and (c, i) in by_member)]
+                               ((c, i) for c, i, _ in gangs[g].members if (c, i) in by_member)]
                     labels = _get(out, _target_path(row, "labels") or [NOT_A_PATH]) or {}
                     tagged = workload_label is not None and labels.get(workload_label[0]) == workload_label[1]
                     selector = dict([workload_label]) if tagged and workload_label else _common_labels(members)

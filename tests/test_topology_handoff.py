@@ -185,3 +185,13 @@ def test_hand_off_is_idempotent(cat):
     c = [TopologyChoice("resnet50-ddp", RACK, ("r2",))]
     once = hand_off_topology(pj, cat, c)
     assert hand_off_topology(once, cat, c) == once
+
+
+def test_a_template_counting_no_pods_yet_still_gets_the_affinity(cat):
+    rc = example("RayCluster")
+    extra = copy.deepcopy(rc["spec"]["workerGroupSpecs"][0])
+    extra.update(groupName="burst", replicas=0, minReplicas=0, maxReplicas=4)   # scaled up later
+    rc["spec"]["workerGroupSpecs"].append(extra)
+    out = prepare(cat, rc, [TopologyChoice("embeddings", RACK, ("r2",))])
+    assert all(node_terms(g["template"]) == [{"matchExpressions": [rack_in("r2")]}]
+               for g in out["spec"]["workerGroupSpecs"])
