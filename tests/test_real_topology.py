@@ -143,3 +143,42 @@ def test_a_pod_outside_the_chosen_rack_is_unschedulable_when_the_rack_is_full(re
     assert stuck
     wait_for(lambda: len([p for p in real.pods("east", ns) if p["spec"].get("nodeName")]) == 2, 60, "2 bound")
     assert all(p["spec"]["nodeName"].startswith("ra") for p in real.pods("east", ns) if p["spec"].get("nodeName"))
+
+
+# --- Kueue Topology objects on a real apiserver -------------------------------------------------
+
+def kueue_topology_crd() -> dict:
+    """Kueue's Topology kind, cluster-scoped, at v1beta1 (a minimal schema: Kueue's own CRDs
+    are not in the corpus; the group, version, kind, plural and scope are Kueue's)."""
+    level = {"type": "object", "required": ["nodeLabel"], "properties": {"nodeLabel": {"type": "string"}}}
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "levels": {"type": "array", "items": level}}}}}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "topologies.kueue.x-k8s.io"},
+            "spec": {"group": "kueue.x-k8s.io", "scope": "Cluster",
+                     "names": {"plural": "topologies", "singular": "topology", "kind": "Topology",
+                               "listKind": "TopologyList"},
+                     "versions": [{"name": "v1beta1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": schema}}]}}
+
+
+def test_kueue_topology_on_a_real_apiserver_gives_the_levels(real, tmp_path):
+    from placer.clusters_file import as_entry
+    from placer.inventory import live_clusters
+
+    c = real.client("west")
+    c.apply(kueue_topology_crd(), "customresourcedefinitions", force=True)
+    wait_for(lambda: any(x["type"] == "Established" and x["status"] == "True" for x in
+                         (c.get("customresourcedefinitions", "topologies.kueue.x-k8s.io").get("status") or {})
+                         .get("conditions") or ()), 60, "Topology CRD established")
+    c.invalidate()
+    try:
+        c.apply({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": "default"},
+                 "spec": {"levels": [{"nodeLabel": "example.com/block"}, {"nodeLabel": RACK}]}}, force=True)
+        got = live_clusters([as_entry({"name": "west", "context": "west"}), as_entry({"name": "east", "context": "east"})],
+                            kube=real.kube)
+        assert got["west"].error is None and got["west"].topology == ("example.com/block", RACK)
+        assert got["east"].error is None and got["east"].topology == ()        # no Kueue there
+    finally:
+        c.delete("customresourcedefinitions", "topologies.kueue.x-k8s.io")
+        c.invalidate()
