@@ -31,7 +31,7 @@ from .clusters_file import DEFAULT_POD_SECURITY, ClusterEntry, as_entry
 from .errors import (EvaluationError, InputError, KubeError, NotFound, PlacerError, PodSecurityRefused, ServerError,
                      Unreachable)
 from .fleet import Cluster
-from .handoff_topology import HANDOFF_AFFINITY, hand_off_topology
+from .handoff_topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, annotation_value, hand_off_topology
 from .interpret import Interpreter, interpret, patch_pod_templates, suspend_path
 from .inventory import ACTIVE_PODS, error_reason, list_runtime_classes, snapshot, with_topology
 from .kube import Kube, KubeClient, Resource, run_concurrently
@@ -256,6 +256,7 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
         if choices:
             obj = hand_off_topology(obj, catalog, choices, mode=handoff.topology, levels=handoff.levels,
                                     workload_label=(WORKLOAD, workload_label(key)), source=w.source)
+            obj["metadata"].setdefault("annotations", {})[ANN_TOPOLOGY] = annotation_value(choices)
         _check_pod_security(obj, handoff.pod_security, cluster, w.source)
         _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(key)},
                {**handoff.object_annotations, **common_ann, WORKLOAD: key,

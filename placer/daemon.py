@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from . import actuate as A
-from .handoff_topology import choices_by_workload
+from .handoff_topology import choices_by_workload, choices_of
 from .catalog import Catalog
 from .clusters_file import as_entry
 from .daemon_state import Clock, Informer, ObjKey, WorkQueue, all_synced
@@ -576,7 +576,8 @@ class Daemon:
             return
         group = PlacementGroup(self._group_key(key, staging), (workload,))
         objects = self._prepare(group, cluster, plan_id=((remote.get("metadata") or {}).get("annotations")
-                                                        or {}).get(A.PLAN) or "spec-update")
+                                                        or {}).get(A.PLAN) or "spec-update",
+                                topology={workload.ref: choices_of(remote)})
         obj = objects[-1]
         applied = self._client(cluster).apply(obj, self._remote_informer(cluster, key).resource, key.namespace,
                                               force=True)

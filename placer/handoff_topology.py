@@ -27,6 +27,7 @@ user's own affinity, never replacing it:
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from .catalog import Catalog
@@ -38,11 +39,36 @@ from .workload import Instance, WorkloadRef
 
 PREFERRED_WEIGHT = 100
 HANDOFF_AFFINITY, HANDOFF_KUEUE = "affinity", "kueue"
+# on a created workload object: the choices it was made with, as in plan JSON, so that
+# re-applying it (submit again, a spec change forwarded by the daemon) keeps them
+ANN_TOPOLOGY = "placer.dev/topology"
 
 
 def choices_by_workload(placements: Iterable[Any]) -> dict[WorkloadRef, tuple[TopologyChoice, ...]]:
     """WorkloadRef -> its placement's topology choices, for `prepare_objects`."""
     return {p.ref: tuple(p.topology) for p in placements if p.ref is not None and p.topology}
+
+
+def annotation_value(choices: Sequence[TopologyChoice]) -> str:
+    return json.dumps([c.to_dict() for c in choices], separators=(",", ":"), sort_keys=True)
+
+
+def choices_of(obj: Mapping[str, Any] | None) -> tuple[TopologyChoice, ...]:
+    """The choices a placed object was made with (its `placer.dev/topology` annotation);
+    () when it has none or it cannot be read (then nothing is handed off again)."""
+    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(ANN_TOPOLOGY)
+    try:
+        entries = json.loads(text) if isinstance(text, str) else []
+        out = []
+        for e in entries:
+            domains = e.get("domains") or ([e["domain"]] if e.get("domain") is not None else [])
+            comps = e.get("components")
+            out.append(TopologyChoice(str(e["gang"]), str(e["key"]), tuple(str(d) for d in domains),
+                                      required=not e.get("preferred"),
+                                      components=None if comps is None else tuple(str(c) for c in comps)))
+        return tuple(out)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ()
 
 
 # --- affinity, merged ---------------------------------------------------------------------

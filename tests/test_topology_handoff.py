@@ -195,3 +195,18 @@ def test_a_template_counting_no_pods_yet_still_gets_the_affinity(cat):
     out = prepare(cat, rc, [TopologyChoice("embeddings", RACK, ("r2",))])
     assert all(node_terms(g["template"]) == [{"matchExpressions": [rack_in("r2")]}]
                for g in out["spec"]["workerGroupSpecs"])
+
+
+def test_the_choices_are_recorded_on_the_copy_and_read_back_for_a_re_apply(cat):
+    from placer.handoff_topology import ANN_TOPOLOGY, choices_of
+    lws = example("LeaderWorkerSet")
+    lws["spec"]["replicas"] = 2
+    choices = (TopologyChoice("llama70b-pp2-0", RACK, ("r1",)), TopologyChoice("llama70b-pp2-1", RACK, ("r4",)),
+               TopologyChoice("llama70b-pp2-0", BLOCK, ("b0", "b1"), required=False, components=("worker",)))
+    first = prepare(cat, lws, choices)
+    assert choices_of(first) == choices
+    assert prepare(cat, lws, choices_of(first)) == first          # submit again: the same object
+    assert choices_of({"metadata": {"annotations": {ANN_TOPOLOGY: "not json"}}}) == ()
+    assert choices_of({"metadata": {"annotations": {ANN_TOPOLOGY: '[{"key": 1}]'}}}) == ()
+    assert choices_of(None) == ()
+    assert ANN_TOPOLOGY not in prepare(cat, lws, [])["metadata"]["annotations"]
