@@ -21,7 +21,8 @@ from .workload import Gang, Instance
 
 def _key(annotations: Mapping[str, object], required: str, preferred: str, where: str,
          obj: str, source: str | None) -> TopologyRequest | None:
-    """The one request a pair of annotations makes, or None; both set is contradictory."""
+    """The one request a pod template's pair of Kueue annotations makes, or None; both set
+    is an error, as Kueue's own validation has it (one topology annotation per pod set)."""
     req, pref = annotations.get(required), annotations.get(preferred)
     if req is not None and pref is not None:
         raise InputError(f"{where}annotations {required} and {preferred}: give one of them, not both "
@@ -36,9 +37,25 @@ def _key(annotations: Mapping[str, object], required: str, preferred: str, where
     return TopologyRequest(value.strip(), required=req is not None)
 
 
-def workload_request(annotations: Mapping[str, object], obj: str, source: str | None = None) -> TopologyRequest | None:
-    """The request of the workload's own `placer.dev/topology-*` annotation (all pods)."""
-    return _key(annotations, ANN_REQUIRED, ANN_PREFERRED, "", obj, source)
+def workload_requests(annotations: Mapping[str, object], obj: str,
+                      source: str | None = None) -> tuple[TopologyRequest, ...]:
+    """The requests of the workload's own `placer.dev/topology-*` annotations (all pods).
+    Both may be given for different levels (one block required, as few racks as possible
+    inside it); both naming one key contradict each other."""
+    found = []
+    for name, required in ((ANN_REQUIRED, True), (ANN_PREFERRED, False)):
+        value = annotations.get(name)
+        if value is None:
+            continue
+        problem = label_key_problem(value.strip() if isinstance(value, str) else value)
+        if problem:
+            raise InputError(f"annotation {name}: {problem}", obj=obj, source=source)
+        assert isinstance(value, str)
+        found.append(TopologyRequest(value.strip(), required=required))
+    if len(found) == 2 and found[0].key == found[1].key:
+        raise InputError(f"annotations {ANN_REQUIRED} and {ANN_PREFERRED} both name {found[0].key}: "
+                         f"a level is either required or preferred", obj=obj, source=source)
+    return tuple(found)
 
 
 def pod_set_requests(instances: Sequence[Instance], obj: str,
@@ -57,13 +74,13 @@ def with_topology(gangs: Iterable[Gang], annotations: Mapping[str, object], inst
                   obj: str, source: str | None = None) -> tuple[Gang, ...]:
     """The gangs with their topology requests; unchanged (the same objects) when none."""
     gangs = tuple(gangs)
-    whole = workload_request(annotations, obj, source)
+    whole = workload_requests(annotations, obj, source)
     per_set = pod_set_requests(instances, obj, source)
-    if whole is None and not per_set:
+    if not whole and not per_set:
         return gangs
     out = []
     for g in gangs:
-        requests = [whole] if whole is not None else []
+        requests = list(whole)
         per_component: dict[str, int] = {}
         for comp, _, _ in g.members:
             per_component[comp] = per_component.get(comp, 0) + 1

@@ -106,8 +106,24 @@ BAD = [
     ({"placer.dev/topology-required": "Example.com/rack"}, "prefix"),
     ({"placer.dev/topology-preferred": "a/b/c"}, "at most one '/'"),
     ({"placer.dev/topology-preferred": "example.com/" + "r" * 64}, "1-63"),
-    ({"placer.dev/topology-required": RACK, "placer.dev/topology-preferred": BLOCK}, "not both"),
+    ({"placer.dev/topology-required": RACK, "placer.dev/topology-preferred": RACK}, "both name example.com/rack"),
 ]
+
+
+def test_required_and_preferred_levels_together_on_the_workload(cat):
+    obj = example("JobSet")
+    obj["metadata"]["annotations"] = {"placer.dev/topology-required": BLOCK, "placer.dev/topology-preferred": RACK}
+    (g,) = interpret(obj, cat).gangs
+    assert g.topology == (TopologyRequest(BLOCK, True), TopologyRequest(RACK, False))
+
+
+def test_both_kueue_annotations_on_one_template_are_refused_as_kueue_does(cat):
+    pj = example("PyTorchJob")
+    t = pj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    template_annotate(t, KUEUE_REQUIRED, RACK)
+    template_annotate(t, KUEUE_PREFERRED, BLOCK)
+    with pytest.raises(InputError, match="replica/Worker: pod template annotations .* give one of them, not both"):
+        interpret(pj, cat)
 
 
 @pytest.mark.parametrize("ann,words", BAD)
