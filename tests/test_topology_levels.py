@@ -140,3 +140,15 @@ def test_a_forbidden_topology_list_leaves_the_cluster_readable(kueue_fleet):
     kueue_fleet["alpha"].faults.fail(403, match="/topologies")
     got = live_clusters([Entry("alpha", "alpha")], kube=_kube(kueue_fleet))
     assert got["alpha"].error is None and got["alpha"].topology == () and got["alpha"].nodes
+
+
+def test_placer_clusters_shows_the_levels(tmp_path):
+    import json
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({"clusters": [entry(topology=[BLOCK, RACK]), {**entry(), "name": "flat"}]}))
+    r = runner.invoke(app, ["clusters", "--clusters", str(f), "-o", "json"])
+    assert r.exit_code == 0, r.output
+    got = {c["name"]: c.get("topology") for c in json.loads(r.stdout)["clusters"]}
+    assert got == {"gb": [BLOCK, RACK], "flat": None}
+    r = runner.invoke(app, ["clusters", "--clusters", str(f), "-o", "wide"], env={"COLUMNS": "300"})
+    assert "TOPOLOGY" in r.stdout and f"{BLOCK},{RACK}" in r.stdout
