@@ -210,3 +210,18 @@ def test_the_choices_are_recorded_on_the_copy_and_read_back_for_a_re_apply(cat):
     assert choices_of({"metadata": {"annotations": {ANN_TOPOLOGY: '[{"key": 1}]'}}}) == ()
     assert choices_of(None) == ()
     assert ANN_TOPOLOGY not in prepare(cat, lws, [])["metadata"]["annotations"]
+
+
+def test_podcliqueset_replicas_in_two_racks_are_told_apart_by_their_podgang_label(cat):
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "podcliqueset.yaml").read_text()) if d]
+    pcs = copy.deepcopy(next(d for d in docs if d["kind"] == "PodCliqueSet"))
+    pcs["spec"]["replicas"] = 2
+    out = prepare(cat, pcs, [TopologyChoice("disagg-llm-0", RACK, ("r1",)), TopologyChoice("disagg-llm-1", RACK, ("r2",))])
+    for clique in out["spec"]["template"]["cliques"]:
+        affinity = clique["spec"]["podSpec"]["affinity"]
+        assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+            {"matchExpressions": [rack_in("r1", "r2")]}]
+        (term,) = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["matchLabelKeys"] == ["grove.io/podgang"] and term["topologyKey"] == RACK
+        assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+            "mismatchLabelKeys"] == ["grove.io/podgang"]
