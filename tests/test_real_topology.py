@@ -25,7 +25,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CATALOG = load_catalog()
 CRDS = upstream_crds()
 KINDS = {"JobSet": "jobset", "PyTorchJob": "pytorchjob", "LeaderWorkerSet": "leaderworkerset",
-         "RayCluster": "raycluster"}
+         "RayCluster": "raycluster", "PodCliqueSet": "podcliqueset"}
+MANY_GANGS = ("LeaderWorkerSet", "PodCliqueSet")      # one template serves several gangs
 GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 
 
@@ -45,22 +46,24 @@ def templates(obj: dict) -> list[dict]:
         return [r["template"] for r in s["pytorchReplicaSpecs"].values()]
     if kind == "LeaderWorkerSet":
         return [t for t in (s["leaderWorkerTemplate"].get("leaderTemplate"), s["leaderWorkerTemplate"]["workerTemplate"]) if t]
+    if kind == "PodCliqueSet":
+        return [{"spec": c["spec"]["podSpec"]} for c in s["template"]["cliques"]]
     return [s["headGroupSpec"]["template"], *(g["template"] for g in s["workerGroupSpecs"])]
 
 
 def prepared(kind: str, ns: str) -> dict:
     obj = example(kind, ns)
-    if kind == "LeaderWorkerSet":
+    if kind in MANY_GANGS:
         obj["spec"]["replicas"] = 2
     (g,) = group(classify([Document(obj, "f.yaml", 1)], CATALOG))
-    w = g.workloads[0]
-    if kind == "LeaderWorkerSet":       # two groups in two racks: node, pod and anti-affinity
+    w = next(x for x in g.workloads if x.kind == kind)
+    if kind in MANY_GANGS:              # two gangs in two racks: node, pod and anti-affinity
         choices = tuple(TopologyChoice(gang.name, RACK, (f"r{i}",)) for i, gang in enumerate(w.gangs))
     else:
         choices = (TopologyChoice(w.gangs[0].name, RACK, ("r1",)),
                    TopologyChoice(w.gangs[0].name, "example.com/block", ("b0",), required=False))
-    return A.prepare_objects(g, {"name": "hub", "context": "hub"}, CATALOG, plan_id="p",
-                             topology={w.ref: choices})[0]
+    objects = A.prepare_objects(g, {"name": "hub", "context": "hub"}, CATALOG, plan_id="p", topology={w.ref: choices})
+    return next(o for o in objects if o["kind"] == kind)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +81,7 @@ def test_the_real_apiserver_keeps_the_affinity_written_into_each_kind(hub, kind)
     assert all(a["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] for a in sent)
     stored = hub.client("hub").apply(obj, force=True)           # validated and pruned by the CRD's schema
     assert [t["spec"]["affinity"] for t in templates(stored)] == sent
-    if kind == "LeaderWorkerSet":
+    if kind in MANY_GANGS:
         assert all(a["podAffinity"] and a["podAntiAffinity"] for a in sent)
 
 
