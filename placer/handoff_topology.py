@@ -185,8 +185,8 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
         if gang is None:
             raise InputError(f"the plan chose a {choice.key} domain for gang {choice.gang!r}, "
                              f"which the object does not have", obj=name, source=source)
-        # every covered template, also one counting no pods in this copy (a RayCluster kept
-        # suspended counts no workers, yet its workers start once it runs)
+        # every covered template, also one counting no pods yet (a worker group at 0
+        # replicas that an autoscaler grows later must grow inside the same domain)
         for c, i, _ in gang.members:
             if _covers(choice, c, i) and choice.domains:
                 wanted.setdefault((c, i), {}).setdefault((choice.key, choice.required), {})[gang.name] = choice.domains
