@@ -28,6 +28,7 @@ from .errors import InputError
 from .fleet import Cluster, Fleet, Node, Taint
 from .inputs import decode, load_yaml
 from .quantity import canonical
+from .topology import label_key_problem, label_value_problem
 
 ENV = "PLACER_CLUSTERS"
 DEFAULT_NAME = "clusters.yaml"
@@ -89,10 +90,25 @@ class NodeGroup(_Strict):
     count: int = Field(default=1, ge=1, le=MAX_GROUP_NODES)
     allocatable: Resources
     used: Resources = Field(default_factory=dict)
+    # a value may hold `{index}`, `{index // N}` or `{index % N}` (chained, e.g.
+    # `{index // 18 % 4}`), `index` being the node's position in the group: racks and
+    # NVLink cliques of hundreds of nodes in one line (`example.com/rack: "rack-{index // 18}"`)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)
     unschedulable: bool = False
     ready: bool = True
+
+    @model_validator(mode="after")
+    def _patterns(self) -> "NodeGroup":
+        for key, value in self.labels.items():
+            problem = label_pattern_problem(value)
+            if problem:
+                raise ValueError(f"labels: {key}: {problem}")
+        return self
+
+    def node_labels(self, index: int) -> dict[str, str]:
+        """The labels of the group's node at `index`, patterns expanded."""
+        return {k: expand_label(v, index) if "{" in v else v for k, v in self.labels.items()}
 
     @model_validator(mode="after")
     def _naming(self) -> "NodeGroup":
@@ -124,6 +140,16 @@ class ObjectPatch(_Strict):
     annotations: dict[str, str] | None = None
 
 
+def _topology_levels(levels: list[str]) -> list[str]:
+    for i, key in enumerate(levels):
+        problem = label_key_problem(key)
+        if problem:
+            raise ValueError(f"[{i}]: {problem}")
+        if key in levels[:i]:
+            raise ValueError(f"[{i}]: {key!r} is given twice; list each level once, widest first")
+    return levels
+
+
 class ClusterEntry(_Strict):
     name: str
     context: str | None = None
@@ -135,6 +161,12 @@ class ClusterEntry(_Strict):
     # the Pod Security level placer enforces on namespaces it creates there, and checks
     # workloads against before creating them
     podSecurity: Literal["privileged", "baseline", "restricted"] = DEFAULT_POD_SECURITY
+    # topology levels, node label keys from the widest to the narrowest; for a live cluster
+    # without them, its Kueue Topology objects (if any) give them
+    topology: Annotated[list[str], AfterValidator(_topology_levels)] | None = None
+    # how a chosen domain reaches the cluster: `affinity` (default) writes a node affinity
+    # into the pod templates; `kueue` leaves Kueue's podset annotations for Kueue's TAS
+    topologyHandoff: Literal["affinity", "kueue"] | None = None
 
     @model_validator(mode="after")
     def _kind(self) -> "ClusterEntry":
@@ -156,7 +188,7 @@ def context_entry(context: str) -> ClusterEntry:
     validated: context names (EKS ARNs, GKE's project_zone_name) need not be DNS-like."""
     return ClusterEntry.model_construct(name=context, context=context, labels={}, nodes=None,
                                         podTemplatePatch=None, objectPatch=None, suspend=None,
-                                        podSecurity=DEFAULT_POD_SECURITY)
+                                        podSecurity=DEFAULT_POD_SECURITY, topology=None, topologyHandoff=None)
 
 
 def as_entry(value: Any) -> ClusterEntry:
@@ -299,12 +331,43 @@ def simulated_cluster(entry: ClusterEntry) -> Cluster:
         alloc = {r: canonical(r, q) for r, q in group.allocatable.items()}
         used = {r: canonical(r, q) for r, q in group.used.items()}
         taints = tuple(_taint(t) for t in group.taints)
-        for name in group.node_names():
+        patterned = any("{" in v for v in group.labels.values())
+        for index, name in enumerate(group.node_names()):
             if name in seen:
                 raise InputError(f"cluster {entry.name}: duplicate node name {name!r}")
             seen.add(name)
-            nodes.append(Node(name, alloc, used, dict(group.labels), taints, group.unschedulable, group.ready))
-    return Cluster(entry.name, dict(entry.labels), tuple(nodes))
+            labels = group.node_labels(index) if patterned else dict(group.labels)
+            nodes.append(Node(name, alloc, used, labels, taints, group.unschedulable, group.ready))
+    return Cluster(entry.name, dict(entry.labels), tuple(nodes), topology=tuple(entry.topology or ()))
+
+
+_PATTERN = re.compile(r"\{\s*index((?:\s*(?://|%)\s*\d+)*)\s*\}")
+_STEP = re.compile(r"(//|%)\s*(\d+)")
+
+
+def expand_label(value: str, index: int) -> str:
+    """`value` with each `{index ...}` replaced by the node's index through its steps."""
+    def one(m: re.Match) -> str:
+        n = index
+        for op, k in _STEP.findall(m.group(1)):
+            n = n // int(k) if op == "//" else n % int(k)
+        return str(n)
+    return _PATTERN.sub(one, value)
+
+
+def label_pattern_problem(value: str) -> str | None:
+    """Why a node group's label value (possibly a pattern) is not a label value, or None."""
+    if "{" in value:
+        for m in _PATTERN.finditer(value):
+            if any(int(k) == 0 for _, k in _STEP.findall(m.group(1))):
+                return f"{value!r}: division or remainder by 0"
+        rest = _PATTERN.sub("0", value)
+        if "{" in rest or "}" in rest:
+            return (f"{value!r}: a pattern is {{index}}, {{index // N}} or {{index % N}} "
+                    "(steps may be chained: {index // 18 % 4})")
+        problem = label_value_problem(rest)
+        return f"{value!r} makes {problem}" if problem else None
+    return None         # plain values are taken as given, as before patterns existed
 
 
 LIVE_UNAVAILABLE = "live inventory not available"

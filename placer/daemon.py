@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from . import actuate as A
+from .handoff_topology import choices_by_workload, choices_of
 from .catalog import Catalog
 from .clusters_file import as_entry
 from .daemon_state import Clock, Informer, ObjKey, WorkQueue, all_synced
@@ -575,7 +576,8 @@ class Daemon:
             return
         group = PlacementGroup(self._group_key(key, staging), (workload,))
         objects = self._prepare(group, cluster, plan_id=((remote.get("metadata") or {}).get("annotations")
-                                                        or {}).get(A.PLAN) or "spec-update")
+                                                        or {}).get(A.PLAN) or "spec-update",
+                                topology={workload.ref: choices_of(remote)})
         obj = objects[-1]
         applied = self._client(cluster).apply(obj, self._remote_informer(cluster, key).resource, key.namespace,
                                               force=True)
@@ -905,9 +907,10 @@ class Daemon:
             workloads.append(dataclasses.replace(w, annotations=ann))
         return dataclasses.replace(group, workloads=tuple(workloads))
 
-    def _prepare(self, group: PlacementGroup, cluster: str, plan_id: str) -> list[dict]:
+    def _prepare(self, group: PlacementGroup, cluster: str, plan_id: str, topology=None) -> list[dict]:
         objects = A.prepare_objects(group, self.entries[cluster], self.catalog, plan_id=plan_id,
-                                    origin=lambda obj: origin_of(ObjKey.of(obj)), cluster=cluster)
+                                    origin=lambda obj: origin_of(ObjKey.of(obj)), cluster=cluster,
+                                    topology=topology)
         by_name = {(w.kind, w.name): w for w in group.workloads}
         for obj in objects:
             # finalizers on the hub belong to hub-side controllers (ours among them): a copy
@@ -936,7 +939,8 @@ class Daemon:
         original = dataclasses.replace(group, workloads=tuple(sources))
         client = self._client(cluster)
         try:
-            objects = self._prepare(original, cluster, plan_id)
+            objects = self._prepare(original, cluster, plan_id,
+                                    topology=choices_by_workload(plan.placements) if plan is not None else None)
             A.apply_group(client, objects, group_key=group.key,
                           pod_security=A.handoff_of(self.entries[cluster]).pod_security)
         except PlacerError as e:

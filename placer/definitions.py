@@ -192,6 +192,9 @@ class Definition(_Strict):
     status: Status = Status()
     gangs: Expr | None = None                 # -> [{name | names, members:[{component, instance, pods?}], minMember?}]
     suspend: Suspend | None = None
+    # a pod label whose value tells apart the gangs that share one pod template (the
+    # groups of a LeaderWorkerSet): lets a topology hand-off keep each gang in one domain
+    gangPodLabel: str | None = None
 
     @model_validator(mode="after")
     def _unique_components(self) -> "Definition":

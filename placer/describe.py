@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from .quantity import format_quantity, to_json_number
+from .topology import TopologyRequest
 from .workload import Instance, Workload
 
 
@@ -33,7 +34,8 @@ def workload_json(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
         "components": [instance_json(i) for i in w.instances],
         "gangs": [{"name": g.name, "members": [{"component": c, "instance": i, "pods": p} for c, i, p in g.members],
                    "pods": g.pods, "minMember": g.min_member, "gpus": g.gpus,
-                   **({"window": g.window} if g.window is not None else {})} for g in w.gangs],
+                   **({"window": g.window} if g.window is not None else {}),
+                   **({"topology": [_request_json(r) for r in g.topology]} if g.topology else {})} for g in w.gangs],
     }
     peak = w.at_once()
     if peak is not w:                 # gangs start in windows: what must fit at the same time
@@ -43,6 +45,19 @@ def workload_json(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
     if pods_by_component is not None:
         out["podsByComponent"] = {k: [dict(p) for p in v] for k, v in pods_by_component.items()}
     return out
+
+
+def _request_json(r: TopologyRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": r.key, "required": r.required}
+    if r.components is not None:
+        out["components"] = sorted(r.components)
+    return out
+
+
+def request_text(r: TopologyRequest) -> str:
+    """`example.com/rack required` (`... for replicatedJob/eval` when it covers a pod set)."""
+    where = f" for {', '.join(sorted(r.components))}" if r.components is not None else ""
+    return f"{r.key} {'required' if r.required else 'preferred'}{where}"
 
 
 def _requests_text(requests: Mapping[str, int]) -> str:
@@ -66,8 +81,9 @@ def workload_tree(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
         for g in w.gangs:
             members = ", ".join(f"{c}/{i}:{p}" for c, i, p in g.members)
             window = f" window={g.window}" if g.window is not None else ""
+            topology = f" topology: {escape('; '.join(request_text(r) for r in g.topology))}" if g.topology else ""
             gangs.add(f"{g.name}: minMember={g.min_member} of {g.pods} pods, gpus={g.gpus}{window} "
-                      f"{escape('[' + members + ']')}")
+                      f"{escape('[' + members + ']')}{topology}")
         peak = w.at_once()
         if peak is not w:
             root.add(f"[magenta]at once[/]: {peak.pods} pods, gpus={peak.gpus} (the largest startup window)")

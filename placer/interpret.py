@@ -20,6 +20,7 @@ from .podspec import (DEFAULT_GPU_RESOURCES, SEQUENCES, constraint_problem, effe
                       shape_problem, value_kind)
 from .program import NOT_A_PATH, PATCHABLE, Columns, diagnose
 from .selectors import label_selector_parts
+from .topology_requests import with_topology
 from .workload import Gang, Instance, Phase, PodShape, Workload
 
 PATCH_KEYS = PATCHABLE
@@ -113,7 +114,9 @@ def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
         api_version=obj["apiVersion"], kind=obj["kind"],
         namespace=meta.get("namespace") or "default", name=meta.get("name") or meta.get("generateName") or "",
         definition=defn.name, phase=Phase(phase), reason=_text(reason), message=_text(message),
-        instances=tuple(instances), gangs=tuple(_gangs(at, out[n + 2], instances)),
+        instances=tuple(instances),
+        gangs=with_topology(_gangs(at, out[n + 2], instances), meta.get("annotations") or {}, instances,
+                            object_name(obj), source),
         labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
         suspended=None if suspended is None else bool(suspended),
         source=source, obj=obj)

@@ -8,6 +8,7 @@ so one bad cluster never hides the others.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
@@ -115,15 +116,58 @@ def list_runtime_classes(client: KubeClient) -> Sequence[dict[str, Any]] | None:
         return None
 
 
+# Kueue serves its Topology kind at these group versions (newest first)
+KUEUE_TOPOLOGY_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1alpha1")
+
+
+def topology_levels(topology_objs: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The levels of Kueue Topology objects (`spec.levels[].nodeLabel`, widest first). A
+    cluster may hold several (one per ResourceFlavor): their levels merge in the order of
+    the longest first, each key once."""
+    lists = []
+    for obj in topology_objs:
+        levels = ((obj.get("spec") or {}).get("levels")) or []
+        keys = [lv.get("nodeLabel") for lv in levels if isinstance(lv, Mapping)]
+        lists.append([k for k in keys if isinstance(k, str) and k])
+    lists.sort(key=lambda ks: -len(ks))
+    return tuple(dict.fromkeys(k for ks in lists for k in ks))
+
+
+def read_kueue_topology(client: KubeClient) -> tuple[str, ...]:
+    """The cluster's topology levels from its Kueue Topology objects; () when it serves
+    none or we may not read them."""
+    for gv in KUEUE_TOPOLOGY_VERSIONS:
+        res = next((r for r in client.group_version(gv) if r.kind == "Topology"), None)
+        if res is None:
+            continue
+        try:
+            return topology_levels(client.list(res).items)
+        except (NotFound, Forbidden):
+            return ()
+    return ()
+
+
 # --- live --------------------------------------------------------------------------
 
 def read_cluster(client: KubeClient, name: str, *, labels: Mapping[str, str] | None = None,
-                 context: str | None = None) -> Cluster:
-    """List nodes and active pods of one cluster; errors propagate."""
+                 context: str | None = None, topology: Iterable[str] | None = None) -> Cluster:
+    """List nodes and active pods of one cluster; errors propagate. `topology`: the levels
+    the clusters file gives; None reads them from the cluster's Kueue Topology objects."""
     nodes = client.list("nodes")
     pods = client.list("pods", field_selector=ACTIVE_PODS)
-    return snapshot(name, nodes.items, pods.items, labels=labels, context=context,
-                    runtime_class_objs=list_runtime_classes(client))
+    cluster = snapshot(name, nodes.items, pods.items, labels=labels, context=context,
+                       runtime_class_objs=list_runtime_classes(client))
+    return with_topology(cluster, client, topology)
+
+
+def with_topology(cluster: Cluster, client: KubeClient, given: Iterable[str] | None) -> Cluster:
+    """`cluster` with its topology levels: those the clusters file gives, else those of
+    its Kueue Topology objects (a read error there leaves it without levels)."""
+    try:
+        levels = tuple(given) if given is not None else read_kueue_topology(client)
+    except KubeError:
+        levels = ()
+    return dataclasses.replace(cluster, topology=levels) if levels else cluster
 
 
 def live_cluster(entry: ClusterEntry, kube: Kube) -> Cluster:
@@ -131,7 +175,8 @@ def live_cluster(entry: ClusterEntry, kube: Kube) -> Cluster:
     labels = dict(getattr(entry, "labels", None) or {})
     try:
         client = kube.client(entry.context, cluster=entry.name)
-        return read_cluster(client, entry.name, labels=labels, context=entry.context)
+        return read_cluster(client, entry.name, labels=labels, context=entry.context,
+                            topology=getattr(entry, "topology", None))
     except PlacerError as e:
         return Cluster(name=entry.name, labels=labels, context=entry.context, error=error_reason(e))
 
@@ -179,6 +224,7 @@ class ClusterSummary:
     gpu_products: tuple[str, ...]
     reserved_gpus: int
     labels: Mapping[str, str]
+    topology: tuple[str, ...] = ()
 
     @property
     def reachable(self) -> bool:
@@ -191,7 +237,8 @@ class ClusterSummary:
                 "gpus": {"allocatable": self.gpus_allocatable, "free": self.gpus_free,
                          "largestFreeBlock": self.largest_free_block,
                          "reserved": self.reserved_gpus},
-                "gpuProducts": list(self.gpu_products), "labels": dict(self.labels)}
+                "gpuProducts": list(self.gpu_products), "labels": dict(self.labels),
+                **({"topology": list(self.topology)} if self.topology else {})}
 
 
 def summarize(cluster: Cluster, source: str = "live",
@@ -207,4 +254,4 @@ def summarize(cluster: Cluster, source: str = "live",
         gpus_allocatable=sum(gpu_count(n.allocatable, gpu_resources) for n in cluster.nodes),
         gpus_free=sum(free), largest_free_block=max(free, default=0),
         gpu_products=tuple(products), reserved_gpus=gpu_count(cluster.reserved, gpu_resources),
-        labels=dict(cluster.labels))
+        labels=dict(cluster.labels), topology=tuple(cluster.topology))

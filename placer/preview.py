@@ -52,7 +52,9 @@ def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Seque
                     plan_id: str) -> dict[str, list[dict[str, Any]]]:
     """cluster -> the objects of every group placed there, as `submit` would apply them."""
     from .actuate import prepare_objects
+    from .handoff_topology import choices_by_workload
 
+    chosen = choices_by_workload(plan.placements)
     by_key = {g.key: g for g in groups}
     by_name = {as_entry(e).name: e for e in entries}
     out: dict[str, list[dict[str, Any]]] = {}
@@ -62,7 +64,8 @@ def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Seque
             continue
         seen.add((p.group, p.cluster))
         out.setdefault(p.cluster, []).extend(
-            prepare_objects(by_key[p.group], by_name[p.cluster], catalog, plan_id=plan_id, cluster=p.cluster))
+            prepare_objects(by_key[p.group], by_name[p.cluster], catalog, plan_id=plan_id, cluster=p.cluster,
+                            topology=chosen))
     return out
 
 

@@ -22,6 +22,7 @@ from . import actuate as A
 from .catalog import Catalog
 from .clusters_file import as_entry
 from .errors import InputError, KubeError, PlacerError
+from .handoff_topology import choices_by_workload, choices_of
 from .fleetview import SIMULATED, Already, FleetView, freeing, pin, pin_groups, plan_groups, read_fleet
 from .fleetview import split_already_placed  # noqa: F401 (re-exported)
 from .interpret import interpret
@@ -31,6 +32,7 @@ from .plan import Placement, Plan
 from .podspec import DEFAULT_GPU_RESOURCES
 from .remove import remove_objects
 from .solve import solve
+from .topology import TopologyChoice
 from .workload import PlacementGroup, Workload, WorkloadRef
 
 DEFAULT_TIME_LIMIT = 10.0
@@ -193,7 +195,10 @@ def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: M
         if not refs or len(refs) != len(found) or len({r.cluster for r in refs}) != 1:
             continue
         cluster = refs[0].cluster
-        objects = A.prepare_objects(g, entries[cluster], catalog, plan_id=refs[0].plan or "", cluster=cluster)
+        # the domains chosen when it was placed stay (recorded on each copy)
+        kept = {w.ref: choices_of(r.object) for w, r in zip(g.workloads, refs) if r is not None}
+        objects = A.prepare_objects(g, entries[cluster], catalog, plan_id=refs[0].plan or "", cluster=cluster,
+                                    topology=kept)
         have = {A.workload_key(r.object): r.object for r in refs}
         changed = demand_changed = False
         for obj in objects:
@@ -266,7 +271,8 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
         return SubmitResult(plan_id, True, plan, failed=tuple(refused), updated=tuple(updates),
                             groups=tuple(planning), **result)
     created, failed = apply_plan(plan, pending, entries, catalog, kube, plan_id) if plan else ([], [])
-    done, failed_updates = _apply_updates(apply_now, move, by_name, catalog, kube, plan_id)
+    done, failed_updates = _apply_updates(apply_now, move, by_name, catalog, kube, plan_id,
+                                          choices_by_workload(plan.placements) if plan else {})
     done_refs = {u.workload for u in done}
     updates = [u for u in updates if u.workload not in done_refs and u.result in (KEPT, UNCHANGED)] + done
     return SubmitResult(plan_id, False, plan, tuple(created), failed=tuple(refused + failed + failed_updates),
@@ -319,7 +325,8 @@ def _decide(placed_groups: Sequence[_PlacedGroup], plan: Plan | None, replace: b
 
 
 def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_PlacedGroup, str]],
-                   by_name: Mapping[str, Any], catalog: Catalog, kube: Kube, plan_id: str
+                   by_name: Mapping[str, Any], catalog: Catalog, kube: Kube, plan_id: str,
+                   chosen: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None
                    ) -> tuple[list[Updated], list[Failed]]:
     """Server-side apply of new versions where they live; moves: delete there, create anew."""
     done, failed = [], []
@@ -339,7 +346,8 @@ def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_Plac
     for pg, target in move:
         try:
             remove_objects(A._client(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key)
-            objects = A.prepare_objects(pg.group, by_name[target], catalog, plan_id=plan_id, cluster=target)
+            objects = A.prepare_objects(pg.group, by_name[target], catalog, plan_id=plan_id, cluster=target,
+                                        topology=chosen)
             A.apply_group(A._client(kube, by_name[target]), objects, group_key=pg.group.key,
                           pod_security=A.handoff_of(by_name[target]).pod_security)
         except PlacerError as e:
@@ -370,7 +378,8 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
         for key in keys:
             g = by_key[key]
             try:
-                objects = A.prepare_objects(g, entry, catalog, plan_id=plan_id, cluster=cluster)
+                objects = A.prepare_objects(g, entry, catalog, plan_id=plan_id, cluster=cluster,
+                                            topology=choices_by_workload(placements.get(key, ())))
                 applied = A.apply_group(client, objects, group_key=key,
                                         pod_security=A.handoff_of(entry).pod_security)
             except PlacerError as e:

@@ -5,6 +5,7 @@ domains) and actuation (which hands the choice to the cluster's own scheduler)."
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,14 @@ class TopologyRequest:
     key: str
     required: bool
     components: frozenset[str] | None = None
+
+    def covers(self, component: str, instance: str) -> bool:
+        """Does this request cover the gang member (component, instance)? An entry of
+        `components` is a component name (all its instances in the gang) or, where one
+        component has several instances of which only some form the pod set (a JobSet's
+        replicated jobs, a RayCluster's worker groups), `component/instance`."""
+        c = self.components
+        return c is None or component in c or f"{component}/{instance}" in c
 
 
 @dataclass(frozen=True)
@@ -47,3 +56,36 @@ class TopologyChoice:
         if self.components is not None:
             out["components"] = list(self.components)
         return out
+
+
+# --- label keys ------------------------------------------------------------------------
+
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_key_problem(key: Any) -> str | None:
+    """Why `key` is not a Kubernetes label key (`[prefix/]name`: a DNS subdomain of at most
+    253 characters, and a name of at most 63 alphanumerics, '-', '_' or '.'), or None."""
+    if not isinstance(key, str) or not key:
+        return "expected a label key such as example.com/rack, got " + (repr(key) if key is not None else "nothing")
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix:
+        return f"{key!r} is not a label key: at most one '/'"
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"{key!r} is not a label key: prefix {prefix!r} must be a lower-case DNS subdomain"
+    if len(name) > 63 or not _NAME.match(name):
+        return (f"{key!r} is not a label key: name {name!r} must be 1-63 characters, alphanumerics, "
+                "'-', '_' or '.', starting and ending with an alphanumeric")
+    return None
+
+
+_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why `value` is not a label value (at most 63 alphanumerics, '-', '_', '.'), or None."""
+    if len(value) > 63 or not _VALUE.match(value):
+        return (f"{value!r} is not a label value: at most 63 characters, alphanumerics, '-', '_' or '.', "
+                "starting and ending with an alphanumeric")
+    return None

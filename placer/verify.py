@@ -152,7 +152,7 @@ def _check_topology(fleet: Fleet, p: Placement, w: Workload) -> None:
         for req in gang.topology:
             if not req.required:
                 continue
-            covered = {k for k in members if req.components is None or k.split("/", 1)[0] in req.components}
+            covered = {k for k in members if req.covers(*k.split("/", 1))}
             values = set()
             for nname, per in p.nodes.items():
                 if covered & set(per):

@@ -150,7 +150,7 @@ def units(g: PlacementGroup) -> list[Unit]:
             members = {(c, i) for c, i, _ in gang.members}
             for req in gang.topology:
                 pos = tuple(n for n, (wk, i) in enumerate(insts) if wk == w.key and (i.component, i.instance) in members
-                            and (req.components is None or i.component in req.components))
+                            and req.covers(i.component, i.instance))
                 if pos:
                     out.append((req.key, req.required, pos))
     return out

@@ -83,7 +83,7 @@ def test_unplaced_exits_3_with_reasons(tmp_path):
     doc = yaml.safe_load(r.stdout)
     u = doc["unplaced"][0]
     assert u["workload"] == "ml/huge" and u["gpus"] == 320
-    assert set(u["reasons"]) == {"east", "west", "eu", "dev"}
+    assert set(u["reasons"]) == {"east", "west", "eu", "dev", "gb"}
     # the Job does not tolerate the GPU nodes' taint: that is the reason, not capacity (the
     # untainted nodes it may use, CPU-only ones, have no room for a GPU pod)
     assert u["reasons"]["east"] == ("pods of job/huge do not tolerate taint nvidia.com/gpu:NoSchedule "

@@ -96,13 +96,13 @@ def test_clusters_output_formats():
     r = invoke("clusters", "-o", "yaml")
     assert r.exit_code == 0, r.output
     doc = yaml.safe_load(r.stdout)
-    assert [c["name"] for c in doc["clusters"]] == ["east", "west", "eu", "dev"]
+    assert [c["name"] for c in doc["clusters"]] == ["east", "west", "eu", "dev", "gb"]
     assert invoke("clusters", "-o", "name").stdout.split() == ["cluster/east", "cluster/west", "cluster/eu",
-                                                                 "cluster/dev"]
+                                                                 "cluster/dev", "cluster/gb"]
     wide = invoke("clusters", "-o", "wide")
     assert "LABELS" in wide.stdout and "region=us-east" in wide.stdout
     r = invoke("clusters", "-o", "jsonpath={.clusters[*].gpus.free}")
-    assert r.stdout.split() == ["88", "98", "48", "16"]
+    assert r.stdout.split() == ["88", "98", "48", "16", "288"]
 
 
 @pytest.mark.parametrize("cmd", [("clusters",), ("plan", "-f", EXAMPLES), ("describe", "-f", EXAMPLES),
@@ -149,7 +149,7 @@ def test_plan_table_reads_at_80_columns(tmp_path):
     row = next(i for i, line in enumerate(lines) if line.startswith("research-team/huge-training-run"))
     assert lines[row].split()[-1] == "unplaced" and lines[row].split()[2] == "64"
     reasons = [line for line in lines[row + 1:] if line.startswith("    ") and not line.startswith("      ")]
-    assert {r.split(":")[0].strip() for r in reasons} == {"east", "west", "eu", "dev"}
+    assert {r.split(":")[0].strip() for r in reasons} == {"east", "west", "eu", "dev", "gb"}
     # every reason is whole: joined back, it equals what the plan says
     joined = " ".join(line.strip() for line in lines[row + 1:])
     for cluster, reason in result.plan.unplaced[0].reasons.items():

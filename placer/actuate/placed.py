@@ -14,7 +14,7 @@ from ..clusters_file import ClusterEntry, as_entry
 from ..errors import NotFound, PlacerError
 from ..fleet import Cluster
 from ..interpret import Interpreter, interpret
-from ..inventory import ACTIVE_PODS, error_reason, list_runtime_classes, snapshot
+from ..inventory import ACTIVE_PODS, error_reason, list_runtime_classes, snapshot, with_topology
 from ..kube import Kube, KubeClient, run_concurrently
 from ..names import GROUP, ORIGIN, PLAN, WORKLOAD
 from ..podspec import DEFAULT_GPU_RESOURCES, pod_requests
@@ -168,7 +168,9 @@ def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
     def one(entry: Any):
         name, ctx, labels = entry.name, entry.context, dict(entry.labels or {})
         try:
-            return read_cluster_state(_client(kube, entry), name, catalog, labels=labels, context=ctx)
+            client = _client(kube, entry)
+            cluster, pods, managed = read_cluster_state(client, name, catalog, labels=labels, context=ctx)
+            return with_topology(cluster, client, getattr(entry, "topology", None)), pods, managed
         except PlacerError as e:
             return Cluster(name=name, labels=labels, context=ctx, error=error_reason(e)), [], None
     results = run_concurrently({e.name: partial(one, e) for e in live},

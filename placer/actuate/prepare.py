@@ -28,6 +28,8 @@ from ..names import GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD
 from ..podsecurity import object_violations
 from ..podspec import DEFAULT_GPU_RESOURCES
 from ..workload import PlacementGroup, Workload, WorkloadRef
+from ..handoff_topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, annotation_value, hand_off_topology
+from ..topology import TopologyChoice
 
 # --- labels and annotations ----------------------------------------------------------
 
@@ -162,6 +164,8 @@ class Handoff:
     object_annotations: Mapping[str, str] = field(default_factory=dict)
     suspend: str = SUSPEND_UNSUSPEND
     pod_security: str = DEFAULT_POD_SECURITY      # the level enforced where placer creates namespaces
+    topology: str = HANDOFF_AFFINITY              # how chosen domains reach the cluster (affinity | kueue)
+    levels: tuple[str, ...] = ()                  # the entry's topology levels, widest first
 
 
 def _plain(v: Any) -> Any:
@@ -182,7 +186,8 @@ def handoff_of(entry: Any) -> Handoff:
     return Handoff(pod_template_patch={k: _plain(v) for k, v in dict(patch).items() if v is not None},
                    object_labels=dict(obj_patch.get("labels") or {}),
                    object_annotations=dict(obj_patch.get("annotations") or {}),
-                   suspend=str(suspend), pod_security=entry.podSecurity or DEFAULT_POD_SECURITY)
+                   suspend=str(suspend), pod_security=entry.podSecurity or DEFAULT_POD_SECURITY,
+                   topology=entry.topologyHandoff or HANDOFF_AFFINITY, levels=tuple(entry.topology or ()))
 
 
 # --- preparing a group for one cluster ---------------------------------------------------
@@ -204,13 +209,16 @@ def _origin_of(origin: str | Callable[[Mapping[str, Any]], str] | None, obj: Map
 
 def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog, *, plan_id: str,
                     origin: str | Callable[[Mapping[str, Any]], str] | None = None,
-                    cluster: str | None = None) -> list[dict[str, Any]]:
+                    cluster: str | None = None,
+                    topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None) -> list[dict[str, Any]]:
     """The objects to create for `group` on the cluster of `cluster_entry`: companions
     first (ConfigMaps and Secrets before what mounts them), then workloads. Each is a copy
     without server-set fields, labelled and annotated for placer, namespaced, with the
     entry's hand-off applied (pod-template patch through the definition, object labels,
     suspend policy). `origin`: a string, a function of the source object, or None for each
-    workload's own source file (companions then take the group key)."""
+    workload's own source file (companions then take the group key). `topology`: the
+    domains the plan chose per workload (`handoff_topology.choices_by_workload`), handed
+    to the cluster as node affinity or Kueue annotations (`placer.handoff_topology`)."""
     cluster = cluster or (as_entry(cluster_entry).name if cluster_entry is not None else "")
     handoff = handoff_of(cluster_entry)
     if not group.workloads:
@@ -231,6 +239,11 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
         key = key_of(w)
         obj = set_suspend(obj, catalog, handoff.suspend)
         obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(key), w.source)
+        choices = (topology or {}).get(w.ref)
+        if choices:
+            obj = hand_off_topology(obj, catalog, choices, mode=handoff.topology, levels=handoff.levels,
+                                    workload_label=(WORKLOAD, workload_label(key)), source=w.source)
+            obj["metadata"].setdefault("annotations", {})[ANN_TOPOLOGY] = annotation_value(choices)
         _check_pod_security(obj, handoff.pod_security, cluster, w.source)
         _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(key)},
                {**handoff.object_annotations, **common_ann, WORKLOAD: key,

@@ -81,10 +81,11 @@ def _simulated(entry: Any) -> Cluster:
 def render_table(summaries: list[ClusterSummary], *, wide: bool = False) -> Table:
     t = Table(box=None, pad_edge=False)
     cols = ["CLUSTER", "SOURCE", "STATUS", "NODES", "GPUS FREE/ALLOC", "LARGEST BLOCK", "RESERVED", "GPU PRODUCTS"]
-    for col in cols + (["CONTEXT", "LABELS"] if wide else []):
+    for col in cols + (["CONTEXT", "LABELS", "TOPOLOGY"] if wide else []):
         t.add_column(col, no_wrap=col != "STATUS")
     for s in summaries:
-        extra = [s.context or "-", escape(format_labels(s.labels)) or "-"] if wide else []
+        extra = [s.context or "-", escape(format_labels(s.labels)) or "-",
+                 escape(",".join(s.topology)) or "-"] if wide else []
         if not s.reachable:
             t.add_row(s.name, s.source, f"[red]{escape(s.error or '')}[/red]", "-", "-", "-", "-", "-", *extra)
             continue

@@ -20,6 +20,7 @@ from rich.text import Text
 from ..fleet import Cluster, Fleet, Node
 from ..plan import Plan
 from ..podspec import DEFAULT_GPU_RESOURCES
+from .topology_view import topology_lines
 
 USED, FREE = "█", "□"
 PALETTE = ("dodger_blue1", "orange1", "medium_purple1", "spring_green2", "deep_pink2", "gold1",
@@ -58,11 +59,28 @@ def _largest(blocks: Sequence[int]) -> int:
     return max(blocks, default=0)
 
 
+HOST_LABEL = "kubernetes.io/hostname"
+
+
+def _domain_levels(cluster: Cluster) -> tuple[str, ...]:
+    """The levels nodes are grouped by: the cluster's, without the per-node one."""
+    return tuple(k for k in cluster.topology if k != HOST_LABEL)
+
+
+def _domain(node: Node, levels: Sequence[str]) -> tuple[str, ...]:
+    return tuple(node.labels.get(k, "-") for k in levels)
+
+
 def cluster_panel(cluster: Cluster, per_node: Mapping[str, list[tuple[str, int]]], colours: Mapping[str, str],
-                  resources: Sequence[str]) -> Panel:
+                  resources: Sequence[str], chosen: Mapping[tuple[str, str], list[str]] | None = None) -> Panel:
+    """`chosen`: (key, domain) -> the workloads the plan put inside that domain."""
     if cluster.error:
         return Panel(Text(cluster.error, style="red"), title=cluster.name, title_align="left")
     gpu_nodes = [n for n in cluster.nodes if _gpus(n.allocatable, resources)]
+    levels = _domain_levels(cluster)
+    if levels:           # nodes grouped by domain, widest level first, so a gang's rack is seen whole
+        gpu_nodes.sort(key=lambda n: _domain(n, levels))
+    last: tuple[str, ...] | None = None
     rows: list[Text] = []
     before_free, after_free, before_blocks, after_blocks = 0, 0, [], []
     width = max((len(n.name) for n in gpu_nodes[:MAX_NODES]), default=4)
@@ -75,6 +93,9 @@ def cluster_panel(cluster: Cluster, per_node: Mapping[str, list[tuple[str, int]]
         before_free, after_free = before_free + free_before, after_free + free_after
         before_blocks.append(free_before)
         after_blocks.append(free_after)
+        if i < MAX_NODES and levels and _domain(node, levels) != last:
+            last = _domain(node, levels)
+            rows.append(_domain_header(levels, last, chosen or {}))
         if i < MAX_NODES:
             rows.append(_row(node.name + ("" if node.schedulable else " (unschedulable)"), cells, colours, width))
         else:
@@ -88,6 +109,26 @@ def cluster_panel(cluster: Cluster, per_node: Mapping[str, list[tuple[str, int]]
     head = Text(f"GPUs free {before_free} -> {after_free} of {total}; largest free block "
                 f"{_largest(before_blocks)} -> {_largest(after_blocks)}", style="bold")
     return Panel(Group(head, *rows), title=cluster.name, title_align="left")
+
+
+def _domain_header(levels: Sequence[str], values: Sequence[str], chosen: Mapping[tuple[str, str], list[str]]) -> Text:
+    head = Text("  ".join(f"{k}={v}" for k, v in zip(levels, values)), style="bold cyan")
+    inside = list(dict.fromkeys(w for kv in zip(levels, values) for w in chosen.get(kv, ())))
+    if inside:
+        head.append(f"  <- {', '.join(inside)}", style="cyan")
+    return head
+
+
+def chosen_domains(plan: Plan | None) -> dict[str, dict[tuple[str, str], list[str]]]:
+    """cluster -> (key, domain) -> workloads whose required choice is that domain."""
+    out: dict[str, dict[tuple[str, str], list[str]]] = {}
+    for pl in plan.placements if plan else ():
+        for c in pl.topology:
+            if c.required and c.domains:
+                found = out.setdefault(pl.cluster, {}).setdefault((c.key, c.domains[0]), [])
+                if pl.workload not in found:
+                    found.append(pl.workload)
+    return out
 
 
 def placements_by_node(plan: Plan | None, gpus_per_pod: Mapping[tuple[str, str], int]
@@ -123,9 +164,13 @@ def render(fleet: Fleet, plan: Plan | None, *, title: str,
         line = Text("  ")
         line.append(USED * 2, style=colours[pl.workload])
         line.append(f" {pl.workload} ({pl.kind}, {pl.gpus} GPUs on {pl.cluster}, group {pl.group})")
+        if pl.topology:
+            line.append("  " + "; ".join(topology_lines(pl.topology)), style="cyan")
         console.print(line, no_wrap=True, overflow="ellipsis")
+    chosen = chosen_domains(plan)
     for cluster in fleet.clusters:
-        console.print(cluster_panel(cluster, placed.get(cluster.name, {}), colours, resources))
+        console.print(cluster_panel(cluster, placed.get(cluster.name, {}), colours, resources,
+                                    chosen.get(cluster.name)))
     if plan and plan.unplaced:
         table = Table("UNPLACED", "GPUS", "FIRST REASON", box=None, title_justify="left")
         for u in plan.unplaced:

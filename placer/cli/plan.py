@@ -19,6 +19,7 @@ from ..preview import dry_run_mode
 from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, err, gpu_resources, out, run
 from .output import OUTPUT_HELP, emit, parse_output
 from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
+from .topology_view import topology_lines
 
 DEFAULT_TIME_LIMIT = 10.0
 MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
@@ -226,6 +227,9 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None) -> Te
         text.append(_line(row[:3], widths) + "   ")
         text.append(row[3].ljust(widths[3]) if wide else row[3], style="green")
         text.append(("   " + _line(row[4:], widths[4:]) if wide else "").rstrip() + "\n")
+        for line in topology_lines(pl.topology):
+            text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
+                                      subsequent_indent="      ", break_on_hyphens=False) + "\n", style="cyan")
     for u, row in zip(p.unplaced, rows[len(p.placements):]):
         text.append(_line(row[:3], widths) + "   ")
         text.append(row[3], style="red")

@@ -49,7 +49,7 @@ def units_of(parts: Sequence[Part]) -> list[Unit]:
             for req in gang.topology:
                 js = tuple(j for j, p in enumerate(parts) if p.workload is w
                            and (p.instance.component, p.instance.instance) in members
-                           and (req.components is None or p.instance.component in req.components))
+                           and req.covers(p.instance.component, p.instance.instance))
                 sig = (w.key, gang.name, req.key, req.required, js)
                 if not js or sig in seen:
                     continue
