@@ -1,0 +1,579 @@
+"""What would make it fit: for each unplaced group, the smallest changes that would let it
+be placed, each proven by re-solving.
+
+Pure: the fleet snapshot, the planned groups, the plan, the committed (promised) groups and
+what runs on live clusters in; per group key, `Options` out.
+
+How a candidate change is checked: the real `solve` runs on a modified snapshot with the
+group alone, every other placement of the plan **held as it was** (its pods' demand added to
+the nodes the plan chose, committed groups likewise). Held, not re-planned: an option then
+changes only what it names (re-planning could move or drop other planned workloads, a
+larger change than the option says), and each check is one small solve of one group.
+- preempt: lower-priority groups the plan placed on the cluster, and lower-priority running
+  workloads there, are taken out (their held demand, their bound pods' usage and promise);
+- wait: running workloads of any priority are taken out, as if they had finished;
+- add-nodes: N empty nodes of a shape that exists on the cluster are appended;
+- relax: the group's own constraint (cluster selector, pin, pod nodeSelector, topology
+  request) is dropped and the group is solved against the whole fleet.
+Cheap first: capacity arithmetic (necessary conditions: per resource over the nodes the pods
+may use, GPU blocks per pod size, one pod of each kind fitting some node) prunes every
+candidate before a re-solve. Removal sets are enumerated exactly, fewest GPUs disturbed
+first, when there are few candidates (so the first that re-solves is minimal); else the
+set of all candidates is proven and shrunk one by one (irreducible). Node counts are
+bisected between the arithmetic lower bound and one node per pod. Re-solves are counted
+(a budget per group and in all), which keeps the options deterministic; only the wall
+clock (`deadline`) can cut a search short, and that is said (`Options.incomplete`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ..fleet import Cluster, Fleet, Node, Taint
+from ..names import ANN_CLUSTER, ANN_SELECTOR
+from ..plan import Placement, Plan
+from ..quantity import format_quantity
+from ..reasons import amount
+from ..scheduling import admitted, fits_resources, mismatch, pod_demand, runtime_overhead
+from ..workload import Gang, Instance, PlacementGroup, Workload, WorkloadRef
+from .policy import group_policy, policy_reason
+from .problem import GPU_RESOURCES, UNLIMITED, gpus_of
+
+RESOLVE_EFFORT = 0.2           # CP-SAT deterministic seconds per re-solve (one group: ample)
+RESOLVE_SECONDS = 2.0          # wall bound per re-solve (never reached on one group in practice)
+SOLVES_PER_GROUP = 40          # re-solves spent on one unplaced group
+SOLVES_PER_SEARCH = 12         # ... and on one (kind, cluster) search
+SOLVES_TOTAL = 400             # ... and on the whole plan
+EXACT_MAX_CANDIDATES = 10      # up to this many, removal sets are enumerated exactly
+MAX_SHAPES = 3                 # node shapes tried per cluster (the most common first)
+NODE_NAME_LABELS = ("kubernetes.io/hostname",)     # per node, not part of a shape
+KIND_ORDER = {"preempt": 0, "wait": 1, "add-nodes": 2, "relax": 3}
+
+
+# --- what is offered ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Victim:
+    """A workload an option takes out: planned by this plan, or running on the cluster."""
+
+    workload: str
+    kind: str
+    gpus: int
+    priority: int
+    state: str                        # planned | running
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "kind": self.kind, "gpus": self.gpus,
+                "priority": self.priority, "state": self.state}
+
+    def render(self) -> str:
+        return f"{self.workload} ({amount('nvidia.com/gpu', self.gpus)}, priority {self.priority}, {self.state})"
+
+
+@dataclass(frozen=True)
+class NewNode:
+    """A node shape of the cluster: what an added node would offer."""
+
+    like: str                                     # an existing node of that shape
+    allocatable: Mapping[str, int]
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"like": self.like,
+                               "allocatable": {r: format_quantity(r, v) for r, v in sorted(self.allocatable.items())},
+                               "labels": dict(sorted(self.labels.items()))}
+        if self.taints:
+            out["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in self.taints]
+        return out
+
+
+@dataclass(frozen=True)
+class Option:
+    kind: str                                     # preempt | wait | add-nodes | relax
+    cluster: str | None = None                    # where it would then be placed
+    victims: tuple[Victim, ...] = ()              # preempt, wait
+    count: int = 0                                # add-nodes
+    node: NewNode | None = None                   # add-nodes
+    constraint: str | None = None                 # relax: cluster-selector | pin | topology | nodeSelector
+    value: str | None = None                      # relax: the constraint as written
+    relaxed: tuple[str, ...] = ()                 # relax: whose constraint (workload or workload instance)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs disturbed (preempt, wait) or added (add-nodes)."""
+        if self.node is not None:
+            return self.count * gpus_of(self.node.allocatable)
+        return sum(v.gpus for v in self.victims)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.kind in ("preempt", "wait"):
+            out.update(cluster=self.cluster, workloads=[v.workload for v in self.victims], gpus=self.gpus,
+                       details=[v.to_dict() for v in self.victims])
+        elif self.kind == "add-nodes":
+            out.update(cluster=self.cluster, count=self.count, node=self.node.to_dict() if self.node else None)
+        else:
+            out.update(constraint=self.constraint, value=self.value, workloads=list(self.relaxed),
+                       cluster=self.cluster)
+        out["text"] = self.render()
+        return out
+
+    def render(self) -> str:
+        """One line for people."""
+        if self.kind == "preempt":
+            return f"preempt {', '.join(v.render() for v in self.victims)} on {self.cluster}"
+        if self.kind == "wait":
+            return f"wait for {', '.join(v.render() for v in self.victims)} to finish on {self.cluster}"
+        if self.kind == "add-nodes" and self.node is not None:
+            n = self.node
+            res = ", ".join(amount(r, v) for r, v in sorted(n.allocatable.items(), key=lambda kv: _res_order(kv[0]))
+                            if r != "pods")
+            return f"add {self.count} node{'s' if self.count != 1 else ''} like {n.like} ({res}) to {self.cluster}"
+        whose = ", ".join(self.relaxed)
+        return f"drop {self.constraint} {self.value} of {whose}: it then fits on {self.cluster}"
+
+
+def _res_order(r: str) -> tuple:
+    return (0 if r in GPU_RESOURCES else 1 if r == "cpu" else 2 if r == "memory" else 3, r)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options found for one unplaced group, best first. `incomplete`: why the search
+    stopped before trying everything ("time limit", "search budget"), else None."""
+
+    options: tuple[Option, ...]
+    incomplete: str | None = None
+
+
+@dataclass(frozen=True)
+class Running:
+    """A workload running on a live cluster: placer's own copy (read back), or other pods
+    grouped by their owner. `usage`: node -> requests of its bound pods (already counted in
+    the snapshot's `used`); `promise`: the key of its committed group, if its pods are not
+    all bound yet."""
+
+    workload: str
+    kind: str
+    cluster: str
+    priority: int
+    usage: Mapping[str, Mapping[str, int]]
+    promise: str | None = None
+    ref: WorkloadRef | None = None
+
+
+# --- the engine -----------------------------------------------------------------------------
+
+class _Stop(Exception):
+    def __init__(self, why: str):
+        self.why = why
+
+
+@dataclass(frozen=True)
+class _Cand:
+    victims: tuple[Victim, ...]
+    gpus: int
+    drop: frozenset[str]                          # held group keys it takes out
+    contrib: Mapping[str, Mapping[str, int]]      # node -> what taking it out frees there
+    name: str
+
+
+@dataclass
+class _Part:
+    demand: dict[str, int]
+    pods: int
+    gpu: int
+    nodes: frozenset[str]                         # nodes its predicates allow
+
+
+Entry = tuple[Mapping[str, int], int, frozenset[int]]   # free, multiplicity, parts that may go there
+
+
+def could_fit(parts: Sequence[_Part], entries: Sequence[Entry], gpu_names: Sequence[str]) -> bool:
+    """Necessary conditions for every pod of `parts` to fit the nodes `entries` describe:
+    one pod of each kind fits some node; every resource in total over the nodes some pod
+    may use; for each GPU size s, pods of >= s GPUs at most the s-blocks free."""
+    for j, p in enumerate(parts):
+        if not any(m and j in ok and fits_resources(p.demand, f) for f, m, ok in entries):
+            return False
+    usable = [e for e in entries if e[1] and e[2]]
+    for r in {r for p in parts for r in p.demand}:
+        need = sum(p.demand.get(r, 0) * p.pods for p in parts)
+        if need > sum(f.get(r, 0) * m for f, m, _ in usable):
+            return False
+    for s in sorted({p.gpu for p in parts if p.gpu}):
+        idx = frozenset(j for j, p in enumerate(parts) if p.gpu >= s)
+        need = sum(parts[j].pods for j in idx)
+        if need > sum(m * (gpus_of(f, gpu_names) // s) for f, m, ok in usable if ok & idx):
+            return False
+    return True
+
+
+def _free(alloc: Mapping[str, int], load: Mapping[str, int]) -> dict[str, int]:
+    f = {r: max(0, v - load.get(r, 0)) for r, v in alloc.items()}
+    if "pods" not in alloc:
+        f["pods"] = UNLIMITED
+    return f
+
+
+def _add(into: dict[str, dict[str, int]], node: str, demand: Mapping[str, int], times: int = 1) -> None:
+    slot = into.setdefault(node, {})
+    for r, v in demand.items():
+        slot[r] = slot.get(r, 0) + v * times
+
+
+class _Engine:
+    def __init__(self, fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
+                 committed: Sequence[tuple[PlacementGroup, str]], running: Sequence[Running],
+                 gpu_names: Sequence[str], solve: Callable[..., Plan], deadline: float | None,
+                 held_pins: frozenset[str]):
+        self.fleet, self.plan, self.running = fleet, plan, list(running)
+        self.gpu_names, self.solve_fn, self.deadline = tuple(gpu_names), solve, deadline
+        self.held_pins = held_pins
+        self.groups = {g.key: g for g in groups}
+        self.all_groups = {**self.groups, **{g.key: g for g, _ in committed}}
+        self.names = {c.name: i for i, c in enumerate(fleet.clusters)}
+        # held demand per planned / committed group: group key -> cluster -> node -> requests
+        self.held: dict[str, dict[str, dict[str, dict[str, int]]]] = {}
+        self.prio: dict[str, int] = {}
+        for p in (*plan.placements, *plan.committed):
+            self._hold(p)
+        self.solves_total = 0
+        self.cut: str | None = None               # why the last search stopped short
+
+    def _hold(self, p: Placement) -> None:
+        g = self.all_groups.get(p.group)
+        cl = self.fleet.cluster(p.cluster)
+        w = next((w for w in g.workloads if (w.ref == p.ref if p.ref else w.key == p.workload)), None) if g else None
+        if w is None or cl is None:
+            return
+        insts = {i.key: i for i in w.instances}
+        per = self.held.setdefault(p.group, {}).setdefault(p.cluster, {})
+        self.prio[p.group] = p.priority
+        for node, counts in p.nodes.items():
+            for ikey, n in counts.items():
+                if ikey in insts:
+                    _add(per, node, self._demand(insts[ikey], cl), n)
+
+    def _demand(self, inst: Instance, cl: Cluster) -> dict[str, int]:
+        d = pod_demand(inst.pod)
+        for r, v in (runtime_overhead(inst.pod, cl.runtime_classes) or {}).items():
+            d[r] = d.get(r, 0) + v
+        return d
+
+    # -- the modified snapshot and the re-solve --
+
+    def _loads(self, cl: Cluster) -> dict[str, dict[str, int]]:
+        """node -> used, with every placement of the plan held where it is."""
+        load = {n.name: dict(n.used) for n in cl.nodes}
+        for per in self.held.values():
+            for node, d in per.get(cl.name, {}).items():
+                if node in load:
+                    _add(load, node, d)
+        return load
+
+    def _cluster(self, cl: Cluster, load: Mapping[str, Mapping[str, int]], extra: Sequence[Node] = ()) -> Cluster:
+        nodes = tuple(replace(n, used={r: max(0, v) for r, v in load[n.name].items()}) for n in cl.nodes)
+        return replace(cl, nodes=nodes + tuple(extra))
+
+    def _places(self, clusters: Sequence[Cluster], group: PlacementGroup, spent: list[int]) -> str | None:
+        """The real solve, the group alone on these clusters: where it lands, or None."""
+        if self.solves_total >= SOLVES_TOTAL or spent[0] >= SOLVES_PER_GROUP or spent[1] >= SOLVES_PER_SEARCH:
+            raise _Stop("search budget")
+        now = time.monotonic()
+        if self.deadline is not None and now >= self.deadline:
+            raise _Stop("time limit")
+        limit = RESOLVE_SECONDS if self.deadline is None else min(RESOLVE_SECONDS, self.deadline - now)
+        self.solves_total += 1
+        spent[0] += 1
+        spent[1] += 1
+        got = self.solve_fn(Fleet(tuple(clusters), self.fleet.taken_at), [group], time_limit=limit,
+                            effort=RESOLVE_EFFORT, gpu_resources=self.gpu_names)
+        if got.summary.time_limit_hit:
+            raise _Stop("time limit")
+        return got.placements[0].cluster if got.placements and not got.unplaced else None
+
+    # -- one unplaced group --
+
+    def options_for(self, group: PlacementGroup) -> Options:
+        found: list[tuple[tuple, Option]] = []
+        spent = [0, 0]
+        incomplete: str | None = None
+        priority = group_policy(group).priority
+        searches: list[tuple[str, Cluster | None]] = []
+        for c in self.fleet.clusters:
+            if c.reachable and c.nodes and policy_reason(_PolicyView(group), c, self.names) is None:
+                searches += [("preempt", c), ("wait", c), ("add-nodes", c)]
+        searches.append(("relax", None))
+        for kind, cl in searches:
+            spent[1], self.cut = 0, None
+            try:
+                if kind == "relax":
+                    found += [((KIND_ORDER[kind], i), o) for i, o in enumerate(self._relax(group, spent))]
+                    continue
+                assert cl is not None
+                opt = (self._removal(group, cl, priority, kind, spent) if kind != "add-nodes"
+                       else self._add_nodes(group, cl, spent))
+                if opt is not None:
+                    size = opt.count if kind == "add-nodes" else opt.gpus
+                    found.append(((KIND_ORDER[kind], size, len(opt.victims), self.names[cl.name]), opt))
+                incomplete = incomplete or self.cut
+            except _Stop as stop:
+                incomplete = incomplete or stop.why
+                if stop.why == "time limit" or self.solves_total >= SOLVES_TOTAL or spent[0] >= SOLVES_PER_GROUP:
+                    break
+        found.sort(key=lambda t: t[0])
+        return Options(tuple(o for _, o in found), incomplete)
+
+    def _parts(self, group: PlacementGroup, cl: Cluster, extra: Sequence[Node] = ()) -> list[_Part]:
+        out = []
+        for w in group.workloads:
+            for inst in w.instances:
+                if inst.pods <= 0:
+                    continue
+                shape = admitted(inst.pod, cl.runtime_classes)
+                nodes = frozenset() if shape is None else frozenset(
+                    n.name for n in (*cl.nodes, *extra) if mismatch(shape, n) is None)
+                d = self._demand(inst, cl)
+                out.append(_Part(d, inst.pods, gpus_of(d, self.gpu_names), nodes))
+        return out
+
+    def _entries(self, cl: Cluster, parts: Sequence[_Part], load: Mapping[str, Mapping[str, int]]) -> list[Entry]:
+        out: list[Entry] = []
+        for n in cl.nodes:
+            ok = frozenset(j for j, p in enumerate(parts) if n.name in p.nodes)
+            if ok:
+                out.append((_free(n.allocatable, load[n.name]), 1, ok))
+        return out
+
+    def _candidates(self, group: PlacementGroup, cl: Cluster, priority: int, kind: str,
+                    usable: frozenset[str]) -> list[_Cand]:
+        out = []
+        if kind == "preempt":
+            for key, per in sorted(self.held.items()):
+                if key in self.groups and cl.name in per and self.prio.get(key, 0) < priority:
+                    g = self.groups[key]
+                    victims = tuple(Victim(w.key, w.kind, w.gpus, self.prio[key], "planned") for w in g.workloads)
+                    out.append(_Cand(victims, sum(v.gpus for v in victims), frozenset({key}), per[cl.name], key))
+        for r in self.running:
+            if r.cluster != cl.name or (kind == "preempt" and r.priority >= priority):
+                continue
+            contrib: dict[str, dict[str, int]] = {}
+            for node, d in r.usage.items():
+                _add(contrib, node, d)
+            drop = frozenset({r.promise}) if r.promise and r.promise in self.held else frozenset()
+            for key in drop:
+                for node, d in self.held[key].get(cl.name, {}).items():
+                    _add(contrib, node, d)
+            gpus = sum(gpus_of(d, self.gpu_names) for d in contrib.values())
+            out.append(_Cand((Victim(r.workload, r.kind, gpus, r.priority, "running"),), gpus, drop, contrib,
+                             str(r.ref) if r.ref else r.workload))
+        # only what frees something on nodes the group's pods may use can help
+        out = [c for c in out if any(n in usable and any(v > 0 for v in d.values()) for n, d in c.contrib.items())]
+        return sorted(out, key=lambda c: (c.gpus, c.name))
+
+    def _removal(self, group: PlacementGroup, cl: Cluster, priority: int, kind: str, spent: list[int]) -> Option | None:
+        parts = self._parts(group, cl)
+        if any(not p.nodes for p in parts):
+            return None
+        usable = frozenset().union(*(p.nodes for p in parts))
+        cands = self._candidates(group, cl, priority, kind, usable)
+        if not cands:
+            return None
+        base = self._loads(cl)
+
+        def load_without(subset: Sequence[_Cand]) -> dict[str, dict[str, int]]:
+            load = {n: dict(d) for n, d in base.items()}
+            for c in subset:
+                for node, d in c.contrib.items():
+                    if node in load:
+                        _add(load, node, d, -1)
+            return load
+
+        def cheap(subset: Sequence[_Cand]) -> bool:
+            return could_fit(parts, self._entries(cl, parts, load_without(subset)), self.gpu_names)
+
+        def works(subset: Sequence[_Cand]) -> bool:
+            return self._places([self._cluster(cl, load_without(subset))], group, spent) == cl.name
+
+        if not cheap(cands) or not works(cands):
+            return None
+        best: Sequence[_Cand] = cands
+        try:                   # a budget cut here keeps the proven set, said incomplete
+            if len(cands) <= EXACT_MAX_CANDIDATES:
+                subsets = [s for k in range(1, len(cands)) for s in itertools.combinations(cands, k)]
+                subsets.sort(key=lambda s: (sum(c.gpus for c in s), len(s), [c.name for c in s]))
+                for s in subsets:
+                    if cheap(s) and works(s):
+                        best = s
+                        break
+            else:
+                for c in sorted(cands, key=lambda c: (-c.gpus, c.name)):
+                    trial = [x for x in best if x is not c]
+                    if cheap(trial) and works(trial):
+                        best = trial
+        except _Stop as stop:
+            self.cut = stop.why
+        victims = tuple(v for c in sorted(best, key=lambda c: (c.gpus, c.name)) for v in c.victims)
+        return Option(kind, cl.name, victims)
+
+    def _shapes(self, cl: Cluster) -> list[NewNode]:
+        by: dict[tuple, list[Node]] = {}
+        for n in cl.nodes:
+            if n.schedulable:
+                labels = {k: v for k, v in n.labels.items() if k not in NODE_NAME_LABELS}
+                key = (tuple(sorted(n.allocatable.items())), tuple(sorted(labels.items())), n.taints)
+                by.setdefault(key, []).append(n)
+        ranked = sorted(by.items(), key=lambda kv: -len(kv[1]))[:MAX_SHAPES]
+        return [NewNode(ns[0].name, dict(k[0]), dict(k[1]), k[2]) for k, ns in ranked]
+
+    def _add_nodes(self, group: PlacementGroup, cl: Cluster, spent: list[int]) -> Option | None:
+        load = self._loads(cl)
+        best: Option | None = None
+        for shape in self._shapes(cl):
+            probe = Node(f"{cl.name}-new-0", dict(shape.allocatable), {}, dict(shape.labels), shape.taints)
+            parts = self._parts(group, cl, [probe])
+            on_new = frozenset(j for j, p in enumerate(parts) if probe.name in p.nodes
+                               and fits_resources(p.demand, _free(shape.allocatable, {})))
+            if not on_new or any(not p.nodes for p in parts):
+                continue
+            entries = self._entries(cl, parts, load)
+
+            def cheap(n: int) -> bool:
+                return could_fit(parts, [*entries, (_free(shape.allocatable, {}), n, on_new)], self.gpu_names)
+
+            def works(n: int) -> bool:
+                extra = [Node(f"{cl.name}-new-{i}", dict(shape.allocatable), {},
+                              {**shape.labels, "kubernetes.io/hostname": f"{cl.name}-new-{i}"}, shape.taints)
+                         for i in range(n)]
+                return self._places([self._cluster(cl, load, extra)], group, spent) == cl.name
+
+            hi = sum(parts[j].pods for j in on_new)         # one node per pod that may go there
+            if best is not None:
+                hi = min(hi, best.count)
+            if hi < 1 or not cheap(hi) or not works(hi):
+                continue
+            # the fewest: more empty nodes never hurt, so both checks are monotone in n;
+            # the arithmetic bound first (free), then re-solves bisect between it and `hi`
+            lo = _first(1, hi, cheap)
+            try:
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if works(mid):
+                        hi = mid
+                    else:
+                        lo = mid + 1
+            except _Stop as stop:
+                self.cut = stop.why
+            if best is None or hi < best.count:
+                best = Option("add-nodes", cl.name, count=hi, node=shape)
+        return best
+
+    def _relax(self, group: PlacementGroup, spent: list[int]) -> list[Option]:
+        out = []
+        clusters = [self._cluster(cl, self._loads(cl)) for cl in self.fleet.clusters]
+        for constraint, who, value, relaxed in _relaxations(group, self.held_pins):
+            where = self._places(clusters, relaxed, spent)
+            if where is not None:
+                out.append(Option("relax", where, constraint=constraint, value=value, relaxed=who))
+        return out
+
+
+def _first(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
+    """The smallest n in [lo, hi] with ok(n), for a monotone ok that holds at hi."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+class _PolicyView:
+    """What `policy_reason` reads of a group."""
+
+    def __init__(self, group: PlacementGroup):
+        self.policy = group_policy(group)
+
+
+# --- relaxations: the group's own constraints, one at a time -------------------------------
+
+def _relaxations(group: PlacementGroup, held_pins: frozenset[str]
+                 ) -> list[tuple[str, tuple[str, ...], str, PlacementGroup]]:
+    out = []
+    for constraint, ann in (("cluster-selector", ANN_SELECTOR), ("pin", ANN_CLUSTER)):
+        if constraint == "pin" and group.key in held_pins:
+            continue                 # pinned where its group already runs: not the user's to drop
+        who = [w for w in group.workloads if (w.annotations or {}).get(ann)]
+        if who:
+            value = ", ".join(dict.fromkeys(f"{ann}={w.annotations[ann]}" for w in who))
+            out.append((constraint, tuple(w.key for w in who), value,
+                        _each(group, lambda w: replace(w, annotations={k: v for k, v in w.annotations.items()
+                                                                        if k != ann}))))
+    sel = [(w, i) for w in group.workloads for i in w.instances if i.pod.node_selector]
+    if sel:
+        value = ", ".join(dict.fromkeys(f"{k}={v}" for _, i in sel for k, v in sorted(i.pod.node_selector.items())))
+        out.append(("nodeSelector", tuple(dict.fromkeys(f"{w.key} {i.key}" for w, i in sel)), value,
+                    _each(group, _without_node_selector)))
+    topo = [(w, g) for w in group.workloads for g in w.gangs if any(t.required for t in g.topology)]
+    if topo:
+        value = ", ".join(dict.fromkeys(f"topology-required {t.key}" for _, g in topo for t in g.topology
+                                        if t.required))
+        out.append(("topology", tuple(dict.fromkeys(w.key for w, _ in topo)), value, _each(group, _without_topology)))
+    return out
+
+
+def _each(group: PlacementGroup, f: Callable[[Workload], Workload]) -> PlacementGroup:
+    return replace(group, workloads=tuple(f(w) for w in group.workloads))
+
+
+def _without_node_selector(w: Workload) -> Workload:
+    return replace(w, instances=tuple(replace(i, pod=replace(i.pod, node_selector={})) for i in w.instances))
+
+
+def _without_topology(w: Workload) -> Workload:
+    gangs: tuple[Gang, ...] = tuple(replace(g, topology=tuple(t for t in g.topology if not t.required))
+                                    for g in w.gangs)
+    return replace(w, gangs=gangs)
+
+
+# --- entry points ----------------------------------------------------------------------------
+
+def what_would_fit(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan, *,
+                   committed: Sequence[tuple[PlacementGroup, str]] = (), running: Sequence[Running] = (),
+                   gpu_resources: Sequence[str] = GPU_RESOURCES, deadline: float | None = None,
+                   held_pins: Iterable[str] = (), solve: Callable[..., Plan] | None = None
+                   ) -> dict[str, Options]:
+    """Options per unplaced group key, the highest-priority groups searched first.
+    `groups` and `committed` are what `plan` was solved from (the planning views);
+    `held_pins`: group keys whose pin placer set (their group already runs there), never
+    offered for relaxing; `deadline` (time.monotonic()) bounds the search."""
+    if solve is None:
+        from . import solve as solve_
+        solve = solve_
+    engine = _Engine(fleet, groups, plan, committed, running, gpu_resources, solve, deadline,
+                     frozenset(held_pins))
+    unplaced = {u.group for u in plan.unplaced}
+    todo = sorted((g for g in groups if g.key in unplaced), key=lambda g: (-group_policy(g).priority, g.key))
+    out: dict[str, Options] = {}
+    for g in todo:
+        if deadline is not None and time.monotonic() >= deadline:
+            out[g.key] = Options((), "time limit")
+            continue
+        out[g.key] = engine.options_for(g)
+    return out
+
+
+def with_options(plan: Plan, options: Mapping[str, Options]) -> Plan:
+    """The plan with each unplaced workload carrying its group's options."""
+    unplaced = tuple(replace(u, options=options[u.group].options, options_incomplete=options[u.group].incomplete)
+                     if u.group in options else u for u in plan.unplaced)
+    return replace(plan, unplaced=unplaced)
+
+
+__all__ = ["NewNode", "Option", "Options", "Running", "Victim", "could_fit", "what_would_fit", "with_options"]
