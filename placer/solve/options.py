@@ -243,6 +243,7 @@ class _Engine:
         for p in (*plan.placements, *plan.committed):
             self._hold(p)
         self.solves_total = 0
+        self._held_loads: dict[str, dict[str, dict[str, int]]] = {}
         self.cut: str | None = None               # why the last search stopped short
 
     def _hold(self, p: Placement) -> None:
@@ -268,13 +269,16 @@ class _Engine:
     # -- the modified snapshot and the re-solve --
 
     def _loads(self, cl: Cluster) -> dict[str, dict[str, int]]:
-        """node -> used, with every placement of the plan held where it is."""
-        load = {n.name: dict(n.used) for n in cl.nodes}
-        for per in self.held.values():
-            for node, d in per.get(cl.name, {}).items():
-                if node in load:
-                    _add(load, node, d)
-        return load
+        """node -> used, with every placement of the plan held where it is (a fresh copy)."""
+        load = self._held_loads.get(cl.name)
+        if load is None:
+            load = {n.name: dict(n.used) for n in cl.nodes}
+            for per in self.held.values():
+                for node, d in per.get(cl.name, {}).items():
+                    if node in load:
+                        _add(load, node, d)
+            self._held_loads[cl.name] = load
+        return {n: dict(d) for n, d in load.items()}
 
     def _cluster(self, cl: Cluster, load: Mapping[str, Mapping[str, int]], extra: Sequence[Node] = ()) -> Cluster:
         nodes = tuple(replace(n, used={r: max(0, v) for r, v in load[n.name].items()}) for n in cl.nodes)
@@ -384,10 +388,8 @@ class _Engine:
         cands = self._candidates(group, cl, priority, kind, usable)
         if not cands:
             return None
-        base = self._loads(cl)
-
         def load_without(subset: Sequence[_Cand]) -> dict[str, dict[str, int]]:
-            load = {n: dict(d) for n, d in base.items()}
+            load = self._loads(cl)
             for c in subset:
                 for node, d in c.contrib.items():
                     if node in load:
@@ -435,7 +437,7 @@ class _Engine:
         load = self._loads(cl)
         best: Option | None = None
         for shape in self._shapes(cl):
-            probe = Node(f"{cl.name}-new-0", dict(shape.allocatable), {}, dict(shape.labels), shape.taints)
+            probe = _new_node(cl, shape, 0)
             parts = self._parts(group, cl, [probe])
             on_new = frozenset(j for j, p in enumerate(parts) if probe.name in p.nodes
                                and fits_resources(p.demand, _free(shape.allocatable, {})))
@@ -447,30 +449,35 @@ class _Engine:
                 return could_fit(parts, [*entries, (_free(shape.allocatable, {}), n, on_new)], self.gpu_names)
 
             def works(n: int) -> bool:
-                extra = [Node(f"{cl.name}-new-{i}", dict(shape.allocatable), {},
-                              {**shape.labels, "kubernetes.io/hostname": f"{cl.name}-new-{i}"}, shape.taints)
-                         for i in range(n)]
+                extra = [_new_node(cl, shape, i) for i in range(n)]
                 return self._places([self._cluster(cl, load, extra)], group, spent) == cl.name
 
             hi = sum(parts[j].pods for j in on_new)         # one node per pod that may go there
             if best is not None:
-                hi = min(hi, best.count)
-            if hi < 1 or not cheap(hi) or not works(hi):
+                hi = min(hi, best.count - 1)                # only a shape needing fewer matters
+            if hi < 1 or not cheap(hi):
                 continue
-            # the fewest: more empty nodes never hurt, so both checks are monotone in n;
-            # the arithmetic bound first (free), then re-solves bisect between it and `hi`
+            # the fewest: more empty nodes never hurt, so both checks are monotone in n. The
+            # arithmetic bound is free and usually the answer; else prove `hi`, then bisect
             lo = _first(1, hi, cheap)
+            proven = False
             try:
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if works(mid):
-                        hi = mid
-                    else:
-                        lo = mid + 1
-            except _Stop as stop:
+                if works(lo):
+                    hi, proven = lo, True
+                elif lo < hi and works(hi):
+                    proven, lo = True, lo + 1
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if works(mid):
+                            hi = mid
+                        else:
+                            lo = mid + 1
+            except _Stop as stop:                           # what is proven so far stands
                 self.cut = stop.why
-            if best is None or hi < best.count:
+            if proven and (best is None or hi < best.count):
                 best = Option("add-nodes", cl.name, count=hi, node=shape)
+            if self.cut:
+                break
         return best
 
     def _relax(self, group: PlacementGroup, spent: list[int]) -> list[Option]:
@@ -481,6 +488,11 @@ class _Engine:
             if where is not None:
                 out.append(Option("relax", where, constraint=constraint, value=value, relaxed=who))
         return out
+
+
+def _new_node(cl: Cluster, shape: NewNode, i: int) -> Node:
+    name = f"{cl.name}-new-{i}"
+    return Node(name, dict(shape.allocatable), {}, {**shape.labels, "kubernetes.io/hostname": name}, shape.taints)
 
 
 def _first(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
