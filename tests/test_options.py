@@ -468,10 +468,36 @@ def test_live_options_name_running_pods_by_owner_and_placers_own_copies(fresh_fl
     pre = kinds[("preempt", "alpha")]
     assert sorted(pre["workloads"]) == ["batch/old", "ml/mine"] and pre["gpus"] == 16
     assert {d["workload"]: (d["kind"], d["state"]) for d in pre["details"]} == {
-        "batch/old": ("Job", "running"), "ml/mine": ("JobSet", "running")}
+        "batch/old": ("Job", "running"), "ml/mine": ("JobSet", "placed")}
     assert ("preempt", "beta") not in kinds                  # priority 1000 is not below 50
     assert ("wait", "alpha") in kinds and ("wait", "beta") not in kinds   # beta: 8 of 16 freed
     assert kinds[("add-nodes", "beta")]["count"] == 2 and kinds[("add-nodes", "alpha")]["count"] == 2
     t = runner.invoke(app, ["plan", "--explain", "-f", str(tmp_path / "urgent.yaml"), *common])
-    assert "preempt batch/old (8 GPUs, priority 0, running), ml/mine (8 GPUs, priority 0, running) on alpha" \
+    assert "preempt batch/old (8 GPUs, priority 0, running), ml/mine (8 GPUs, priority 0, placed) on alpha" \
         in " ".join(t.stdout.split())
+
+
+def test_the_readme_worked_example_is_what_placer_prints(make_fleet, tmp_path, _isolated):
+    """The README's worked example, run against the test API server: its table is the output."""
+    from tests.kubeapi.builders import bound_pod, gpu_node
+    fl = make_fleet(names=("east", "west"))
+    etl = bound_pod("etl-nightly-x7k2p", "h100-0", gpus=8, namespace="team-a",
+                    owner={"apiVersion": "batch/v1", "kind": "Job", "name": "etl-nightly", "uid": "u1"})
+    chat = bound_pod("chat-6f9c-abcde", "a100-0", gpus=8, namespace="prod",
+                     owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "chat-6f9c", "uid": "u2"})
+    chat["spec"]["priority"] = 1000
+    fl["east"].seed([gpu_node("h100-0"), gpu_node("h100-1"), etl])
+    fl["west"].seed([gpu_node("a100-0", product="NVIDIA-A100-SXM4-80GB"), chat])
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text("clusters:\n- name: east\n  context: east\n- name: west\n  context: west\n")
+    common = ["--clusters", str(clusters), "--kubeconfig", str(fl.kubeconfig)]
+    (tmp_path / "train-3.yaml").write_text(jobset("train-3", "team-b", replicas=1, gpus=8, priority=60))
+    assert runner.invoke(app, ["submit", "-f", str(tmp_path / "train-3.yaml"), *common]).exit_code == 0
+    (tmp_path / "finetune.yaml").write_text(jobset("finetune", "research", replicas=1, gpus=8, priority=50))
+    r = runner.invoke(app, ["plan", "--explain", "-f", str(tmp_path / "finetune.yaml"), *common],
+                      env={"COLUMNS": "100"})
+    assert r.exit_code == 3, r.output
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("$ placer plan --explain -f finetune.yaml --clusters clusters.yaml\n", 1)[1]
+    block = block.split("```", 1)[0]
+    assert r.stdout.startswith(block), r.stdout

@@ -63,7 +63,7 @@ class Victim:
     kind: str
     gpus: int
     priority: int
-    state: str                        # planned | running
+    state: str                        # planned (by this plan) | running | placed (its pods not bound yet)
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "kind": self.kind, "gpus": self.gpus,
@@ -374,7 +374,8 @@ class _Engine:
                 for node, d in self.held[key].get(cl.name, {}).items():
                     _add(contrib, node, d)
             gpus = sum(gpus_of(d, self.gpu_names) for d in contrib.values())
-            out.append(_Cand((Victim(r.workload, r.kind, gpus, r.priority, "running"),), gpus, drop, contrib,
+            state = "running" if r.usage else "placed"        # placed: its pods are not bound yet
+            out.append(_Cand((Victim(r.workload, r.kind, gpus, r.priority, state),), gpus, drop, contrib,
                              str(r.ref) if r.ref else r.workload))
         # only what frees something on nodes the group's pods may use can help
         out = [c for c in out if any(n in usable and any(v > 0 for v in d.values()) for n, d in c.contrib.items())]
