@@ -181,6 +181,10 @@ class _Cand:
     contrib: Mapping[str, Mapping[str, int]]      # node -> what taking it out frees there
     name: str
 
+    @property
+    def priority(self) -> int:
+        return max(v.priority for v in self.victims)
+
 
 @dataclass
 class _Part:
@@ -346,13 +350,13 @@ class _Engine:
                 out.append(_Part(d, inst.pods, gpus_of(d, self.gpu_names), nodes))
         return out
 
-    def _entries(self, cl: Cluster, parts: Sequence[_Part], load: Mapping[str, Mapping[str, int]]) -> list[Entry]:
-        out: list[Entry] = []
-        for n in cl.nodes:
-            ok = frozenset(j for j, p in enumerate(parts) if n.name in p.nodes)
-            if ok:
-                out.append((_free(n.allocatable, load[n.name]), 1, ok))
-        return out
+    def _entries(self, cl: Cluster, parts: Sequence[_Part], load: Mapping[str, Mapping[str, int]],
+                 usable: Mapping[str, frozenset[int]] | None = None) -> list[Entry]:
+        """Free capacity of the nodes some part may use, with the parts that may go there."""
+        if usable is None:
+            usable = _usable(cl, parts)
+        by_name = {n.name: n for n in cl.nodes}
+        return [(_free(by_name[name].allocatable, load[name]), 1, ok) for name, ok in usable.items()]
 
     def _candidates(self, group: PlacementGroup, cl: Cluster, priority: int, kind: str,
                     usable: frozenset[str]) -> list[_Cand]:
@@ -385,12 +389,19 @@ class _Engine:
         parts = self._parts(group, cl)
         if any(not p.nodes for p in parts):
             return None
-        usable = frozenset().union(*(p.nodes for p in parts))
-        cands = self._candidates(group, cl, priority, kind, usable)
+        usable = _usable(cl, parts)
+        cands = self._candidates(group, cl, priority, kind, frozenset(usable))
         if not cands:
             return None
-        def load_without(subset: Sequence[_Cand]) -> dict[str, dict[str, int]]:
-            load = self._loads(cl)
+        held = self._loads(cl)
+        base = {n: held[n] for n in usable}
+        # GPU arithmetic first, per subset in O(candidates): free on usable nodes plus what it frees there
+        need = sum(p.gpu * p.pods for p in parts)
+        free_gpus = sum(gpus_of(f, self.gpu_names) for f, _, _ in self._entries(cl, parts, base, usable))
+        freed = {id(c): sum(gpus_of(d, self.gpu_names) for n, d in c.contrib.items() if n in usable) for c in cands}
+
+        def load_without(subset: Sequence[_Cand], src: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+            load = {n: dict(d) for n, d in src.items()}
             for c in subset:
                 for node, d in c.contrib.items():
                     if node in load:
@@ -398,10 +409,12 @@ class _Engine:
             return load
 
         def cheap(subset: Sequence[_Cand]) -> bool:
-            return could_fit(parts, self._entries(cl, parts, load_without(subset)), self.gpu_names)
+            if free_gpus + sum(freed[id(c)] for c in subset) < need:
+                return False
+            return could_fit(parts, self._entries(cl, parts, load_without(subset, base), usable), self.gpu_names)
 
         def works(subset: Sequence[_Cand]) -> bool:
-            return self._places([self._cluster(cl, load_without(subset))], group, spent) == cl.name
+            return self._places([self._cluster(cl, load_without(subset, held))], group, spent) == cl.name
 
         if not cheap(cands) or not works(cands):
             return None
@@ -409,13 +422,17 @@ class _Engine:
         try:                   # a budget cut here keeps the proven set, said incomplete
             if len(cands) <= EXACT_MAX_CANDIDATES:
                 subsets = [s for k in range(1, len(cands)) for s in itertools.combinations(cands, k)]
-                subsets.sort(key=lambda s: (sum(c.gpus for c in s), len(s), [c.name for c in s]))
+                # fewest GPUs, then fewest workloads, then the lowest priorities (as the
+                # kube-scheduler picks victims), then names
+                subsets.sort(key=lambda s: (sum(c.gpus for c in s), len(s), sorted((c.priority for c in s), reverse=True),
+                                            [c.name for c in s]))
                 for s in subsets:
                     if cheap(s) and works(s):
                         best = s
                         break
             else:
-                for c in sorted(cands, key=lambda c: (-c.gpus, c.name)):
+                # the least wanted victims leave the set first: most GPUs, highest priority, last name
+                for c in sorted(cands, key=lambda c: (c.gpus, c.priority, c.name), reverse=True):
                     trial = [x for x in best if x is not c]
                     if cheap(trial) and works(trial):
                         best = trial
@@ -489,6 +506,16 @@ class _Engine:
             if where is not None:
                 out.append(Option("relax", where, constraint=constraint, value=value, relaxed=who))
         return out
+
+
+def _usable(cl: Cluster, parts: Sequence[_Part]) -> dict[str, frozenset[int]]:
+    """node -> the parts whose predicates allow it (nodes no part may use left out)."""
+    out = {}
+    for n in cl.nodes:
+        ok = frozenset(j for j, p in enumerate(parts) if n.name in p.nodes)
+        if ok:
+            out[n.name] = ok
+    return out
 
 
 def _new_node(cl: Cluster, shape: NewNode, i: int) -> Node:
