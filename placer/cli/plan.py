@@ -23,6 +23,7 @@ from .targets import all_contexts_option, clusters_option, context_option, kubec
 DEFAULT_TIME_LIMIT = 10.0
 MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
 MAX_NODES_SHOWN = 4
+OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
             progress("searching what would make the rest fit")
         t = time.monotonic()
         plan = plan_with_options(plan, view, pending, groups, catalog, gpu_resources=gpu,
-                                 deadline=started + time_limit)
+                                 deadline=started + time_limit * OPTIONS_END)
         timings["options"] = time.monotonic() - t
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
     per_pod = {(w.ref, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}

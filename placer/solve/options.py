@@ -17,7 +17,8 @@ larger change than the option says), and each check is one small solve of one gr
   request) is dropped and the group is solved against the whole fleet.
 Cheap first: capacity arithmetic (necessary conditions: per resource over the nodes the pods
 may use, GPU blocks per pod size, one pod of each kind fitting some node) prunes every
-candidate before a re-solve. Removal sets are enumerated exactly, fewest GPUs disturbed
+candidate before a re-solve, and ranks the clusters per kind of option (GPUs missing, nodes
+needed): only the CLUSTERS_PER_KIND most promising are re-solved. Removal sets are enumerated exactly, fewest GPUs disturbed
 first, when there are few candidates (so the first that re-solves is minimal); else the
 set of all candidates is proven and shrunk one by one (irreducible). Node counts are
 bisected between the arithmetic lower bound and one node per pod. Re-solves are counted
@@ -49,6 +50,7 @@ SOLVES_PER_SEARCH = 12         # ... and on one (kind, cluster) search
 SOLVES_TOTAL = 400             # ... and on the whole plan
 EXACT_MAX_CANDIDATES = 10      # up to this many, removal sets are enumerated exactly
 MAX_SHAPES = 3                 # node shapes tried per cluster (the most common first)
+CLUSTERS_PER_KIND = 3          # clusters re-solved per kind of option, the most promising by arithmetic
 NODE_NAME_LABELS = ("kubernetes.io/hostname",)     # per node, not part of a shape
 KIND_ORDER = {"preempt": 0, "wait": 1, "add-nodes": 2, "relax": 3}
 
@@ -195,6 +197,8 @@ class _Part:
 
 
 Entry = tuple[Mapping[str, int], int, frozenset[int]]   # free, multiplicity, parts that may go there
+# a search on one cluster: its rank by arithmetic (lower is more promising), and the re-solving part
+_Search = tuple[tuple, Callable[[list[int]], "Option | None"]]
 
 
 def could_fit(parts: Sequence[_Part], entries: Sequence[Entry], gpu_names: Sequence[str]) -> bool:
@@ -312,20 +316,29 @@ class _Engine:
         spent = [0, 0]
         incomplete: str | None = None
         priority = group_policy(group).priority
-        searches: list[tuple[str, Cluster | None]] = []
-        for c in self.fleet.clusters:
-            if c.reachable and c.nodes and policy_reason(_PolicyView(group), c, self.names) is None:
-                searches += [("preempt", c), ("wait", c), ("add-nodes", c)]
-        searches.append(("relax", None))
-        for kind, cl in searches:
+        allowed = [c for c in self.fleet.clusters
+                   if c.reachable and c.nodes and policy_reason(_PolicyView(group), c, self.names) is None]
+        searches: list[tuple[str, Cluster | None, Callable[[list[int]], Any]]] = []
+        for kind in ("preempt", "wait", "add-nodes"):
+            # arithmetic ranks the clusters; only the most promising few are re-solved
+            ranked: list[tuple[tuple, int, Cluster, Callable[[list[int]], Option | None]]] = []
+            for c in allowed:
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    return Options((), "time limit")
+                got = self._add_nodes(group, c) if kind == "add-nodes" else self._removal(group, c, priority, kind)
+                if got is not None:
+                    ranked.append((got[0], self.names[c.name], c, got[1]))
+            ranked.sort(key=lambda t: (t[0], t[1]))
+            searches += [(kind, c, run) for _, _, c, run in ranked[:CLUSTERS_PER_KIND]]
+        searches.append(("relax", None, lambda spent: self._relax(group, spent)))
+        for kind, cl, run in searches:
             spent[1], self.cut = 0, None
             try:
                 if kind == "relax":
-                    found += [((KIND_ORDER[kind], i), o) for i, o in enumerate(self._relax(group, spent))]
+                    found += [((KIND_ORDER[kind], i), o) for i, o in enumerate(run(spent))]
                     continue
                 assert cl is not None
-                opt = (self._removal(group, cl, priority, kind, spent) if kind != "add-nodes"
-                       else self._add_nodes(group, cl, spent))
+                opt = run(spent)
                 if opt is not None:
                     size = opt.count if kind == "add-nodes" else opt.gpus
                     found.append(((KIND_ORDER[kind], size, len(opt.victims), self.names[cl.name]), opt))
@@ -385,7 +398,9 @@ class _Engine:
         out = [c for c in out if any(n in usable and any(v > 0 for v in d.values()) for n, d in c.contrib.items())]
         return sorted(out, key=lambda c: (c.gpus, c.name))
 
-    def _removal(self, group: PlacementGroup, cl: Cluster, priority: int, kind: str, spent: list[int]) -> Option | None:
+    def _removal(self, group: PlacementGroup, cl: Cluster, priority: int, kind: str) -> _Search | None:
+        """A preempt or wait search on `cl`, ranked by the GPUs missing on the nodes the pods
+        may use (arithmetic); None when even every candidate taken out cannot be enough."""
         parts = self._parts(group, cl)
         if any(not p.nodes for p in parts):
             return None
@@ -413,10 +428,19 @@ class _Engine:
                 return False
             return could_fit(parts, self._entries(cl, parts, load_without(subset, base), usable), self.gpu_names)
 
-        def works(subset: Sequence[_Cand]) -> bool:
+        def works(subset: Sequence[_Cand], spent: list[int]) -> bool:
             return self._places([self._cluster(cl, load_without(subset, held))], group, spent) == cl.name
 
-        if not cheap(cands) or not works(cands):
+        if not cheap(cands):
+            return None
+        return (max(0, need - free_gpus),), lambda spent: self._minimal(cl, kind, cands, cheap,
+                                                                        lambda s: works(s, spent))
+
+    def _minimal(self, cl: Cluster, kind: str, cands: Sequence[_Cand], cheap: Callable[[Sequence[_Cand]], bool],
+                 works: Callable[[Sequence[_Cand]], bool]) -> Option | None:
+        """The smallest removal set that re-solves: exactly over every subset (few candidates),
+        else by shrinking the set of all."""
+        if not works(cands):
             return None
         best: Sequence[_Cand] = cands
         try:                   # a budget cut here keeps the proven set, said incomplete
@@ -451,10 +475,11 @@ class _Engine:
         ranked = sorted(by.items(), key=lambda kv: -len(kv[1]))[:MAX_SHAPES]
         return [NewNode(ns[0].name, dict(k[0]), dict(k[1]), k[2]) for k, ns in ranked]
 
-    def _add_nodes(self, group: PlacementGroup, cl: Cluster, spent: list[int]) -> Option | None:
+    def _add_nodes(self, group: PlacementGroup, cl: Cluster) -> _Search | None:
+        """An add-nodes search on `cl`, ranked by the fewest nodes the arithmetic allows."""
         load = self._loads(cl)
-        best: Option | None = None
-        for shape in self._shapes(cl):
+        shapes = []                                          # (lower bound, upper bound, order, shape, checks)
+        for order, shape in enumerate(self._shapes(cl)):
             probe = _new_node(cl, shape, 0)
             parts = self._parts(group, cl, [probe])
             on_new = frozenset(j for j, p in enumerate(parts) if probe.name in p.nodes
@@ -463,21 +488,32 @@ class _Engine:
                 continue
             entries = self._entries(cl, parts, load)
 
-            def cheap(n: int) -> bool:
+            def cheap(n: int, parts=parts, entries=entries, on_new=on_new, shape=shape) -> bool:
                 return could_fit(parts, [*entries, (_free(shape.allocatable, {}), n, on_new)], self.gpu_names)
 
-            def works(n: int) -> bool:
+            hi = sum(parts[j].pods for j in on_new)         # one node per pod that may go there
+            if hi >= 1 and cheap(hi):
+                shapes.append((_first(1, hi, cheap), hi, order, shape))
+        if not shapes:
+            return None
+        shapes.sort(key=lambda t: (t[0], t[2]))
+        return (shapes[0][0],), lambda spent: self._fewest_nodes(group, cl, load, shapes, spent)
+
+    def _fewest_nodes(self, group: PlacementGroup, cl: Cluster, load: Mapping[str, Mapping[str, int]],
+                      shapes: Sequence[tuple[int, int, int, NewNode]], spent: list[int]) -> Option | None:
+        best: Option | None = None
+        for lo, hi, _, shape in shapes:                      # fewest nodes by arithmetic first
+
+            def works(n: int, shape=shape) -> bool:
                 extra = [_new_node(cl, shape, i) for i in range(n)]
                 return self._places([self._cluster(cl, load, extra)], group, spent) == cl.name
 
-            hi = sum(parts[j].pods for j in on_new)         # one node per pod that may go there
             if best is not None:
                 hi = min(hi, best.count - 1)                # only a shape needing fewer matters
-            if hi < 1 or not cheap(hi):
+            if lo > hi:
                 continue
-            # the fewest: more empty nodes never hurt, so both checks are monotone in n. The
-            # arithmetic bound is free and usually the answer; else prove `hi`, then bisect
-            lo = _first(1, hi, cheap)
+            # more empty nodes never hurt, so the checks are monotone in n: the arithmetic
+            # bound is usually the answer; else prove `hi`, then bisect
             proven = False
             try:
                 if works(lo):
