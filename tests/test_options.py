@@ -4,8 +4,9 @@ Every option offered is applied to the input (the workloads taken out, the nodes
 constraint dropped) and the exact node-level judge of tests/oracle.py, written without the
 solver, must then fit the workload beside the plan's other placements, held where they are.
 Options must be minimal (brute-forced: no smaller removal set, no fewer nodes works), must
-be offered where the judge says one exists, never where none does, and come out the same
-for the same input. The CLI and the live path (running pods read from a test API server)
+be offered where the judge says one exists (the random instances have at most three clusters,
+all of which the search re-solves), never where none does, and come out the same for the
+same input. The CLI and the live path (running pods read from a test API server)
 are covered at the end.
 """
 
@@ -226,6 +227,18 @@ def test_planned_lower_priority_work_is_preempted_when_the_plan_held_it():
     kinds = {(o.kind, o.cluster): o for o in found["ml/urgent"].options}
     assert kinds[("preempt", "east")].to_dict()["workloads"] == ["ml/mine"]
     assert kinds[("preempt", "east")].gpus == 16
+
+
+def test_many_candidates_shrink_to_an_irreducible_set_of_the_lowest_priorities():
+    """Past ten candidates, the removal set is shrunk by arithmetic, highest priorities leaving
+    first, then re-solved: here the two lowest-priority of twelve full nodes."""
+    f = fleet(cluster("east", "12x8 used=8"))
+    run = [Running(f"t/r{i:02d}", "Job", "east", (7 * i) % 12 * 10, {f"east-0-{i}": {GPU: 8}}) for i in range(12)]
+    gs = groups(wl("ml/urgent", "2x8", prio=1000))
+    plan, found = options(f, gs, run)
+    pre = next(o for o in found["ml/urgent"].options if o.kind == "preempt")
+    assert sorted((v.priority, v.workload) for v in pre.victims) == [(0, "t/r00"), (10, "t/r07")]
+    assert check_options(f, gs, plan, run, found) == []
 
 
 def test_add_nodes_fewest_of_an_existing_shape():

@@ -45,7 +45,7 @@ RESOLVE_EFFORT = 0.2           # CP-SAT deterministic seconds per re-solve (one 
 RESOLVE_SECONDS = 2.0          # wall bound per re-solve (never reached on one group in practice)
 SOLVES_PER_GROUP = 40          # re-solves spent on one unplaced group
 SOLVES_PER_SEARCH = 12         # ... and on one (kind, cluster) search
-SOLVES_TOTAL = 400             # ... and on the whole plan
+SOLVES_TOTAL = 2000            # ... and on the whole plan (the time limit usually binds first)
 EXACT_MAX_CANDIDATES = 10      # up to this many, removal sets are enumerated exactly
 MAX_SHAPES = 3                 # node shapes tried per cluster (the most common first)
 CLUSTERS_PER_KIND = 3          # clusters re-solved per kind of option, the most promising by arithmetic
@@ -88,9 +88,12 @@ _Search = tuple[tuple, Callable[[list[int]], "Option | None"]]
 def could_fit(parts: Sequence[_Part], entries: Sequence[Entry], gpu_names: Sequence[str]) -> bool:
     """Necessary conditions for every pod of `parts` to fit the nodes `entries` describe:
     one pod of each kind fits some node; every resource in total over the nodes some pod
-    may use; for each GPU size s, pods of >= s GPUs at most the s-blocks free."""
+    may use; each kind's pods at most what its nodes hold of it alone (every resource of the
+    node counted); for each GPU size s, pods of >= s GPUs at most the s-blocks free."""
     for j, p in enumerate(parts):
-        if not any(m and j in ok and fits_resources(p.demand, f) for f, m, ok in entries):
+        room = sum(m * min(f.get(r, 0) // v for r, v in p.demand.items() if v > 0)
+                   for f, m, ok in entries if m and j in ok) if any(v > 0 for v in p.demand.values()) else p.pods
+        if room < p.pods:
             return False
     usable = [e for e in entries if e[1] and e[2]]
     for r in {r for p in parts for r in p.demand}:
@@ -346,11 +349,23 @@ class _Engine:
                         best = s
                         break
             else:
-                # the least wanted victims leave the set first: most GPUs, highest priority, last name
-                for c in sorted(cands, key=lambda c: (c.gpus, c.priority, c.name), reverse=True):
-                    trial = [x for x in best if x is not c]
-                    if cheap(trial) and works(trial):
-                        best = trial
+                # shrink by arithmetic alone (free), the least wanted victims leaving first
+                # (most GPUs, highest priority, last name), and re-solve what is left: usually
+                # it works, and it is irreducible (taking any one out fails the arithmetic).
+                # Else shrink the set of all one by one, re-solving each step.
+                wanted = sorted(cands, key=lambda c: (c.gpus, c.priority, c.name), reverse=True)
+                lean = list(cands)
+                for c in wanted:
+                    trial = [x for x in lean if x is not c]
+                    if trial and cheap(trial):
+                        lean = trial
+                if len(lean) < len(cands) and works(lean):
+                    best = lean
+                else:
+                    for c in wanted:
+                        trial = [x for x in best if x is not c]
+                        if trial and cheap(trial) and works(trial):
+                            best = trial
         except _Stop as stop:
             self.cut = stop.why
         victims = tuple(v for c in sorted(best, key=lambda c: (c.gpus, c.name)) for v in c.victims)
