@@ -140,6 +140,7 @@ class _Engine:
         self.solves_total = 0
         self._held_loads: dict[str, dict[str, dict[str, int]]] = {}
         self.cut: str | None = None               # why the last search stopped short
+        self.longest = 0.0                        # the longest re-solve so far, seconds
 
     def _hold(self, p: Placement) -> None:
         g = self.all_groups.get(p.group)
@@ -185,13 +186,21 @@ class _Engine:
         if self.solves_total >= SOLVES_TOTAL or spent[0] >= SOLVES_PER_GROUP or spent[1] >= SOLVES_PER_SEARCH:
             raise _Stop("search budget")
         now = time.monotonic()
-        if self.deadline is not None and now >= self.deadline:
+        # a re-solve is not cut short: none starts that the longest one so far would not finish
+        if self.deadline is not None and now + self.longest >= self.deadline:
             raise _Stop("time limit")
         limit = RESOLVE_SECONDS if self.deadline is None else min(RESOLVE_SECONDS, self.deadline - now)
         self.solves_total += 1
         spent[0] += 1
         spent[1] += 1
         fleet = Fleet(tuple(clusters), self.fleet.taken_at)
+        started = time.monotonic()
+        try:
+            return self._solve(fleet, group, limit)
+        finally:
+            self.longest = max(self.longest, time.monotonic() - started)
+
+    def _solve(self, fleet: Fleet, group: PlacementGroup, limit: float) -> str | None:
         # the solver's greedy pass first: a placement it finds is verified like any other
         # (placer.verify inside solve); only when it fails does the search (CP-SAT) decide
         for use_solver in (False, True):
@@ -441,14 +450,23 @@ class _Engine:
         return best
 
     def _relax(self, group: PlacementGroup, spent: list[int]) -> list[Option]:
+        """Each constraint dropped in turn, re-solved on the clusters where the arithmetic
+        says the relaxed group could fit (its policy allows it, and capacity is there)."""
         out = []
-        clusters = [self._cluster(cl, self._loads(cl)) for cl in self.fleet.clusters]
         for constraint, who, value, relaxed in relaxations(group, self.held_pins):
-            where = self._places(clusters, relaxed, spent)
+            pol = _PolicyView(relaxed)
+            room = []
+            for cl in self.fleet.clusters:
+                if not (cl.reachable and cl.nodes and policy_reason(pol, cl, self.names) is None):
+                    continue
+                parts = self._parts(relaxed, cl)
+                if all(p.nodes for p in parts) and could_fit(parts, self._entries(cl, parts, self._loads(cl)),
+                                                            self.gpu_names):
+                    room.append(self._cluster(cl, self._loads(cl)))
+            where = self._places(room, relaxed, spent) if room else None
             if where is not None:
                 out.append(Option("relax", where, constraint=constraint, value=value, relaxed=who))
         return out
-
 
 def _usable(cl: Cluster, parts: Sequence[_Part]) -> dict[str, frozenset[int]]:
     """node -> the parts whose predicates allow it (nodes no part may use left out)."""
