@@ -40,6 +40,7 @@ from ..workload import Instance, PlacementGroup
 from .changes import KIND_ORDER, NewNode, Option, Options, Running, Victim, relaxations
 from .policy import group_policy, policy_reason
 from .problem import GPU_RESOURCES, UNLIMITED, gpus_of
+from .removal import Kind, fewest
 
 RESOLVE_EFFORT = 0.2           # CP-SAT deterministic seconds per re-solve (one group: ample)
 RESOLVE_SECONDS = 2.0          # wall bound per re-solve (never reached on one group in practice)
@@ -336,13 +337,56 @@ class _Engine:
 
         if not cheap(cands):
             return None
+
+        def model() -> list[_Cand] | None:
+            return self._fewest(cl, parts, usable, held, cands)
         return (max(0, need - free_gpus),), lambda spent: self._minimal(cl, kind, cands, cheap,
-                                                                        lambda s: works(s, spent))
+                                                                        lambda s: works(s, spent), model)
+
+    def _fewest(self, cl: Cluster, parts: Sequence[_Part], usable: Mapping[str, frozenset[int]],
+                held: Mapping[str, Mapping[str, int]], cands: Sequence[_Cand]) -> list[_Cand] | None:
+        """The removal set of fewest GPUs (then fewest workloads, then lowest priorities) by
+        the node-level model of placer.solve.removal; None when it finds none."""
+        by_name = {n.name: n for n in cl.nodes}
+        res = {r for p in parts for r in p.demand}
+        room, unlimited = {}, {}
+        for name in usable:
+            node = by_name[name]
+            room[name] = {r: node.allocatable.get(r, 0) - held[name].get(r, 0) for r in res}
+            unlimited[name] = frozenset({"pods"} - set(node.allocatable))
+        # nodes where not even taking every candidate out makes room for one pod stay out
+        full = {n: {r: v + sum(c.contrib.get(n, {}).get(r, 0) for c in cands) for r, v in room[n].items()}
+                for n in room}
+        keep = {n for n in room if any(j in usable[n] and all(full[n].get(r, 0) >= v or r in unlimited[n]
+                                                              for r, v in p.demand.items())
+                                       for j, p in enumerate(parts))}
+        kinds = [Kind(p.demand, p.pods, p.nodes & keep) for p in parts]
+        n = len(cands)
+        by_prio = {c.name: i for i, c in enumerate(sorted(cands, key=lambda c: (c.priority, c.name)))}
+        count_w = n * n + 1
+        gpu_w = (n + 1) * count_w + 1
+        weights = [c.gpus * gpu_w + count_w + by_prio[c.name] for c in cands]
+        got = fewest(kinds, {k: room[k] for k in keep}, unlimited, [c.contrib for c in cands], weights)
+        if got is None:
+            return None
+        chosen, proven = got
+        if not proven:
+            self.cut = self.cut or "search budget"
+        return [cands[i] for i in chosen]
 
     def _minimal(self, cl: Cluster, kind: str, cands: Sequence[_Cand], cheap: Callable[[Sequence[_Cand]], bool],
-                 works: Callable[[Sequence[_Cand]], bool]) -> Option | None:
-        """The smallest removal set that re-solves: exactly over every subset (few candidates),
-        else by shrinking the set of all."""
+                 works: Callable[[Sequence[_Cand]], bool], model: Callable[[], list[_Cand] | None]) -> Option | None:
+        """The smallest removal set that re-solves: the node-level model's pick, proven by
+        one re-solve; failing that, exactly over every subset (few candidates), else by
+        shrinking the set of all."""
+        try:
+            pick = model()
+            if pick and cheap(pick) and works(pick):
+                return self._removal_option(kind, cl, pick)
+        except _Stop as stop:
+            self.cut = stop.why
+            return None
+        self.cut = None
         if not works(cands):
             return None
         best: Sequence[_Cand] = cands
@@ -377,7 +421,10 @@ class _Engine:
                             best = trial
         except _Stop as stop:
             self.cut = stop.why
-        victims = tuple(v for c in sorted(best, key=lambda c: (c.gpus, c.name)) for v in c.victims)
+        return self._removal_option(kind, cl, best)
+
+    def _removal_option(self, kind: str, cl: Cluster, chosen: Sequence[_Cand]) -> Option:
+        victims = tuple(v for c in sorted(chosen, key=lambda c: (c.gpus, c.name)) for v in c.victims)
         return Option(kind, cl.name, victims)
 
     def _shapes(self, cl: Cluster) -> list[NewNode]:
