@@ -14,15 +14,16 @@ larger change than the option says), and each check is one small solve of one gr
 - wait: running workloads of any priority are taken out, as if they had finished;
 - add-nodes: N empty nodes of a shape that exists on the cluster are appended;
 - relax: the group's own constraint (cluster selector, pin, pod nodeSelector, topology
-  request) is dropped and the group is solved against the whole fleet.
+  request) is dropped and the group is solved against the clusters that could then take it.
 Cheap first: capacity arithmetic (necessary conditions: per resource over the nodes the pods
-may use, GPU blocks per pod size, one pod of each kind fitting some node) prunes every
+may use, per pod kind what each node holds of it, GPU blocks per pod size) prunes every
 candidate before a re-solve, and ranks the clusters per kind of option (GPUs missing, nodes
-needed): only the CLUSTERS_PER_KIND most promising are re-solved. Removal sets are enumerated exactly, fewest GPUs disturbed
-first, when there are few candidates (so the first that re-solves is minimal); else the
-set of all candidates is proven and shrunk one by one (irreducible). Node counts are
-bisected between the arithmetic lower bound and one node per pod. Re-solves are counted
-(a budget per group and in all), which keeps the options deterministic; only the wall
+needed): only the CLUSTERS_PER_KIND most promising are re-solved. The removal set comes from
+a node-level model (placer.solve.removal: fewest GPUs, then workloads, then the lowest
+priorities) and is proven by one re-solve; failing that, sets are enumerated exactly, fewest
+GPUs first, when there are few candidates, else the set of all is shrunk (irreducible). Node
+counts start at the arithmetic lower bound, bisected up to one node per pod. Re-solves are
+counted (a budget per group and in all), which keeps the options deterministic; only the wall
 clock (`deadline`) can cut a search short, and that is said (`Options.incomplete`).
 """
 
