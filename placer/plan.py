@@ -53,15 +53,23 @@ class Unplaced:
     priority: int
     reasons: Mapping[str, Reason]                    # cluster -> first reason
     ref: WorkloadRef | None = None
+    # what would make it fit (placer.solve.options.Option), best first; None: not searched
+    options: tuple[Any, ...] | None = None
+    options_incomplete: str | None = None            # why the search for options stopped short
 
     def is_(self, workload: "str | WorkloadRef") -> bool:
         return _is(self.workload, self.ref, workload)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
-                "gpus": self.gpus, "pods": self.pods, "priority": self.priority,
-                "reasons": {c: r.render() for c, r in self.reasons.items()},
-                "reasonCodes": {c: r.code for c, r in self.reasons.items()}}
+        out = {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
+               "gpus": self.gpus, "pods": self.pods, "priority": self.priority,
+               "reasons": {c: r.render() for c, r in self.reasons.items()},
+               "reasonCodes": {c: r.code for c, r in self.reasons.items()}}
+        if self.options is not None:
+            out["options"] = [o.to_dict() for o in self.options]
+        if self.options_incomplete:
+            out["optionsIncomplete"] = self.options_incomplete
+        return out
 
 
 def _ref_dict(ref: WorkloadRef | None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from .topology_view import topology_lines
 DEFAULT_TIME_LIMIT = 10.0
 MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
 MAX_NODES_SHOWN = 4
+OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,14 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     left = max(MIN_SOLVE_SECONDS, time_limit - (time.monotonic() - started))
     plan = plan_groups(view, pending, catalog, solve=solve, gpu_resources=gpu, time_limit=left,
                        workers=workers or DEFAULT_WORKERS, effort=effort or DEFAULT_EFFORT, progress=progress)
+    if plan.unplaced:
+        from ..whatif import plan_with_options
+        if progress:
+            progress("searching what would make the rest fit")
+        t = time.monotonic()
+        plan = plan_with_options(plan, view, pending, groups, catalog, gpu_resources=gpu,
+                                 deadline=started + time_limit * OPTIONS_END)
+        timings["options"] = time.monotonic() - t
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
     per_pod = {(w.ref, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}
     return PlanResult(replace(plan, summary=summary), targets.description, view.fleet, per_pod, gpu)
@@ -167,6 +176,9 @@ def plan(
     effort: Optional[float] = typer.Option(None, "--effort", help="Search effort in CP-SAT deterministic seconds "
                                            "(default 1.0): the same input gives the same plan."),
     timings: bool = typer.Option(False, "--timings", help="Print per-phase seconds on stderr."),
+    explain: bool = typer.Option(False, "--explain", help="Under each unplaced workload, also list what would "
+                                 "make it fit (preempt, wait, add nodes, relax a constraint), each checked by "
+                                 "re-solving, best first (JSON always has them: unplaced[].options)."),
 ) -> None:
     """Plan where each workload of the files would go; print the placements, and for what
     cannot be placed the reason per cluster. Exit 0 when everything is placed, 3 when
@@ -189,7 +201,7 @@ def plan(
     result = run(go)
     t = time.monotonic()
     if fmt.tabular:
-        out.print(render_table(result.plan, wide=fmt.wide, width=out.width))
+        out.print(render_table(result.plan, wide=fmt.wide, width=out.width, explain=explain))
         out.print(summary_line(result.plan))
     else:
         emit(result.plan.to_dict(), fmt, names=plan_names(result.plan))
@@ -208,10 +220,11 @@ def _nodes_text(nodes) -> str:
     return shown + (f" +{len(names) - MAX_NODES_SHOWN} more" if len(names) > MAX_NODES_SHOWN else "")
 
 
-def render_table(p: Plan, *, wide: bool = False, width: int | None = None) -> Text:
+def render_table(p: Plan, *, wide: bool = False, width: int | None = None, explain: bool = False) -> Text:
     """One row per workload (`wide`: its group and nodes too); the reasons of an unplaced
     workload each on their own indented lines under its row, wrapped to `width`, so that
-    an 80-column terminal reads as well as a wide one."""
+    an 80-column terminal reads as well as a wide one; `explain`: then what would make it
+    fit, numbered best first."""
     members: dict[str, list[str]] = {}
     for r in _entries(p):
         members.setdefault(r.group, []).append(r.workload)
@@ -243,6 +256,25 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None) -> Te
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
                                       subsequent_indent="      ", break_on_hyphens=False) + "\n", style="dim"
                         if line.startswith("group ") else None)
+        if explain:
+            text.append(_options_text(u, max(width, 40)))
+    return text
+
+
+def _options_text(u, width: int) -> Text:
+    """What would make an unplaced workload fit, one numbered line each (wrapped)."""
+    text = Text()
+    if u.options is None:
+        return text
+    lines = [f"{i}. {o.render()}" for i, o in enumerate(u.options, 1)]
+    head = "would fit after any one of:" if lines else "no single change found that would make it fit"
+    if u.options_incomplete:
+        head += f" (search cut short: {u.options_incomplete})"
+    text.append(textwrap.fill(head, width=width, initial_indent="    ", subsequent_indent="      ") + "\n",
+                style="bold" if lines else "dim")
+    for line in lines:
+        text.append(textwrap.fill(line, width=width, initial_indent="      ", subsequent_indent="         ",
+                                  break_on_hyphens=False) + "\n")
     return text
 
 
