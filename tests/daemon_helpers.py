@@ -9,9 +9,9 @@ from typing import Any, Callable, Mapping
 from placer.catalog import load_catalog
 from placer.clusters_file import ClusterEntry
 from placer.daemon import Daemon, DaemonConfig
-from placer.daemon_state import FakeClock
+from placer.daemon import FakeClock
 from placer.kube import Kube, RetryPolicy
-from placer.leader import LeaseTiming
+from placer.daemon import LeaseTiming
 from tests.kubeapi.builders import gpu_node
 
 STAGING = "placer-staging"

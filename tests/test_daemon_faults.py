@@ -10,7 +10,7 @@ import pytest
 
 from placer import actuate
 from placer import daemon as D
-from placer.daemon_state import FakeClock
+from placer.daemon import FakeClock
 from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
 
 
@@ -67,7 +67,8 @@ def test_crash_between_remote_create_and_staging_annotation(env, monkeypatch):
     job = jobset("job", pods=1, gpus=4)
     env.create(job)
     wait_for(lambda: _all_copies(env), what="the copy created")
-    wait_for(lambda: not first._thread.is_alive(), what="the daemon dead")
+    # the apply runs on alpha's or beta's work queue: that thread dies, as the process would
+    wait_for(lambda: not all(t.is_alive() for t in first.workers._threads), what="the daemon dead")
     first.stop(release=False)
     assert D.PLACED_CLUSTER not in env.annotations(job)
     monkeypatch.setattr(actuate, "apply_group", real)
