@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..fleet import Cluster, Fleet
@@ -116,9 +116,13 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
         return Decision(())
     members = {p.group.key: p.members for p in pending}
     planned = [with_policy(p) for p in pending]
+    # every cluster carries its own name as a label, so that exclusions can name it
+    fleet = Fleet(tuple(c if c.labels.get(CLUSTER_NAME_LABEL) == c.name else
+                        dataclasses.replace(c, labels={**c.labels, CLUSTER_NAME_LABEL: c.name})
+                        for c in snapshot.fleet.clusters), snapshot.fleet.taken_at)
     t0 = time.perf_counter()
     try:
-        plan = solve(snapshot.fleet, planned, time_limit=time_limit, workers=workers, seed=seed,
+        plan = solve(fleet, planned, time_limit=time_limit, workers=workers, seed=seed,
                      committed=snapshot.committed)
     except Exception as e:                       # a solver bug must not wedge the queue
         return Decision(tuple(Unplace(k, f"planning failed: {e}") for p in pending for k in p.members),
@@ -212,4 +216,4 @@ def edit_fits(cluster: Cluster, new: Workload, committed: Sequence[tuple[Placeme
 
 
 __all__ = ["Create", "CopyGone", "Decision", "EditFit", "PendingGroup", "Snapshot", "Unplace", "contains",
-           "decide", "demand", "drifted", "edit_fits", "on_copy_gone", "with_policy", "field"]
+           "decide", "demand", "drifted", "edit_fits", "on_copy_gone", "with_policy"]
