@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -21,7 +22,7 @@ from .. import actuate as A
 from ..errors import NotFound, PlacerError
 from ..fleet import Cluster, Node, RuntimeClass
 from ..inventory import node_from_object, runtime_class_from_object
-from ..kube import KubeClient, Resource
+from ..kube import KubeClient, Resource, run_concurrently
 from ..names import CLUSTER_NAME_LABEL
 from ..podspec import pod_requests
 from ..quantity import add
@@ -76,7 +77,8 @@ class ClusterCache:
     pods: Informer = field(init=False)
     runtime_classes: Informer | None = field(init=False, default=None)
     copies: dict[GVK, Informer] = field(init=False, default_factory=dict)
-    failure: str | None = None                # set by the executor after a refused connection
+    failure: str | None = None                # set by the executor after a refused connection...
+    failure_until: float = 0.0                # ...until then (monotonic seconds)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -92,6 +94,7 @@ class ClusterCache:
         self._req_cache: dict[str, dict[str, int]] = {}
         self.nodes = self._informer(NODE, None, self._on_node)
         self.pods = self._informer(POD, None, self._on_pod, transform=slim_pod)
+        self.nodes.on_recover = self.pods.on_recover = self.on_capacity      # back: plan on it again
         for gvk, res in self.kinds.items():
             self.copies[gvk] = self._informer(res, A.MANAGED_SELECTOR, self._on_copy, gvk=gvk)
         try:
@@ -120,7 +123,12 @@ class ClusterCache:
 
     @property
     def error(self) -> str | None:
-        return self.nodes.error or self.pods.error or self.failure
+        failure = self.failure if time.monotonic() < self.failure_until else None
+        return self.nodes.error or self.pods.error or failure
+
+    def fail(self, why: str, seconds: float) -> None:
+        """Leave the cluster out of planning for a while (an apply could not reach it)."""
+        self.failure, self.failure_until = why, time.monotonic() + seconds
 
     # --- watch handlers (informer threads) ---------------------------------------------
 
@@ -281,8 +289,7 @@ class ClusterCache:
 
     def resync_copies(self) -> None:
         """LIST placer's copies now (a new leader, before it plans)."""
-        for inf in self.copies.values():
-            inf.resync()
+        run_concurrently({gvk: inf.resync for gvk, inf in self.copies.items()}, max_workers=8)
 
 
 def reserved(promises: Iterable[tuple[PlacementGroup, str]]) -> dict[str, dict[str, int]]:

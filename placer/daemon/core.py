@@ -85,6 +85,7 @@ class Daemon(Planning):
         self.caches = {}
         self._resources, self._gvk, self._clients = {}, {}, {}
         self._resynced: set[str] = set()
+        self._resyncing: set[str] = set()
         self.workers = ClusterWorkers(list(self.entries), self._stop)
         self.placed, self.pending, self.excluded = {}, {}, {}
         self.creating, self.deleting = {}, {}
@@ -251,22 +252,39 @@ class Daemon(Planning):
                 self._reconcile_safely(key)
             did = did or bool(keys)
             due = self._plan_due()
-            if due is not None and self.clock.now() >= due and self.leader.is_leader:
+            if due is not None and self.clock.now() >= due and self.leader.is_leader and self._relisted():
                 self.plan_round()
                 did = True
             self._update_gauges()
             return did
 
+    def _relisted(self) -> bool:
+        """A new leader plans only once every cluster it can read has been relisted."""
+        return all(n in self._resynced for n, c in self.caches.items() if c.synced)
+
     def _resync_copies(self) -> None:
+        """Relist placer's copies on every synced cluster not relisted since this daemon
+        became leader: one thread per cluster, so that a slow one holds back only itself
+        (a cluster is planned on once its relist is done)."""
         for name, cache in self.caches.items():
-            if name in self._resynced or not cache.synced:
+            if name in self._resynced or name in self._resyncing or not cache.synced:
                 continue
-            try:
-                cache.resync_copies()
+            self._resyncing.add(name)
+            epoch = self.leader.acquired
+            threading.Thread(target=self._resync_one, args=(name, epoch), name=f"placer-resync-{name}",
+                             daemon=True).start()
+
+    def _resync_one(self, name: str, epoch: int) -> None:
+        try:
+            self.caches[name].resync_copies()
+            if epoch == self.leader.acquired:        # still the same term of leadership
                 self._resynced.add(name)
-            except PlacerError as e:
-                self.api_error(name, e)
-                log.warning("cluster %s: cannot relist placer's copies: %s; not planning on it yet", name, e)
+        except PlacerError as e:
+            self.api_error(name, e)
+            log.warning("cluster %s: cannot relist placer's copies: %s; not planning on it yet", name, e)
+        finally:
+            self._resyncing.discard(name)
+            self._wake.set()
 
     def _drain_inbox(self, now: float, leader: bool) -> bool:
         did = False
@@ -350,7 +368,7 @@ class Daemon(Planning):
                 return False
             if not self.leader.is_leader:
                 return True
-            if len(self._resynced) < len([c for c in self.caches.values() if c.synced]):
+            if not self._relisted():
                 return False
             now = self.clock.now()
             if self.queue.due_count(now):

@@ -83,7 +83,7 @@ class Informer:
                  label_selector: str | None, handler: Handler, cluster: str, stop: threading.Event,
                  on_error: Callable[[PlacerError], None], retry_delay: float = 1.0,
                  timeout_seconds: int = 120, transform: Callable[[dict], dict] | None = None,
-                 gvk: tuple[str, str] | None = None):
+                 gvk: tuple[str, str] | None = None, on_recover: Callable[[], None] | None = None):
         self.client = client
         self.resource = resource
         self.namespace = namespace
@@ -95,6 +95,7 @@ class Informer:
         self.retry_delay = retry_delay
         self.timeout_seconds = timeout_seconds
         self.transform = transform
+        self.on_recover = on_recover or (lambda: None)
         self.synced = threading.Event()
         self.tried = threading.Event()               # a first list was attempted (synced or failed)
         self.gvk: tuple[str, str] = gvk or (resource.api_version, resource.kind)
@@ -168,21 +169,24 @@ class Informer:
                 self.on_error(e)
                 log.warning("watch %s: %s; retrying", self.name, e)
                 self.stop.wait(self.retry_delay)
-                self._probe()
+                while not self.stop.is_set() and not self._probe():
+                    self.stop.wait(self.retry_delay)
             except Exception:                       # never let a watch thread die silently
                 log.exception("watch %s crashed; restarting from a fresh list", self.name)
                 rv = None
                 self.stop.wait(self.retry_delay)
 
-    def _probe(self) -> None:
+    def _probe(self) -> bool:
         """After a failed watch: clear the error once the server answers again (a cheap
         GET /version, not a relist), so the cluster is planned on again even when none of
         its objects changes."""
         try:
             self.client.request("GET", "/version", retry=NO_RETRY)
-            self.error = None
         except PlacerError:
-            pass
+            return False
+        self.error = None
+        self.on_recover()
+        return True
 
     def _apply(self, ev) -> None:
         if ev.type == "RELIST":

@@ -225,7 +225,7 @@ class Planning(Reconcile):
         log.warning("group %s: placing on %s failed: %s", c.group, c.cluster, e)
         refused = _refused(e)
         if not refused and isinstance(e, KubeError) and e.status is None:
-            self.caches[c.cluster].failure = e.message      # unreachable: leave it out until it answers
+            self.caches[c.cluster].fail(e.message, 2 * self.config.watch_retry + 1.0)   # unreachable: not now
         text = f"placing on {c.cluster} failed: {e.message}"
         if refused:                 # the same cluster would refuse again: let the next round go elsewhere
             for ref in c.members:
