@@ -77,6 +77,7 @@ class Daemon(Planning):
         self.inbox = queue.SimpleQueue()
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._capacity = threading.Event()
         self._busy = threading.Lock()
         self._thread: threading.Thread | None = None
         self._last_loop = self.clock.now()
@@ -214,8 +215,10 @@ class Daemon(Planning):
             self._wake.set()
 
     def _on_capacity(self) -> None:
-        self.inbox.put("fleet")
-        self._wake.set()
+        if not self._capacity.is_set():          # coalesced: pods and nodes change all the time
+            self._capacity.set()
+            self.inbox.put("fleet")
+            self._wake.set()
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -295,6 +298,7 @@ class Daemon(Planning):
                 return did
             did = True
             if item == "fleet":
+                self._capacity.clear()
                 if self._fleet_changed is None:
                     self._fleet_changed = now
             elif isinstance(item, WorkloadRef):
@@ -367,7 +371,7 @@ class Daemon(Planning):
             if not self.inbox.empty() or not self.workers.idle():
                 return False
             if not self.leader.is_leader:
-                return True
+                return self.leader.attempted.is_set()    # a standby (or not yet tried) has nothing to do
             if not self._relisted():
                 return False
             now = self.clock.now()

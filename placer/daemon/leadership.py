@@ -71,6 +71,7 @@ class LeaderElector:
         self._stop = threading.Event()
         self.on_change: Callable[[bool], None] = lambda leading: None
         self.acquired = 0                        # how many times this daemon became leader
+        self.attempted = threading.Event()       # a first try was made (leading, standing by, or failed)
 
     @property
     def is_leader(self) -> bool:
@@ -122,6 +123,7 @@ class LeaderElector:
                     self.on_error(e)
                     log.warning("leader election: %s", e)
                 leading = self.is_leader
+                self.attempted.set()
                 if leading and not was:
                     self.acquired += 1
                 if leading != was:

@@ -96,7 +96,8 @@ class Reconcile(Reschedule):
             return
         gvk = self.gvk_of(ref)
         res = cache.kinds.get(gvk) if gvk else None
-        if res is None:
+        if res is None:                       # the cluster does not serve the kind (any more)
+            self.copy_checked(ref, cluster, None)
             return
 
         def get() -> Any:
@@ -266,6 +267,10 @@ class Reconcile(Reschedule):
         gvk = self.gvk_of(ref)
         if gvk:
             self.caches[cluster].copies[gvk].assume(result)
+        meta = (result or {}).get("metadata") or {}
+        # what we just applied is what placer wants: no drift until the copy changes again
+        # (a value the server normalises, e.g. 1000m -> 1, must not be corrected forever)
+        self._checked[(cluster, ref)] = str(meta.get("generation") or meta.get("resourceVersion"))
         log.info("%s: %s on %s", ref, why, cluster)
         staging = self.staged(ref)
         if type_ and reason and staging is not None:
