@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .. import actuate as A
 from ..errors import NotFound, PlacerError
-from ..fleet import Cluster, Node, RuntimeClass
+from ..fleet import Cluster, Node
 from ..inventory import node_from_object, runtime_class_from_object
 from ..kube import KubeClient, Resource, run_concurrently
 from ..names import CLUSTER_NAME_LABEL
@@ -100,6 +100,7 @@ class ClusterCache:
         try:
             rc = self.client.resource_for("node.k8s.io/v1", "RuntimeClass")
             self.runtime_classes = self._informer(rc, None, lambda *_: self.on_capacity())
+            self.runtime_classes.optional = True
         except PlacerError:
             self.runtime_classes = None       # not served or not reachable now: overhead not counted
 
@@ -292,10 +293,6 @@ class ClusterCache:
         run_concurrently({gvk: inf.resync for gvk, inf in self.copies.items()}, max_workers=8)
 
 
-def reserved(promises: Iterable[tuple[PlacementGroup, str]]) -> dict[str, dict[str, int]]:
-    return A.reserved_by_cluster(promises)
-
-
 def served_kinds(client: KubeClient, kinds: Iterable[GVK], fallback: Mapping[GVK, Resource]
                  ) -> tuple[dict[GVK, Resource], str | None]:
     """The catalog kinds a target serves; when it cannot be asked now, the hub's shapes
@@ -311,4 +308,4 @@ def served_kinds(client: KubeClient, kinds: Iterable[GVK], fallback: Mapping[GVK
     return out, None
 
 
-__all__ = ["ClusterCache", "RuntimeClass", "served_kinds", "slim_pod"]
+__all__ = ["ClusterCache", "served_kinds", "slim_pod"]

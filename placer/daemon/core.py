@@ -33,13 +33,13 @@ from ..clusters_file import as_entry
 from ..errors import NotFound, PlacerError
 from ..events import Recorder
 from ..interpret import Interpreter
-from ..kube import Kube, KubeClient, Resource
+from ..kube import Kube, Resource
 from ..metrics import Metrics, MetricsServer
 from ..workload import WorkloadRef
 from .caches import ClusterCache, served_kinds
 from .clock import Clock
 from .execute import ClusterWorkers, FencedClient
-from .informer import Informer, WorkQueue, all_synced
+from .informer import Informer, WorkQueue
 from .leadership import LeaderElector
 from .planning import Planning
 from .reconcile import COMPANION_KINDS
@@ -120,6 +120,7 @@ class Daemon(Planning):
         for gvk in CLASS_KINDS:
             try:
                 self.classes.append(self._hub_informer(self.hub_reader.resource_for(*gvk), None, _ignore, gvk))
+                self.classes[-1].optional = True   # not readable: built-ins and the pods' own classes only
             except PlacerError:
                 continue                    # no Kueue on the hub, or not readable: built-ins only
         for name, entry in self.entries.items():
@@ -334,7 +335,8 @@ class Daemon(Planning):
     def _caches_synced(self) -> bool:
         """The hub's caches must be synced; a target that cannot be read is left out of
         planning, but adoption needs every reachable cluster's copies known first."""
-        return all_synced(self._hub_informers()) and all(i.tried.is_set() for i in self._informers())
+        hub = all(i.synced.is_set() or (i.optional and i.tried.is_set()) for i in self._hub_informers())
+        return hub and all(i.tried.is_set() for i in self._informers())
 
     def _plan_due(self) -> float | None:
         due = []
@@ -403,8 +405,4 @@ def _ignore(inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
     """Companions and priority classes are read from their caches when a round needs them."""
 
 
-def client_of(kube: Kube, context: str | None, cluster: str) -> KubeClient:
-    return kube.client(context, cluster=cluster)
-
-
-__all__ = ["Daemon", "DaemonConfig", "Any"]
+__all__ = ["Daemon", "DaemonConfig"]

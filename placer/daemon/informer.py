@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import Any, Callable, Iterable, Mapping
 
-from ..errors import PlacerError
+from ..errors import Forbidden, NotFound, PlacerError
 from ..kube import NO_RETRY, KubeClient, Resource
 
 log = logging.getLogger("placer.daemon")
@@ -83,7 +83,8 @@ class Informer:
                  label_selector: str | None, handler: Handler, cluster: str, stop: threading.Event,
                  on_error: Callable[[PlacerError], None], retry_delay: float = 1.0,
                  timeout_seconds: int = 120, transform: Callable[[dict], dict] | None = None,
-                 gvk: tuple[str, str] | None = None, on_recover: Callable[[], None] | None = None):
+                 gvk: tuple[str, str] | None = None, on_recover: Callable[[], None] | None = None,
+                 optional: bool = False):
         self.client = client
         self.resource = resource
         self.namespace = namespace
@@ -96,6 +97,7 @@ class Informer:
         self.timeout_seconds = timeout_seconds
         self.transform = transform
         self.on_recover = on_recover or (lambda: None)
+        self.optional = optional                     # forbidden or not served: give up quietly
         self.synced = threading.Event()
         self.tried = threading.Event()               # a first list was attempted (synced or failed)
         self.gvk: tuple[str, str] = gvk or (resource.api_version, resource.kind)
@@ -165,6 +167,9 @@ class Informer:
                 if self.stop.is_set():
                     return
                 self.tried.set()
+                if self.optional and isinstance(e, (Forbidden, NotFound)):
+                    log.info("watch %s: %s; going without it", self.name, e)
+                    return
                 self.error = e.message
                 self.on_error(e)
                 log.warning("watch %s: %s; retrying", self.name, e)
