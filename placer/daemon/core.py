@@ -305,7 +305,11 @@ class Daemon(Planning):
             elif isinstance(item, WorkloadRef):
                 self.queue.add(item, now)
             else:
-                self._result(item)
+                try:
+                    self._result(item)
+                except PlacerError as e:             # e.g. fenced: this daemon lost the lease meanwhile
+                    self.api_error(e.cluster or "hub", e)
+                    log.warning("recording a result failed: %s", e)
 
     def _result(self, item: tuple) -> None:
         """A job's result from a cluster's queue (applied even by a daemon that just lost
