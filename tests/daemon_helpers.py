@@ -191,6 +191,12 @@ def on_two_clusters(fleet, clusters, resource: str = "jobsets") -> dict[str, lis
 
 
 def events_for(fleet, name: str, reason: str | None = None, namespace: str = STAGING) -> list[dict]:
-    """Events on the hub about the staging object `name` (optionally one reason)."""
-    return [e for e in fleet["hub"].objects("v1", "Event", namespace)
-            if (e.get("involvedObject") or {}).get("name") == name and (reason is None or e.get("reason") == reason)]
+    """Events on the hub about the staging object `name` (optionally one reason), core/v1 or
+    events.k8s.io/v1 (the latter's `regarding` and `note` read as `involvedObject` and `message`)."""
+    out = []
+    for api in ("v1", "events.k8s.io/v1"):
+        for e in fleet["hub"].objects(api, "Event", namespace):
+            about = e.get("involvedObject") or e.get("regarding") or {}
+            if about.get("name") == name and (reason is None or e.get("reason") == reason):
+                out.append({**e, "message": e.get("message") or e.get("note") or ""})
+    return out

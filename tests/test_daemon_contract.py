@@ -15,6 +15,7 @@ from tests.kubeapi.http import call
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 PIN = "placer.dev/cluster"
+PHASE = "placer.dev/phase"                # the remote copy's phase, mirrored (README)
 COMPLETED_STATUS = {"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
                                     "message": "jobset completed successfully",
                                     "lastTransitionTime": "2026-01-01T00:00:00Z"}],
@@ -57,7 +58,7 @@ def test_a_finished_copy_deleted_by_someone_else_is_left_alone(env):
     env.create(job)
     where = _placed(env, job)
     _set_copy_status(env, where, "done", COMPLETED_STATUS)
-    wait_for(lambda: env.annotations(job).get(D.ANN_PHASE) == "Completed", what="Completed mirrored")
+    wait_for(lambda: env.annotations(job).get(PHASE) == "Completed", what="Completed mirrored")
     _delete_copy(env, where, "done")
     assert d.wait_idle(10)
     time.sleep(1.5)                           # a re-placement would have happened by now
@@ -76,7 +77,7 @@ def test_a_running_copy_deleted_by_someone_else_is_placed_again_with_a_warning(e
     env.create(job)
     where = _placed(env, job)
     _set_copy_status(env, where, "lost", RUNNING_STATUS["JobSet"])
-    wait_for(lambda: env.annotations(job).get(D.ANN_PHASE) == "Running", what="Running mirrored")
+    wait_for(lambda: env.annotations(job).get(PHASE) == "Running", what="Running mirrored")
     _delete_copy(env, where, "lost")
     wait_for(lambda: len(created_copies(env.fleet, ("alpha", "beta")).get("lost", ())) == 2,
              what="a second copy created")
@@ -172,7 +173,7 @@ def test_a_staging_object_deleted_while_being_placed_leaves_no_copy(env):
                    if r.verb in ("create", "update", "patch"))
     stages = {
         "at-once": lambda name: True,
-        "taken": lambda name: D.FINALIZER in (env.staged(jobset(name))["metadata"].get("finalizers") or ()),
+        "taken": lambda name: "placer.dev/cleanup" in (env.staged(jobset(name))["metadata"].get("finalizers") or ()),
         "in-flight": copy_write_sent,
         "placed": lambda name: _cluster(env, jobset(name)),
     }

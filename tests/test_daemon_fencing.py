@@ -179,3 +179,30 @@ def test_a_failing_target_does_not_stall_the_healthy_one(make_fleet, fault):
     finally:
         fleet["beta"].faults.clear()
         env.stop()
+
+
+def test_target_watches_cut_and_expired_during_a_burst_never_copy_twice(env):
+    """While 40 arrivals are placed, the targets' watches are cut again and again and their
+    history compacted (every reconnect gets 410): the daemon must still know every copy it
+    made, so nothing is created twice and nothing is lost."""
+    d = env.daemon(batch_window=0.1)
+    names = [f"x{i:02d}" for i in range(40)]
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(env.create, jobset(n, pods=1, gpus=1)) for n in names]
+        until = time.monotonic() + 4.0
+        while time.monotonic() < until:
+            for c in TARGETS:
+                env.fleet[c].store.compact()
+                env.fleet[c].drop_watches(abrupt=True)
+            time.sleep(0.3)
+        for f in futures:
+            f.result()
+    wait_for(lambda: len(_placed_names(env)) == 32, timeout=30, what="the 32 that fit placed")
+    assert d.wait_idle(15)
+    made = created_copies(env.fleet, TARGETS)
+    assert all(len(cs) == 1 for cs in made.values()), {n: cs for n, cs in made.items() if len(cs) > 1}
+    now = _copies_now(env)
+    assert len(now) == 32 and all(len(cs) == 1 for cs in now.values())          # 4 nodes x 8 GPUs in all
+    assert {n: cs[0] for n, cs in now.items()} == _placed_names(env)
+    unplaced = [n for n in names if n not in now]
+    assert all(env.annotations(jobset(n)).get(D.ANN_MESSAGE, "").startswith("unplaced") for n in unplaced)
