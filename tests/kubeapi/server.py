@@ -71,7 +71,7 @@ class RequestLog:
         return [r for r in self.select(resource=resource) if r.code == 201 and not r.dry
                 and r.verb in ("create", "patch")]
 
-    def by_cluster_verb(self, since: float | None = None) -> dict[tuple[str, str], int]:
+    def by_verb_resource(self, since: float | None = None) -> dict[tuple[str, str], int]:
         """(verb, resource) -> requests, for reports (e.g. LIST requests per resource)."""
         out: dict[tuple[str, str], int] = {}
         for r in self.select(since=since):
