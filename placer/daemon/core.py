@@ -125,7 +125,8 @@ class Daemon(Planning):
                 continue                    # no Kueue on the hub, or not readable: built-ins only
         for name, entry in self.entries.items():
             base = self.kube.client(entry.context, cluster=name)
-            self._clients[name] = FencedClient(base, self.leader, self.config.timeout)
+            self._clients[name] = FencedClient(base, self.leader, self.config.timeout,
+                                               on_failure=functools.partial(self._target_failed, name))
             kinds, why = served_kinds(base, list(self.staging), self._resources)
             if why:
                 self.api_error(name, PlacerError(why))
@@ -214,6 +215,11 @@ class Daemon(Planning):
         if key[0] == self.config.staging_namespace:
             self.inbox.put(self.ref_of(gvk, *key))
             self._wake.set()
+
+    def _target_failed(self, cluster: str, e: PlacerError) -> None:
+        """A call to a target failed (refused, 5xx, no answer in time): plan elsewhere for a
+        while, and let the queued work for it fail fast."""
+        self.caches[cluster].fail(e.message, max(2.0, 2 * self.config.watch_retry + 1.0))
 
     def _on_capacity(self) -> None:
         if not self._capacity.is_set():          # coalesced: pods and nodes change all the time

@@ -33,8 +33,12 @@ class FencedClient:
     """A KubeClient whose calls are time-bounded and whose writes are fenced."""
 
     def __init__(self, base: KubeClient, leader: LeaderElector | None, call_timeout: float,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep,
+                 on_failure: Callable[[PlacerError], None] | None = None):
         self.base = base
+        # a target's client: a failure marks the cluster failing (the planner goes elsewhere at
+        # once) and is not retried in place; the daemon retries the work itself, with backoff
+        self.on_failure = on_failure
         self.cluster = base.cluster
         self.leader = leader
         self.call_timeout = call_timeout
@@ -72,6 +76,9 @@ class FencedClient:
             try:
                 return fn(*args, **kwargs)
             except (ServerError, Unreachable) as e:
+                if self.on_failure is not None and e.status != 429:
+                    self.on_failure(e)
+                    raise
                 if attempt >= self.retry.attempts or (e.status is not None and e.status not in (429, 500, 502, 503,
                                                                                                504)):
                     raise

@@ -11,7 +11,7 @@ import logging
 from typing import Any, Callable, Hashable
 
 from .. import actuate as A
-from ..errors import InputError, KubeError, PlacerError
+from ..errors import InputError, KubeError, PlacerError, Unreachable
 from ..events import FAILED, NORMAL, PLACED, WARNING
 from ..fleet import Fleet
 from ..names import ANN_MESSAGE, ANN_PHASE, ANN_SOURCE_GENERATION, PLACED_CLUSTER
@@ -166,6 +166,9 @@ class Planning(Reconcile):
     def create_group(self, c: DC.Create, plan_id: str) -> Any:
         """On the cluster's queue: the group's copies, made from the staging objects as they
         are now. Returns the objects applied and their AppliedRefs (or the error)."""
+        failing = self.caches[c.cluster].error
+        if failing:                               # queued behind a failure: go back to planning now
+            raise Unreachable(f"{c.cluster} is failing ({failing})", cluster=c.cluster)
         sources = []
         for ref in c.members:
             if self.copies_of(ref):
@@ -224,8 +227,6 @@ class Planning(Reconcile):
         self.api_error(c.cluster, e)
         log.warning("group %s: placing on %s failed: %s", c.group, c.cluster, e)
         refused = _refused(e)
-        if not refused and isinstance(e, KubeError) and e.status is None:
-            self.caches[c.cluster].fail(e.message, 2 * self.config.watch_retry + 1.0)   # unreachable: not now
         text = f"placing on {c.cluster} failed: {e.message}"
         if refused:                 # the same cluster would refuse again: let the next round go elsewhere
             for ref in c.members:
@@ -237,7 +238,7 @@ class Planning(Reconcile):
                 self.event(ref, staging, WARNING, FAILED, f"placing on {c.cluster} failed: {e.message}")
             self.set_unplaced(ref, text)
         now = self.clock.now()
-        self._retry_at = min(self._retry_at or now + 2.0, now + (0.2 if refused else 2.0))
+        self._retry_at = min(self._retry_at or now + 0.2, now + 0.2)   # elsewhere, or here once it answers
 
     def submit(self, cluster: str, key: Hashable, fn: Callable[[], Any], done: Callable[[Any], None]) -> bool:
         """Queue a job on the cluster's worker; when one for the same key is already there,

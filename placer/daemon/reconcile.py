@@ -167,7 +167,7 @@ class Reconcile(Reschedule):
         if not message or not message.startswith(f"placed on {cluster}"):
             message = f"placed on {cluster}"
         blocked = self._blocked_edit.get(ref)
-        message = _with_detail(message, "; ".join(x for x in (detail, blocked) if x))
+        message = blocked or _with_detail(message, detail)
         # status first: whoever sees the new phase annotation finds the status that explains it
         self.mirror_status(ref, staging, remote, cluster)
         staging = self.annotate(ref, self.staged(ref) or staging,
@@ -224,9 +224,8 @@ class Reconcile(Reschedule):
                 if self._blocked_edit.get(ref) != text:
                     self._blocked_edit[ref] = text
                     self.event(ref, staging, WARNING, EDIT_DOES_NOT_FIT, text)
-                    self.annotate(ref, staging, {ANN_MESSAGE: _with_detail(f"placed on {cluster}", text)})
-                    self.condition(ref, self.staged(ref) or staging, placed=True, reason="Placed",
-                                   message=_with_detail(f"placed on {cluster}", text))
+                    self.annotate(ref, staging, {ANN_MESSAGE: text[:1000]})
+                    self.condition(ref, self.staged(ref) or staging, placed=True, reason="Placed", message=text)
                 self.queue.add(ref, self.clock.now() + min(self.config.retry_interval, 5.0))
                 return
         self._blocked_edit.pop(ref, None)
