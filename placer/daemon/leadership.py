@@ -7,10 +7,11 @@ has stayed unchanged for a whole lease duration. Every write carries the resourc
 it read, so two candidates racing for an expired Lease cannot both win.
 
 Fencing: the holder counts its lease from the moment it *started* its last successful
-renewal, and believes it for `renew_deadline` (< `duration`) only. A write is issued only
-while the lease is held for at least the write's own time bound (`holds(now, margin)`),
-so every write of an old leader ends before any other daemon can have acquired the
-Lease, however long its rounds take and however slow its targets are.
+renewal; it acts while that is less than `renew_deadline` ago, and a write is issued only
+if it can end (its own time bound, `fence(margin)`) before another candidate could take
+the Lease over (`duration` after that renewal, less a little for clock rates). So every
+write of an old leader ends before any other daemon can have acquired the Lease, however
+long its rounds take and however slow its targets are.
 """
 
 from __future__ import annotations
@@ -82,9 +83,22 @@ class LeaderElector:
         renewed = self._renewed_at
         return renewed is not None and now + margin < renewed + self.timing.renew_deadline
 
+    def safe_until(self) -> float | None:
+        """Until when (our clock) no other daemon can have taken the lease over: another
+        candidate waits a whole `duration` from the moment it saw our last record, which we
+        wrote after `_renewed_at`; half of `duration - renew_deadline` is kept back for
+        clocks that run at slightly different rates."""
+        renewed = self._renewed_at
+        if renewed is None or self.clock() - renewed >= self.timing.renew_deadline:
+            return None                          # stepped down: acts no more
+        slack = (self.timing.duration - self.timing.renew_deadline) / 2
+        return renewed + self.timing.duration - slack
+
     def fence(self, margin: float) -> None:
-        """Raise NotLeader unless the lease is held for `margin` seconds more."""
-        if not self.holds(self.clock(), margin):
+        """Raise NotLeader unless a write started now, taking at most `margin` seconds, ends
+        before any other daemon can hold the lease."""
+        until = self.safe_until()
+        if until is None or self.clock() + margin >= until:
             raise NotLeader(f"not the leader (lease {self.namespace}/{self.name} not held for {margin:.1f}s more)",
                             cluster="hub")
 
