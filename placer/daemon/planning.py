@@ -162,6 +162,8 @@ class Planning(Reconcile):
         if not self.submit(c.cluster, ("create", c.group), create, done):
             for ref in c.members:
                 self.creating.pop(ref, None)
+            if self._window_opened is None:           # planned again next round
+                self._window_opened = self.clock.now()
 
     def create_group(self, c: DC.Create, plan_id: str) -> Any:
         """On the cluster's queue: the group's copies, made from the staging objects as they
@@ -187,11 +189,13 @@ class Planning(Reconcile):
         for ref in c.members:
             self.creating.pop(ref, None)
         now = self.clock.now()
-        if isinstance(result, NotLeader):
-            return                                # the next leader plans it
-        if isinstance(result, str):
+        if isinstance(result, (NotLeader, str)):
+            # fenced (the next leader, or this one again, plans it) or overtaken (adopted,
+            # deleted): look again, and plan what is still pending in the next round
             for ref in c.members:
                 self.queue.add(ref, now)
+            if self._window_opened is None:
+                self._window_opened = now
             return
         if isinstance(result, PlacerError):
             self.create_failed(c, result)
