@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any, Callable, Hashable
 
 from .. import actuate as A
@@ -61,7 +62,9 @@ class Planning(Reconcile):
         pending = self.pending_groups()
         if not pending:
             return
+        t0 = time.perf_counter()
         snap = self.snapshot()
+        took = time.perf_counter() - t0
         self.interpret.sweep()
         decision = DC.decide(snap, pending, now, plan_id=A.new_plan_id(), time_limit=self.config.time_limit,
                              workers=self.config.solver_workers)
@@ -69,8 +72,8 @@ class Planning(Reconcile):
         self.metrics.inc("placer_solves_total")
         if decision.error:
             log.error("planning failed: %s", decision.error)
-        log.info("plan %s: %d of %d groups placed in %.2fs", decision.plan_id, len(decision.creates),
-                 decision.groups, decision.seconds)
+        log.info("plan %s: %d of %d groups placed in %.2fs (snapshot %.2fs, %d promised)", decision.plan_id,
+                 len(decision.creates), decision.groups, decision.seconds, took, len(snap.committed))
         groups = {p.group.key: p.group for p in pending}
         for c in decision.creates:
             self.start_create(c, groups[c.group], decision.plan_id)
