@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from ..fleet import Cluster, Fleet
 from ..names import ANN_CLUSTER, CLUSTER_NAME_LABEL
-from ..plan import Plan
+from ..plan import Placement, Plan
 from ..solve import ANN_SELECTOR, solve
 from ..workload import Phase, PlacementGroup, Workload, WorkloadRef
 
@@ -61,6 +61,7 @@ class Create:
     members: tuple[WorkloadRef, ...]
     messages: Mapping[WorkloadRef, str]
     reason: str = "placed by the plan"
+    placements: tuple[Placement, ...] = ()     # the plan's, per member: nodes (and chosen domains)
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,8 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
             nodes = len(found.nodes) if found else 0
             msgs[ref] = f"placed on {cluster} by plan {plan_id}" + (
                 f": {found.pods} pods on {nodes} node{'s' if nodes != 1 else ''}" if found else "")
-        actions.append(Create(cluster, gk, members[gk], msgs))
+        actions.append(Create(cluster, gk, members[gk], msgs,
+                              placements=tuple(x for x in plan.placements if x.group == gk)))
     reasons: dict[str, str] = {}
     for u in plan.unplaced:
         if u.group not in reasons:
