@@ -134,3 +134,33 @@ def test_reschedule_judgement():
 def DC_verdict(withdraw, recheck_at):
     from placer.daemon.reschedule import Verdict
     return Verdict(withdraw, recheck_at)
+
+
+def test_node_labels_no_workload_can_tell_apart_do_not_change_the_plan():
+    """Each node's own hostname label (as live nodes have) is cut before solving; labels a
+    selector, an affinity term or a topology level names are kept, so plans stay the same."""
+    import dataclasses
+
+    from placer.fleet import Fleet
+
+    base = fleet("east: 4x8 gpu=h100 | 2x8 gpu=a100", "west: 3x8 gpu=a100")
+    live = Fleet(tuple(dataclasses.replace(c, nodes=tuple(
+        dataclasses.replace(n, labels={**n.labels, "kubernetes.io/hostname": n.name}) for n in c.nodes))
+        for c in base.clusters), base.taken_at)
+    kept = DC.relevant_labels(live, {"gpu"})
+    assert all(set(n.labels) == {"gpu"} for c in kept.clusters for n in c.nodes)
+    assert DC.relevant_labels(live, {"gpu", "kubernetes.io/hostname"}) == live
+    work = [pending(wl("ml/h", "3x8 gpu=h100")), pending(wl("ml/a", "3x8 gpu=a100")),
+            pending(wl("ml/any", "1x8"))]
+    assert DC.label_keys([w for p in work for w in p.group.workloads]) == {"gpu"}
+    with_hosts = DC.decide(DC.Snapshot(live), work, now=0.0)
+    without = DC.decide(DC.Snapshot(base), work, now=0.0)
+    assert creates(with_hosts) == creates(without) == {"ml/h": "east", "ml/a": "west", "ml/any": "east"}
+    assert [u.ref for u in with_hosts.unplaced] == [u.ref for u in without.unplaced]
+    # a workload that selects on the hostname keeps it, and lands on that very node
+    pinned = pending(wl("ml/one", "1x8", selector=None))
+    one = dataclasses.replace(pinned.group.workloads[0], instances=tuple(
+        dataclasses.replace(i, pod=dataclasses.replace(i.pod, node_selector={"kubernetes.io/hostname": "west-0-1"}))
+        for i in pinned.group.workloads[0].instances))
+    d = DC.decide(DC.Snapshot(live), [pending(one)], now=0.0)
+    assert creates(d) == {"ml/one": "west"} and list(d.plan.placements[0].nodes) == ["west-0-1"]

@@ -108,6 +108,39 @@ def with_policy(p: PendingGroup) -> PlacementGroup:
     return dataclasses.replace(p.group, workloads=tuple(workloads))
 
 
+def label_keys(workloads: Sequence[Workload]) -> set[str]:
+    """The node label keys these workloads' pods can tell apart: their nodeSelectors,
+    required node affinity and gang topology requests."""
+    keys: set[str] = set()
+    for w in workloads:
+        for i in w.instances:
+            keys.update(i.pod.node_selector)
+            for term in i.pod.affinity_terms:
+                keys.update(str(e.get("key")) for e in (term.get("matchExpressions") or ()) if isinstance(e, Mapping))
+        for g in w.gangs:
+            keys.update(t.key for t in g.topology)
+    return keys
+
+
+def relevant_labels(fleet: Fleet, keys: set[str]) -> Fleet:
+    """The fleet with node labels cut to the keys some workload (or the cluster's topology
+    levels, or a RuntimeClass's scheduling) can tell apart. Placement cannot depend on the
+    others, and nodes alike in everything else then fall into one class for the solver (a
+    live node's own hostname label would otherwise make every node a class of its own)."""
+    clusters = []
+    for c in fleet.clusters:
+        keep = keys | set(c.topology)
+        for rc in (c.runtime_classes or {}).values():
+            keep.update(rc.node_selector)
+        if all(k in keep for n in c.nodes for k in n.labels):
+            clusters.append(c)
+            continue
+        nodes = tuple(dataclasses.replace(n, labels={k: v for k, v in n.labels.items() if k in keep})
+                      for n in c.nodes)
+        clusters.append(dataclasses.replace(c, nodes=nodes))
+    return Fleet(tuple(clusters), fleet.taken_at)
+
+
 def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, plan_id: str = "",
            time_limit: float = 2.0, workers: int = 1, seed: int = 0) -> Decision:
     """Plan the pending groups on the snapshot. `now` is the caller's clock (the plan does
@@ -121,6 +154,9 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
     fleet = Fleet(tuple(c if c.labels.get(CLUSTER_NAME_LABEL) == c.name else
                         dataclasses.replace(c, labels={**c.labels, CLUSTER_NAME_LABEL: c.name})
                         for c in snapshot.fleet.clusters), snapshot.fleet.taken_at)
+    keys = label_keys([w for p in pending for w in p.group.workloads] +
+                      [w for g, _ in snapshot.committed for w in g.workloads])
+    fleet = relevant_labels(fleet, keys)
     t0 = time.perf_counter()
     try:
         plan = solve(fleet, planned, time_limit=time_limit, workers=workers, seed=seed,
