@@ -98,7 +98,8 @@ def test_sigkill_at_random_moments_during_a_burst_of_300(make_fleet, tmp_path):
 
         made = created_copies(fleet, TARGETS)
         dup = {n: cs for n, cs in made.items() if len(cs) > 1}
-        assert not dup, f"{len(dup)} duplicates (kills {killed_after} s into each run's work): {sorted(dup.items())[:5]}"
+        assert not dup, f"{len(dup)} duplicates (kills {killed_after} s into each run's work): " \
+                        f"{sorted(dup.items())[:5]}"
         assert sorted(made) == names, f"lost: {sorted(set(names) - set(made))[:10]}"
         now = {o["metadata"]["name"]: c for c in TARGETS for o in fleet[c].objects(*JOBSET, STAGING)}
         staged = {o["metadata"]["name"]: (o["metadata"].get("annotations") or {}).get(D.PLACED_CLUSTER)
