@@ -5,6 +5,7 @@ so a copy made and deleted again between two looks still counts."""
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +14,7 @@ import pytest
 from placer import daemon as D
 from placer.kube import RetryPolicy
 from placer.leader import LeaseTiming
-from tests.daemon_helpers import (STAGING, Env, created_copies, fails_on_old_daemon, gpu_nodes, jobset,
+from tests.daemon_helpers import (STAGING, WRITE_VERBS, Env, created_copies, fails_on_old_daemon, gpu_nodes, jobset,
                                   on_two_clusters, token_kubeconfig, wait_for, writes_by)
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -51,6 +52,49 @@ def _lease_holders(env: Env) -> dict[str, str]:
     """Lease name -> holder, for every Lease in the staging namespace on the hub."""
     return {o["metadata"]["name"]: (o.get("spec") or {}).get("holderIdentity") or ""
             for o in env.fleet["hub"].objects("coordination.k8s.io/v1", "Lease", STAGING)}
+
+
+FENCE_SLACK = 1.0       # a write already on its way when the Lease changed hands
+
+
+class _LeaseTimeline:
+    """Who the hub's Lease named, sampled every 20 ms from the hub's store, so that each write a
+    target received can be checked against the holder at the time it arrived."""
+
+    def __init__(self, env: Env):
+        self.env = env
+        self.samples: list[tuple[float, set[str]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), set(_lease_holders(self.env).values())))
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def held(self, identity: str, start: float, end: float) -> bool:
+        """Whether the Lease named `identity` at some sample in [start, end] (or the last before)."""
+        before = [h for t, h in self.samples if t < start][-1:]
+        return any(identity in h for h in before + [h for t, h in self.samples if start <= t <= end])
+
+    def unfenced(self, identities: dict[str, str], clusters) -> list[tuple[str, str, str, float]]:
+        """Target writes (token, verb, path, seconds after the start) made while the Lease had
+        named someone else for longer than FENCE_SLACK."""
+        assert any(identities[t] in h for _, h in self.samples for t in identities), \
+            f"the Lease never named either daemon: {self.samples[-1:]}"
+        t0 = self.samples[0][0]
+        out = []
+        for token, identity in identities.items():
+            for c in clusters:
+                for r in self.env.fleet[c].requests.select(token=token):
+                    if r.verb in WRITE_VERBS and not self.held(identity, r.at - FENCE_SLACK, r.at):
+                        out.append((token, r.verb, r.path, round(r.at - t0, 2)))
+        return out
 
 
 def _acting(env: Env) -> set[str]:
@@ -96,7 +140,8 @@ def test_split_brain_rounds_longer_than_the_lease_never_copy_twice(make_fleet, t
     """160 workloads waiting, targets answering in 0.4 s: a planning round takes longer than
     the lease (2 s here; the issue's campaign had 240 and 15 s, too slow for the suite).
     Whatever the two daemons do with the lease, no workload ever has copies on two clusters
-    (every copy ever created counts, not only what is left at the end)."""
+    (every copy ever created counts, not only what is left at the end), and no daemon writes
+    to a target once the hub's Lease names the other one (fencing)."""
     fleet = make_fleet(names=("hub", *TARGETS), bookmark_interval=0.5)
     fleet["alpha"].seed(gpu_nodes("a", 12))
     fleet["beta"].seed(gpu_nodes("b", 12))                   # 192 GPUs for 160 one-GPU workloads
@@ -108,6 +153,7 @@ def test_split_brain_rounds_longer_than_the_lease_never_copy_twice(make_fleet, t
     try:
         for c in TARGETS:
             fleet[c].faults.delay = 0.4
+        timeline = _LeaseTimeline(env)
         a, b = _two_daemons(env, tmp_path, lease=lease, batch_window=0.2)
         started = time.monotonic()
         deadline = started + 45
@@ -122,6 +168,10 @@ def test_split_brain_rounds_longer_than_the_lease_never_copy_twice(make_fleet, t
         for c in TARGETS:
             fleet[c].faults.delay = 0.0
         assert a.wait_idle(20) and b.wait_idle(20)
+        timeline.stop()
+        unfenced = timeline.unfenced({"daemon-a": "a", "daemon-b": "b"}, TARGETS)
+        assert not unfenced, f"{len(unfenced)} writes reached a target from a daemon the Lease no longer named " \
+                             f"(more than {FENCE_SLACK}s after it changed hands), e.g. {unfenced[:3]}"
         twice = on_two_clusters(fleet, TARGETS)
         assert not twice, f"split brain: {len(twice)} workloads copied to two clusters: {sorted(twice)[:5]}"
         made = created_copies(fleet, TARGETS)
