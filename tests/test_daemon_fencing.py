@@ -270,3 +270,50 @@ def test_target_watches_cut_and_expired_during_a_burst_never_copy_twice(env):
     assert {n: cs[0] for n, cs in now.items()} == _placed_names(env)
     unplaced = [n for n in names if n not in now]
     assert all(env.annotations(jobset(n)).get(D.ANN_MESSAGE, "").startswith("unplaced") for n in unplaced)
+
+
+@pytest.mark.parametrize("cut", [
+    pytest.param("refused", marks=fails_on_old_daemon("no fencing: keeps writing to targets after losing the Lease")),
+    "hung"])
+def test_a_leader_cut_off_from_the_hub_stops_writing_to_targets(make_fleet, tmp_path, cut):
+    """The leader is busy placing 80 waiting workloads (targets answer in 0.3 s) when the hub
+    stops answering (refusing, or hanging): it cannot renew its Lease, so once its renew
+    deadline has passed it must not write to any target (another daemon may lead by then).
+    When the hub is back, everything is placed, each once."""
+    fleet = make_fleet(names=("hub", *TARGETS), bookmark_interval=0.5)
+    fleet["alpha"].seed(gpu_nodes("a", 6))
+    fleet["beta"].seed(gpu_nodes("b", 6))                    # 96 GPUs for 80 one-GPU workloads
+    names = [f"h{i:02d}" for i in range(80)]
+    fleet["hub"].seed([jobset(n, pods=1, gpus=1) for n in names])
+    env = Env(fleet)
+    lease = LeaseTiming(duration=3.0, renew_deadline=2.0, retry_period=0.2)
+    hub = fleet["hub"]
+    try:
+        for c in TARGETS:
+            fleet[c].faults.delay = 0.3
+        env.daemon(kubeconfig=token_kubeconfig(fleet, tmp_path / "d.kubeconfig", "daemon"), identity="d",
+                   lease=lease, batch_window=0.2)
+        wait_for(lambda: len(created_copies(fleet, TARGETS)) >= 3, timeout=30, what="placing under way")
+        cut_at = time.monotonic()
+        if cut == "refused":
+            hub.down()
+        else:
+            hub.faults.delay = 30.0
+        time.sleep(lease.renew_deadline + FENCE_SLACK + 3.0)
+        late = [(c, r.verb, r.path, round(r.at - cut_at, 2)) for c in TARGETS for r in fleet[c].requests.select(
+            token="daemon", since=cut_at + lease.renew_deadline + FENCE_SLACK) if r.verb in WRITE_VERBS]
+        hub.faults.clear()
+        hub.up()
+        for c in TARGETS:
+            fleet[c].faults.delay = 0.0
+        assert not late, f"{len(late)} target writes after the leader's renew deadline without the hub, " \
+                         f"e.g. {late[:3]}"
+        wait_for(lambda: len(_placed_names(env)) == len(names), timeout=40, what="all placed once the hub is back")
+        made = created_copies(fleet, TARGETS)
+        assert sorted(made) == names and all(len(cs) == 1 for cs in made.values())
+    finally:
+        hub.faults.clear()
+        hub.up()
+        for c in TARGETS:
+            fleet[c].faults.delay = 0.0
+        env.stop()
