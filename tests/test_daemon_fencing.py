@@ -298,7 +298,7 @@ def test_a_leader_cut_off_from_the_hub_stops_writing_to_targets(make_fleet, tmp_
         if cut == "refused":
             hub.down()
         else:
-            hub.faults.delay = 30.0
+            hub.faults.delay = 12.0                      # longer than the clients' 10 s timeout
         time.sleep(lease.renew_deadline + FENCE_SLACK + 3.0)
         late = [(c, r.verb, r.path, round(r.at - cut_at, 2)) for c in TARGETS for r in fleet[c].requests.select(
             token="daemon", since=cut_at + lease.renew_deadline + FENCE_SLACK) if r.verb in WRITE_VERBS]
