@@ -176,7 +176,10 @@ def test_a_staging_object_deleted_while_being_placed_leaves_no_copy(env):
                    if r.verb in ("create", "update", "patch"))
     stages = {
         "at-once": lambda name: True,
-        "taken": lambda name: "placer.dev/cleanup" in (env.staged(jobset(name))["metadata"].get("finalizers") or ()),
+        # the daemon has taken it: its finalizer is on (or, for a daemon that sets it later, it is
+        # already further along)
+        "taken": lambda name: "placer.dev/cleanup" in (env.staged(jobset(name))["metadata"].get("finalizers") or ())
+        or copy_write_sent(name),
         "in-flight": copy_write_sent,
         "placed": lambda name: _cluster(env, jobset(name)),
     }

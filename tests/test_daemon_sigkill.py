@@ -36,8 +36,8 @@ def _expire_leases(fleet) -> None:
     15 s, as time would. Only what a dead process held is touched."""
     store = fleet["hub"].store
     rt = store.type_for("coordination.k8s.io/v1", "Lease")
-    for lease in fleet["hub"].objects("coordination.k8s.io/v1", "Lease", STAGING):
-        store.delete(rt, STAGING, lease["metadata"]["name"])
+    for lease in fleet["hub"].objects("coordination.k8s.io/v1", "Lease"):     # the daemon's, wherever it is
+        store.delete(rt, lease["metadata"]["namespace"], lease["metadata"]["name"])
 
 
 def _first_write(fleet, token: str) -> bool:
