@@ -219,11 +219,11 @@ def test_a_failing_target_does_not_stall_the_healthy_one(make_fleet, fault):
             env.hub.patch(res, o["metadata"]["name"], {"spec": {"ttlSecondsAfterFinished": 600}}, STAGING)
         arrivals: dict[str, float] = {}
         with ThreadPoolExecutor(4) as pool:
-            for i in range(24):                               # 4 a second for the first 6 s
+            for i in range(24):                               # a burst of 12, then 4 a second for 3 s
                 name = f"new-{i:02d}"
                 pool.submit(env.create, jobset(name, pods=1, gpus=1))
                 arrivals[name] = time.monotonic()
-                time.sleep(0.25)
+                time.sleep(0.25 if i >= 12 else 0.0)
         time.sleep(max(0.0, start + OUTAGE - time.monotonic()))
         during = {r.name: r.at for r in fleet["alpha"].requests.created("jobsets") if r.at < start + OUTAGE}
         recover(fleet["beta"])
