@@ -13,7 +13,7 @@ import pytest
 
 from placer import daemon as D
 from placer.kube import RetryPolicy
-from placer.leader import LeaseTiming
+from placer.daemon import LeaseTiming
 from tests.daemon_helpers import (STAGING, WRITE_VERBS, Env, created_copies, fails_on_old_daemon, gpu_nodes, jobset,
                                   on_two_clusters, token_kubeconfig, wait_for, writes_by)
 
