@@ -107,8 +107,8 @@ def test_drift_on_a_copy_is_put_back(env):
     code, body = call(env.fleet[where], "PATCH", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{STAGING}/jobsets/drifty",
                       {"spec": {"replicatedJobs": changed}}, "application/merge-patch+json",
                       fieldManager="someone-else")
-    assert code == 200, body
-    assert env.copies(job)[where]["spec"]["replicatedJobs"] == changed
+    assert code == 200 and body, body
+    assert body["spec"]["replicatedJobs"] == changed          # it landed (the daemon may put it back at once)
     wait_for(lambda: env.copies(job).get(where, {}).get("spec", {}).get("replicatedJobs") == before["replicatedJobs"],
              what="the drift put back")
     events = wait_for(lambda: events_for(env.fleet, "drifty", "DriftCorrected"), what="DriftCorrected event")
