@@ -137,22 +137,23 @@ def test_two_daemons_only_one_acts_and_failover_within_the_lease(env, tmp_path):
 
 @fails_on_old_daemon("lease renewed on the working thread, no fencing: copies on two clusters", strict=False)
 def test_split_brain_rounds_longer_than_the_lease_never_copy_twice(make_fleet, tmp_path):
-    """160 workloads waiting, targets answering in 0.4 s: a planning round takes longer than
-    the lease (2 s here; the issue's campaign had 240 and 15 s, too slow for the suite).
+    """120 workloads waiting, targets answering in 0.25 s: a planning round takes longer than
+    the lease (2 s here; the issue's campaign had 240 workloads, 0.4 s and a 15 s lease, too
+    slow for the suite).
     Whatever the two daemons do with the lease, no workload ever has copies on two clusters
     (every copy ever created counts, not only what is left at the end), and no daemon writes
     to a target once the hub's Lease names the other one (fencing)."""
     fleet = make_fleet(names=("hub", *TARGETS), bookmark_interval=0.5)
-    fleet["alpha"].seed(gpu_nodes("a", 12))
-    fleet["beta"].seed(gpu_nodes("b", 12))                   # 192 GPUs for 160 one-GPU workloads
-    names = [f"w{i:03d}" for i in range(160)]
+    fleet["alpha"].seed(gpu_nodes("a", 10))
+    fleet["beta"].seed(gpu_nodes("b", 10))                   # 160 GPUs for 120 one-GPU workloads
+    names = [f"w{i:03d}" for i in range(120)]
     fleet["hub"].seed([{**jobset(n, pods=1, gpus=1), "metadata": {"name": n, "namespace": STAGING}}
                        for n in names])
     env = Env(fleet)
     lease = LeaseTiming(duration=2.0, renew_deadline=1.5, retry_period=0.2)
     try:
         for c in TARGETS:
-            fleet[c].faults.delay = 0.4
+            fleet[c].faults.delay = 0.25
         timeline = _LeaseTimeline(env)
         a, b = _two_daemons(env, tmp_path, lease=lease, batch_window=0.2)
         started = time.monotonic()
