@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import pytest
 import yaml
 
+import placer.daemon
 from placer.catalog import load_catalog
 from placer.clusters_file import ClusterEntry
 from placer.daemon import Daemon, DaemonConfig
@@ -97,9 +99,10 @@ class Env:
         self.daemons: list[Daemon] = []
 
     def config(self, **kw) -> DaemonConfig:
-        opts: dict[str, Any] = dict(staging_namespace=STAGING, clusters=self.entries, hub_context="hub", batch_window=0.05,
-                    retry_interval=30.0, resync_interval=60.0, time_limit=1.0, watch_retry=0.1,
-                    lease=LeaseTiming(duration=3.0, renew_deadline=2.0, retry_period=0.2))
+        opts: dict[str, Any] = dict(
+            staging_namespace=STAGING, clusters=self.entries, hub_context="hub", batch_window=0.05,
+            retry_interval=30.0, resync_interval=60.0, time_limit=1.0, watch_retry=0.1,
+            lease=LeaseTiming(duration=3.0, renew_deadline=2.0, retry_period=0.2))
         opts.update(kw)
         return DaemonConfig(**opts)
 
@@ -200,3 +203,14 @@ def events_for(fleet, name: str, reason: str | None = None, namespace: str = STA
             if about.get("name") == name and (reason is None or e.get("reason") == reason):
                 out.append({**e, "message": e.get("message") or e.get("note") or ""})
     return out
+
+
+# Today's daemon is the single module placer/daemon.py; issue 13 rewrites it as the package
+# placer/daemon/. Tests of behaviours the old module is known to violate are expected failures
+# there only (strict: they must fail, for the reason given), and plain tests against the package.
+OLD_DAEMON = not hasattr(placer.daemon, "__path__")
+
+
+def fails_on_old_daemon(reason: str, strict: bool = True):
+    return pytest.mark.xfail(OLD_DAEMON, reason=f"today's placer/daemon.py: {reason}", strict=strict,
+                             raises=AssertionError)
