@@ -4,14 +4,19 @@ test API server, workload builders for the four kinds the issue names, a running
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import pytest
+import yaml
+
+import placer.daemon
 from placer.catalog import load_catalog
 from placer.clusters_file import ClusterEntry
 from placer.daemon import Daemon, DaemonConfig
-from placer.daemon_state import FakeClock
+from placer.daemon import FakeClock
 from placer.kube import Kube, RetryPolicy
-from placer.leader import LeaseTiming
+from placer.daemon import LeaseTiming
 from tests.kubeapi.builders import gpu_node
 
 STAGING = "placer-staging"
@@ -69,7 +74,7 @@ def leaderworkerset(name: str, *, size: int = 2, gpus: int = 4, ns: str = STAGIN
 
 
 # the status an operator would write once every pod runs, per kind
-RUNNING_STATUS = {
+RUNNING_STATUS: dict[str, dict] = {
     "JobSet": {"replicatedJobsStatus": [{"name": "workers", "ready": 1, "active": 1, "succeeded": 0,
                                          "failed": 0, "suspended": 0}]},
     "PyTorchJob": {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated"},
@@ -94,14 +99,18 @@ class Env:
         self.daemons: list[Daemon] = []
 
     def config(self, **kw) -> DaemonConfig:
-        opts = dict(staging_namespace=STAGING, clusters=self.entries, hub_context="hub", batch_window=0.05,
-                    retry_interval=30.0, resync_interval=60.0, time_limit=1.0, watch_retry=0.1,
-                    lease=LeaseTiming(duration=3.0, renew_deadline=2.0, retry_period=0.2))
+        opts: dict[str, Any] = dict(
+            staging_namespace=STAGING, clusters=self.entries, hub_context="hub", batch_window=0.05,
+            retry_interval=30.0, resync_interval=60.0, time_limit=1.0, watch_retry=0.1,
+            lease=LeaseTiming(duration=3.0, renew_deadline=2.0, retry_period=0.2))
         opts.update(kw)
         return DaemonConfig(**opts)
 
-    def daemon(self, clock: FakeClock | None = None, start: bool = True, **kw) -> Daemon:
-        kube = Kube(str(self.fleet.kubeconfig), retry=FAST_RETRY, timeout=10, max_workers=48)
+    def daemon(self, clock: FakeClock | None = None, start: bool = True, kubeconfig: str | Path | None = None,
+               retry: RetryPolicy = FAST_RETRY, **kw) -> Daemon:
+        """A daemon (started unless start=False). kubeconfig: e.g. token_kubeconfig(...), so that the
+        servers' request logs tell this daemon's requests apart; retry: the client's policy."""
+        kube = Kube(str(kubeconfig or self.fleet.kubeconfig), retry=retry, timeout=10, max_workers=48)
         d = Daemon(self.config(**kw), kube, self.catalog, clock=clock or FakeClock())
         self.daemons.append(d)
         if start:
@@ -146,3 +155,62 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "c
 
 def gpu_nodes(prefix: str, count: int, gpus: int = 8) -> list[dict]:
     return [gpu_node(f"{prefix}{i}", gpus=gpus) for i in range(count)]
+
+
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def token_kubeconfig(fleet, path: str | Path, token: str) -> Path:
+    """A kubeconfig for every cluster of `fleet` whose users present `token` (the test servers
+    accept any token unless started with tokens=True): each request log then says which
+    client made a request (Request.token)."""
+    doc = yaml.safe_load(Path(fleet.kubeconfig).read_text())
+    for user in doc["users"]:
+        user["user"] = {"token": token}
+    path = Path(path)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def writes_by(fleet, token: str, clusters, exclude: tuple[str, ...] = ("leases",)) -> list:
+    """Write requests that the client presenting `token` made to `clusters` (Lease traffic aside)."""
+    return [r for c in clusters for r in fleet[c].requests.select(token=token)
+            if r.verb in WRITE_VERBS and r.resource not in exclude]
+
+
+def created_copies(fleet, clusters, resource: str = "jobsets") -> dict[str, list[str]]:
+    """name -> every cluster where an object of that name was ever created, from the servers'
+    request logs (each 201 of a create or an apply): what existed at any moment, not only now."""
+    out: dict[str, list[str]] = {}
+    for c in clusters:
+        for r in fleet[c].requests.created(resource):
+            out.setdefault(r.name, []).append(c)
+    return out
+
+
+def on_two_clusters(fleet, clusters, resource: str = "jobsets") -> dict[str, list[str]]:
+    """Workloads that ever had copies on more than one cluster (split brain)."""
+    return {n: cs for n, cs in created_copies(fleet, clusters, resource).items() if len(set(cs)) > 1}
+
+
+def events_for(fleet, name: str, reason: str | None = None, namespace: str = STAGING) -> list[dict]:
+    """Events on the hub about the staging object `name` (optionally one reason), core/v1 or
+    events.k8s.io/v1 (the latter's `regarding` and `note` read as `involvedObject` and `message`)."""
+    out = []
+    for api in ("v1", "events.k8s.io/v1"):
+        for e in fleet["hub"].objects(api, "Event", namespace):
+            about = e.get("involvedObject") or e.get("regarding") or {}
+            if about.get("name") == name and (reason is None or e.get("reason") == reason):
+                out.append({**e, "message": e.get("message") or e.get("note") or ""})
+    return out
+
+
+# Today's daemon is the single module placer/daemon.py; issue 13 rewrites it as the package
+# placer/daemon/. Tests of behaviours the old module is known to violate are expected failures
+# there only (strict: they must fail, for the reason given), and plain tests against the package.
+OLD_DAEMON = not hasattr(placer.daemon, "__path__")
+
+
+def fails_on_old_daemon(reason: str, strict: bool = True):
+    return pytest.mark.xfail(OLD_DAEMON, reason=f"today's placer/daemon.py: {reason}", strict=strict,
+                             raises=AssertionError)

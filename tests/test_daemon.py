@@ -9,7 +9,7 @@ import re
 import urllib.request
 
 from placer import daemon as D
-from placer.daemon_state import FakeClock
+from placer.daemon import FakeClock
 from tests.daemon_helpers import RUNNING_STATUS, STAGING, Env, jobset, leaderworkerset, pytorchjob, raycluster, wait_for
 from tests.kubeapi.builders import bound_pod, gpu_node
 
@@ -117,9 +117,9 @@ def test_unplaced_then_placed_when_capacity_appears(env):
     assert list(env.copies(big)) == ["beta"]
 
 
-def test_unplaced_retried_at_interval(env):
-    # a third alpha node whose GPUs a running pod holds; pods are not watched, so only the
-    # bounded retry interval can notice when that pod goes
+def test_unplaced_placed_when_a_pod_goes_without_listing(env):
+    # a third alpha node whose GPUs a running pod holds; pods are watched, so the daemon sees
+    # the pod go and places the waiting workload at once, without listing anything again
     env.fleet["alpha"].seed([gpu_node("a-extra", gpus=8), bound_pod("hog", "a-extra", gpus=8)])
     clock = FakeClock()
     d = env.daemon(clock=clock)
@@ -127,10 +127,13 @@ def test_unplaced_retried_at_interval(env):
     env.create(big)
     assert d.wait_idle(10)
     assert env.annotations(big)[D.ANN_MESSAGE].startswith("unplaced: ")
+    lists = {c: {r: env.fleet[c].requests.count(verb="list", resource=r) for r in ("pods", "nodes", "jobsets")}
+             for c in ("alpha", "beta")}
     env.kube.client("alpha").delete("pods", "hog", "default")
-    assert d.wait_idle(5) and _placed(env, big) is None
-    clock.advance(31)
-    wait_for(lambda: _placed(env, big) == "alpha", what="retry at interval")
+    wait_for(lambda: _placed(env, big) == "alpha", what="placed once the pod is gone")
+    assert d.wait_idle(5)
+    assert lists == {c: {r: env.fleet[c].requests.count(verb="list", resource=r) for r in ("pods", "nodes", "jobsets")}
+                     for c in ("alpha", "beta")}                     # no LIST on the steady path
 
 
 def test_reschedule_after_pending_too_long(env):

@@ -4,14 +4,15 @@ deadline, two daemons at once, a malformed staging object, a burst of 300 arriva
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from placer import actuate
 from placer import daemon as D
-from placer.daemon_state import FakeClock
-from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
+from placer.daemon import FakeClock
+from tests.daemon_helpers import STAGING, Env, created_copies, gpu_nodes, jobset, wait_for
 
 
 def _cluster(env: Env, obj: dict) -> str | None:
@@ -29,7 +30,6 @@ def test_hub_watch_dropped_and_resource_version_expired(env):
     env.create(first)
     assert d.wait_idle(10) and _cluster(env, first)
     hub = env.fleet["hub"]
-    relists = d.staging[("jobset.x-k8s.io/v1alpha2", "JobSet")].relists
     # while the hub is away: two arrivals and a deletion; seeding compacts the watch history,
     # so the daemon's resourceVersion is gone when it reconnects (410 -> relist)
     hub.down()
@@ -37,18 +37,26 @@ def test_hub_watch_dropped_and_resource_version_expired(env):
     rt = hub.store.type_for("jobset.x-k8s.io/v1alpha2", "JobSet")
     hub.store.delete(rt, STAGING, "first")
     hub.store.compact()
+    back = time.monotonic()
     hub.up()
-    wait_for(lambda: d.staging[("jobset.x-k8s.io/v1alpha2", "JobSet")].relists > relists, what="relist")
+    # the daemon's watch was answered 410 and it listed again (seen on the hub itself)
+    wait_for(lambda: hub.requests.count(verb="list", resource="jobsets", since=back), what="relist after 410")
     wait_for(lambda: _cluster(env, jobset("second")) and _cluster(env, jobset("third")), what="placed after gap")
     wait_for(lambda: not hub.objects("jobset.x-k8s.io/v1alpha2", "JobSet", STAGING) or
              [o["metadata"]["name"] for o in hub.objects("jobset.x-k8s.io/v1alpha2", "JobSet", STAGING)]
              == ["second", "third"], what="first finalized")
-    # and a plain dropped watch (stream ended cleanly) resumes without loss
+    wait_for(lambda: [n for _, n in _all_copies(env)] == ["second", "third"], what="first's copy deleted")
+    # and dropped watches (stream ended cleanly, then connections cut) resume without loss
     hub.drop_watches()
     env.create(jobset("fourth", pods=1, gpus=1))
-    wait_for(lambda: _cluster(env, jobset("fourth")), what="placed after drop")
+    wait_for(lambda: _cluster(env, jobset("fourth")), what="placed after a clean drop")
+    hub.drop_watches(abrupt=True)
+    env.create(jobset("fifth", pods=1, gpus=1))
+    wait_for(lambda: _cluster(env, jobset("fifth")), what="placed after connections were cut")
     assert d.wait_idle(10)
-    assert [n for _, n in _all_copies(env)] == sorted(["fourth", "second", "third"])
+    assert [n for _, n in _all_copies(env)] == sorted(["fifth", "fourth", "second", "third"])
+    made = created_copies(env.fleet, ("alpha", "beta"))
+    assert all(len(cs) == 1 for cs in made.values()), made       # nothing was ever created twice
 
 
 class Crash(BaseException):
@@ -67,7 +75,8 @@ def test_crash_between_remote_create_and_staging_annotation(env, monkeypatch):
     job = jobset("job", pods=1, gpus=4)
     env.create(job)
     wait_for(lambda: _all_copies(env), what="the copy created")
-    wait_for(lambda: not first._thread.is_alive(), what="the daemon dead")
+    # the apply runs on alpha's or beta's work queue: that thread dies, as the process would
+    wait_for(lambda: not all(t.is_alive() for t in first.workers._threads), what="the daemon dead")
     first.stop(release=False)
     assert D.PLACED_CLUSTER not in env.annotations(job)
     monkeypatch.setattr(actuate, "apply_group", real)
@@ -85,6 +94,7 @@ def test_a_restarted_daemon_keeps_the_reschedule_deadline(env):
     env.create(job)
     assert first.wait_idle(10)
     where = _cluster(env, job)
+    assert where
     first.stop()
     clock.advance(121)                                       # the deadline passes while no daemon runs
     second = env.daemon(clock=clock, identity="second", reschedule_after=120.0)

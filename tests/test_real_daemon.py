@@ -10,10 +10,10 @@ from placer import daemon as D
 from placer.catalog import load_catalog
 from placer.clusters_file import ClusterEntry
 from placer.daemon import Daemon, DaemonConfig
-from placer.daemon_state import FakeClock
+from placer.daemon import FakeClock
 from placer.errors import NotFound
 from placer.kube import Kube, RetryPolicy
-from placer.leader import LeaseTiming
+from placer.daemon import LeaseTiming
 from tests.daemon_helpers import RUNNING_STATUS, STAGING, jobset
 from tests.kubeenv import upstream_crds, wait_for
 

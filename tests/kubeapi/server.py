@@ -7,6 +7,7 @@ import random
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,8 +31,12 @@ class Request:
     verb: str                   # get list watch create update patch delete deletecollection | discovery
     resource: str = ""          # plural ("pods"), "pods/status" for subresources
     namespace: str = ""
-    name: str = ""
+    name: str = ""              # for a create: the created object's name, once answered
     code: int = 0
+    at: float = field(default_factory=time.monotonic)   # when it arrived (time.monotonic)
+    token: str = ""             # the bearer token presented, "" for none: tells clients apart
+    dry: bool = False
+    body: object = None         # the parsed body of a write (what the client sent)
 
 
 class RequestLog:
@@ -46,12 +51,32 @@ class RequestLog:
             self.entries.append(req)
 
     def count(self, verb: str | None = None, resource: str | None = None, path: str | None = None,
-              method: str | None = None) -> int:
-        """Requests matching all given filters (path: substring of the URL path)."""
+              method: str | None = None, since: float | None = None, token: str | None = None) -> int:
+        """Requests matching all given filters (path: substring of the URL path; since: arrived at or
+        after this time.monotonic(); token: presented this bearer token)."""
+        return len(self.select(verb, resource, path, method, since, token))
+
+    def select(self, verb: str | None = None, resource: str | None = None, path: str | None = None,
+               method: str | None = None, since: float | None = None, token: str | None = None) -> list[Request]:
+        """The requests matching all given filters (as count)."""
         with self._lock:
-            return sum(1 for r in self.entries
-                       if (verb is None or r.verb == verb) and (resource is None or r.resource == resource)
-                       and (path is None or path in r.path) and (method is None or r.method == method))
+            return [r for r in self.entries
+                    if (verb is None or r.verb == verb) and (resource is None or r.resource == resource)
+                    and (path is None or path in r.path) and (method is None or r.method == method)
+                    and (since is None or r.at >= since) and (token is None or r.token == token)]
+
+    def created(self, resource: str) -> list[Request]:
+        """Objects of `resource` (plural) really created (201, not dry-run) by a create or an apply:
+        every object ever made, even one deleted since; `name` says which."""
+        return [r for r in self.select(resource=resource) if r.code == 201 and not r.dry
+                and r.verb in ("create", "patch")]
+
+    def by_verb_resource(self, since: float | None = None) -> dict[tuple[str, str], int]:
+        """(verb, resource) -> requests, for reports (e.g. LIST requests per resource)."""
+        out: dict[tuple[str, str], int] = {}
+        for r in self.select(since=since):
+            out[(r.verb, r.resource)] = out.get((r.verb, r.resource), 0) + 1
+        return out
 
     def by_verb(self) -> dict[str, int]:
         with self._lock:
@@ -191,8 +216,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(url.path).rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         self._req = req = Request(self.command, path, query, "discovery")
+        auth = self.headers.get("Authorization") or ""
+        req.token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
         try:
-            body = self._body()
+            body = req.body = self._body()
             route = self._route(cluster, path, query, req)
             cluster.requests.add(req)
             if cluster.faults.reset:
@@ -287,6 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve_resource(self, cluster, rt, ns, name, sub, query, body, verb) -> None:
         store = cluster.store
         dry = query.get("dryRun") == "All"
+        self._req.dry = dry
         labels, fields = query.get("labelSelector"), query.get("fieldSelector")
         if verb == "get":
             return self._send(200, store.get(rt, ns, name))
@@ -302,7 +330,9 @@ class _Handler(BaseHTTPRequestHandler):
                 fields = ",".join(f for f in (fields, f"metadata.name={name}") if f)
             return self._stream(cluster, rt, ns, labels, fields, query)
         if verb == "create":
-            return self._send(201, store.create(rt, ns, _object(body), self._manager(query), dry))
+            made = store.create(rt, ns, _object(body), self._manager(query), dry)
+            self._req.name = (made.get("metadata") or {}).get("name") or ""
+            return self._send(201, made)
         if verb == "update":
             return self._send(200, store.update(rt, ns, name, _object(body), sub, self._manager(query), dry))
         if verb == "patch":
@@ -514,7 +544,7 @@ class ApiFleet:
 
 def write_kubeconfig(clusters, path: Path, current: str | None = None) -> Path:
     clusters = list(clusters)
-    doc = {
+    doc: dict = {
         "apiVersion": "v1", "kind": "Config", "preferences": {},
         "clusters": [{"name": c.name, "cluster": {"server": c.url}} for c in clusters],
         "users": [{"name": c.name, "user": {"token": c.token} if c.token else {}} for c in clusters],

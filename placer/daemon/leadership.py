@@ -1,20 +1,29 @@
-"""Leader election with a `coordination.k8s.io/v1` Lease, the way client-go does it.
+"""Leader election with a `coordination.k8s.io/v1` Lease, the way client-go does it,
+renewed on its own thread, and the fence every write of the daemon goes through.
 
 Clocks of different machines are never compared: a candidate notes (on its own clock)
 when it last saw the Lease record change, and takes the Lease over only when the record
 has stayed unchanged for a whole lease duration. Every write carries the resourceVersion
 it read, so two candidates racing for an expired Lease cannot both win.
+
+Fencing: the holder counts its lease from the moment it *started* its last successful
+renewal; it acts while that is less than `renew_deadline` ago, and a write is issued only
+if it can end (its own time bound, `fence(margin)`) before another candidate could take
+the Lease over (`duration` after that renewal, less a little for clock rates). So every
+write of an old leader ends before any other daemon can have acquired the Lease, however
+long its rounds take and however slow its targets are.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
-from .errors import Conflict, NotFound, PlacerError
-from .kube import KubeClient
+from ..errors import Conflict, KubeError, NotFound, PlacerError
+from ..kube import KubeClient
 
 LEASE_API = "coordination.k8s.io/v1"
 log = logging.getLogger("placer.daemon")
@@ -35,8 +44,13 @@ def _micro_time(now: datetime | None = None) -> str:
     return (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class NotLeader(KubeError):
+    """A write refused by the fence: this daemon does not hold the lease long enough."""
+
+
 class LeaderElector:
-    """Call `tick()` every loop; `is_leader` says whether to act."""
+    """`start()` renews on a thread of its own (or call `tick()`); `is_leader` says
+    whether to act, `fence(margin)` guards each write."""
 
     def __init__(self, client: KubeClient, namespace: str, name: str, identity: str, *,
                  clock: Callable[[], float], timing: LeaseTiming = LeaseTiming(),
@@ -48,31 +62,87 @@ class LeaderElector:
         self.clock = clock
         self.timing = timing
         self.on_error = on_error or (lambda e: None)
-        self._resource = None
+        self._resource: Any = None
         self._observed: tuple | None = None      # (holder, renewTime, transitions) last seen
         self._observed_at = 0.0                  # our clock when that record was first seen
         self._renewed_at: float | None = None    # our clock at our last successful write
         self._next_try = 0.0
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.on_change: Callable[[bool], None] = lambda leading: None
+        self.acquired = 0                        # how many times this daemon became leader
+        self.attempted = threading.Event()       # a first try was made (leading, standing by, or failed)
 
     @property
     def is_leader(self) -> bool:
-        return self._renewed_at is not None and self.clock() - self._renewed_at < self.timing.renew_deadline
+        return self.holds(self.clock())
+
+    def holds(self, now: float, margin: float = 0.0) -> bool:
+        """Whether the lease is ours from `now` until at least `now + margin`."""
+        renewed = self._renewed_at
+        return renewed is not None and now + margin < renewed + self.timing.renew_deadline
+
+    def safe_until(self) -> float | None:
+        """Until when (our clock) no other daemon can have taken the lease over: another
+        candidate waits a whole `duration` from the moment it saw our last record, which we
+        wrote after `_renewed_at`; half of `duration - renew_deadline` is kept back for
+        clocks that run at slightly different rates."""
+        renewed = self._renewed_at
+        if renewed is None or self.clock() - renewed >= self.timing.renew_deadline:
+            return None                          # stepped down: acts no more
+        slack = (self.timing.duration - self.timing.renew_deadline) / 2
+        return renewed + self.timing.duration - slack
+
+    def fence(self, margin: float) -> None:
+        """Raise NotLeader unless a write started now, taking at most `margin` seconds, ends
+        before any other daemon can hold the lease."""
+        until = self.safe_until()
+        if until is None or self.clock() + margin >= until:
+            raise NotLeader(f"not the leader (lease {self.namespace}/{self.name} not held for {margin:.1f}s more)",
+                            cluster="hub")
+
+    def start(self) -> "LeaderElector":
+        self._thread = threading.Thread(target=self._run, name="placer-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:                    # the renewal thread must outlive a bug
+                log.exception("leader election failed")
+            self._stop.wait(max(0.01, min(self.timing.retry_period, self._next_try - self.clock())))
 
     def next_due(self) -> float:
         return self._next_try
 
     def tick(self) -> bool:
         """Acquire or renew when due; returns `is_leader`."""
-        now = self.clock()
-        if now >= self._next_try:
-            self._next_try = now + self.timing.retry_period
-            try:
-                if self._try_acquire_or_renew(now):
-                    self._renewed_at = now
-            except PlacerError as e:
-                self.on_error(e)
-                log.warning("leader election: %s", e)
-        return self.is_leader
+        with self._lock:
+            now = self.clock()
+            if now >= self._next_try and not self._stop.is_set():
+                self._next_try = now + self.timing.retry_period
+                was = self.is_leader
+                try:
+                    if self._try_acquire_or_renew(now):
+                        self._renewed_at = now          # counted from before the write: conservative
+                except PlacerError as e:
+                    self.on_error(e)
+                    log.warning("leader election: %s", e)
+                leading = self.is_leader
+                self.attempted.set()
+                if leading and not was:
+                    self.acquired += 1
+                if leading != was:
+                    self.on_change(leading)
+            return self.is_leader
 
     def _lease(self):
         if self._resource is None:
@@ -124,6 +194,7 @@ class LeaderElector:
 
     def release(self) -> None:
         """Give the lease up on a clean stop so that a standby takes over at once."""
+        self.stop()
         if not self.is_leader:
             return
         self._renewed_at = None

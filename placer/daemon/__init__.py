@@ -1,0 +1,23 @@
+"""`placer daemon`, in Kueue's shape: watch-fed caches (`caches`), a pure decision step
+(`decide`), per-cluster execution (`execute`), rescheduling (`reschedule`), a fenced
+Lease (`leadership`); `core.Daemon` wires them together. `from placer import daemon as D`
+gives the public names."""
+
+from ..names import (  # noqa: F401
+    ANN_CLUSTER,
+    ANN_GROUP,
+    ANN_MESSAGE,
+    ANN_PHASE,
+    ANN_RESCHEDULE,
+    ANN_SOURCE_GENERATION,
+    CLUSTER_NAME_LABEL,
+    FINALIZER,
+    PLACED_CLUSTER,
+)
+from .clock import Clock, FakeClock  # noqa: F401
+from .config import JsonFormatter, config_from_file, parse_duration, run_daemon, setup_logging  # noqa: F401
+from .core import Daemon  # noqa: F401
+from .leadership import LeaderElector, LeaseTiming, NotLeader  # noqa: F401
+from .reconcile import COMPANION_KINDS, COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT, PHASE_INVALID  # noqa: F401
+from .reschedule import DEFAULT_RESCHEDULE_AFTER  # noqa: F401
+from .state import DaemonConfig, Pending, Remote  # noqa: F401

@@ -1,0 +1,311 @@
+"""Per-cluster caches fed by watches, and the frozen snapshot each planning round reads.
+
+For every target cluster: its nodes, its pods (slimmed to what capacity needs: node,
+phase, labels and the fields that decide requests), its RuntimeClasses, and placer's own
+copies (label placer.dev/managed=true) of every catalog kind. Used capacity is kept per
+node incrementally (each pod's contribution added and taken away as it changes), frozen
+`Node`s are rebuilt only for nodes that changed, and what placed copies still promise is
+interpreted once per (copy, namespace's pods) version. No LIST on the steady path: a
+cache relists only when its watch starts, on 410 Gone, and once for a new leader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from .. import actuate as A
+from ..errors import NotFound, PlacerError
+from ..fleet import Cluster, Node
+from ..inventory import node_from_object, runtime_class_from_object
+from ..kube import KubeClient, Resource, run_concurrently
+from ..names import CLUSTER_NAME_LABEL
+from ..podspec import pod_requests
+from ..quantity import add
+from ..workload import PlacementGroup, Workload, WorkloadRef
+from .informer import Informer
+
+log = logging.getLogger("placer.daemon")
+
+NODE = Resource("", "v1", "Node", "nodes", False)
+POD = Resource("", "v1", "Pod", "pods", True)
+_TERMINAL = ("Succeeded", "Failed")
+GVK = tuple[str, str]
+
+
+def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What capacity and promises need of a pod, nothing more (memory at 50,000 pods)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    keep = {k: spec[k] for k in ("nodeName", "overhead", "resources") if spec.get(k)}
+    for k in ("containers", "initContainers"):
+        if spec.get(k):
+            keep[k] = [{"resources": c.get("resources") or {}, **({"restartPolicy": c["restartPolicy"]}
+                                                                 if c.get("restartPolicy") else {})}
+                       for c in spec[k]]
+    return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
+                         "labels": meta.get("labels") or {}, "resourceVersion": meta.get("resourceVersion")},
+            "spec": keep, "status": {"phase": (pod.get("status") or {}).get("phase")}}
+
+
+@dataclass
+class _Promise:
+    version: tuple[str, int]                 # (copy resourceVersion, namespace pods version)
+    rest: Workload | None                    # what is not bound yet, None when nothing
+
+
+@dataclass
+class ClusterCache:
+    """One target cluster, as its watches tell it."""
+
+    name: str
+    labels: Mapping[str, str]
+    context: str | None
+    client: KubeClient
+    kinds: Mapping[GVK, Resource]             # catalog kinds this cluster serves (copies are watched)
+    stop: threading.Event
+    on_error: Callable[[PlacerError], None]
+    on_copy: Callable[[GVK, tuple[str, str]], None]     # a copy changed (reconcile its workload)
+    on_capacity: Callable[[], None]                      # capacity-relevant change (replan the unplaced)
+    retry_delay: float = 1.0
+    topology: tuple[str, ...] = ()
+    nodes: Informer = field(init=False)
+    pods: Informer = field(init=False)
+    runtime_classes: Informer | None = field(init=False, default=None)
+    copies: dict[GVK, Informer] = field(init=False, default_factory=dict)
+    failure: str | None = None                # set by the executor after a refused connection...
+    failure_until: float = 0.0                # ...until then (monotonic seconds)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.RLock()
+        self._base: dict[str, Node] = {}                 # node name -> Node without usage
+        self._used: dict[str, dict[str, int]] = {}       # node name -> requests of its bound pods
+        self._frozen: dict[str, Node] = {}
+        self._dirty: set[str] = set()
+        self._nodes_tuple: tuple[Node, ...] = ()
+        self._contrib: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}
+        self._ns_pods: dict[str, dict[str, dict]] = {}
+        self._ns_version: dict[str, int] = {}
+        self._promises: dict[tuple[GVK, str, str], _Promise] = {}
+        self._req_cache: dict[str, dict[str, int]] = {}
+        self.nodes = self._informer(NODE, None, self._on_node)
+        self.pods = self._informer(POD, None, self._on_pod, transform=slim_pod)
+        self.nodes.on_recover = self.pods.on_recover = self.on_capacity      # back: plan on it again
+        for gvk, res in self.kinds.items():
+            self.copies[gvk] = self._informer(res, A.MANAGED_SELECTOR, self._on_copy, gvk=gvk)
+        try:
+            rc = self.client.resource_for("node.k8s.io/v1", "RuntimeClass")
+            self.runtime_classes = self._informer(rc, None, lambda *_: self.on_capacity())
+            self.runtime_classes.optional = True
+        except PlacerError:
+            self.runtime_classes = None       # not served or not reachable now: overhead not counted
+
+    def _informer(self, res: Resource, selector: str | None, handler, *, transform=None,
+                  gvk: GVK | None = None) -> Informer:
+        return Informer(self.client, res, namespace=None, label_selector=selector, handler=handler,
+                        cluster=self.name, stop=self.stop, on_error=self.on_error, retry_delay=self.retry_delay,
+                        transform=transform, gvk=gvk)
+
+    def informers(self) -> list[Informer]:
+        out = [self.nodes, self.pods, *self.copies.values()]
+        return out + ([self.runtime_classes] if self.runtime_classes else [])
+
+    def start(self) -> None:
+        for inf in self.informers():
+            inf.start()
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in (self.nodes, self.pods, *self.copies.values()))
+
+    @property
+    def error(self) -> str | None:
+        failure = self.failure if time.monotonic() < self.failure_until else None
+        return self.nodes.error or self.pods.error or failure
+
+    def fail(self, why: str, seconds: float) -> None:
+        """Leave the cluster out of planning for a while (an apply could not reach it)."""
+        self.failure, self.failure_until = why, time.monotonic() + seconds
+
+    # --- watch handlers (informer threads) ---------------------------------------------
+
+    def _on_node(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+        name = key[1]
+        with self._lock:
+            old = self._base.get(name)
+            if obj is None:
+                self._base.pop(name, None)
+                self._frozen.pop(name, None)
+                changed = old is not None
+            else:
+                new = node_from_object(obj)
+                changed = new != old
+                if changed:
+                    self._base[name] = new
+                    self._dirty.add(name)
+            if changed:
+                self._dirty.add(name)
+        if changed and inf.synced.is_set():
+            self.on_capacity()
+
+    def _on_pod(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+        ns = key[0]
+        with self._lock:
+            node, req = self._contrib.pop(key, ("", {}))
+            if node:
+                self._sub(node, req)
+            pods = self._ns_pods.setdefault(ns, {})
+            if obj is None:
+                pods.pop(key[1], None)
+            else:
+                pods[key[1]] = obj
+                spec = obj.get("spec") or {}
+                where = spec.get("nodeName")
+                if where and (obj.get("status") or {}).get("phase") not in _TERMINAL:
+                    new = self._requests(spec)
+                    self._contrib[key] = (where, new)
+                    self._add(where, new)
+            self._ns_version[ns] = self._ns_version.get(ns, 0) + 1
+        if inf.synced.is_set():
+            self.on_capacity()
+
+    def _requests(self, spec: Mapping[str, Any]) -> dict[str, int]:
+        # pods of one workload share their resources exactly: parse each shape once
+        k = repr((spec.get("containers"), spec.get("initContainers"), spec.get("overhead"), spec.get("resources")))
+        hit = self._req_cache.get(k)
+        if hit is None:
+            if len(self._req_cache) > 10_000:
+                self._req_cache.clear()
+            hit = self._req_cache[k] = {**pod_requests(spec), "pods": 1}
+        return hit
+
+    def _add(self, node: str, req: Mapping[str, int]) -> None:
+        add(self._used.setdefault(node, {}), req)
+        self._dirty.add(node)
+
+    def _sub(self, node: str, req: Mapping[str, int]) -> None:
+        used = self._used.get(node, {})
+        for r, q in req.items():
+            used[r] = used.get(r, 0) - q
+        self._dirty.add(node)
+
+    def _on_copy(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+        with self._lock:
+            if obj is None:
+                self._promises.pop((inf.gvk, key[0], key[1]), None)
+        self.on_copy(inf.gvk, key)
+        if inf.synced.is_set():
+            self.on_capacity()
+
+    # --- what a round reads -------------------------------------------------------------
+
+    def cluster(self, without: Iterable[tuple[str, str]] = ()) -> Cluster:
+        """The frozen snapshot of this cluster (`without`: pods whose usage is left out,
+        e.g. a workload's own pods when checking whether its new version fits)."""
+        if self.error:
+            return Cluster(self.name, {**self.labels, CLUSTER_NAME_LABEL: self.name}, context=self.context,
+                           error=self.error)
+        with self._lock:
+            if self._dirty:
+                for name in self._dirty:
+                    base = self._base.get(name)
+                    if base is not None:
+                        used = {r: q for r, q in self._used.get(name, {}).items() if q}
+                        self._frozen[name] = dataclasses.replace(base, used=used)
+                self._dirty.clear()
+                self._nodes_tuple = tuple(self._frozen[n] for n in sorted(self._frozen))
+            nodes = self._nodes_tuple
+            skip = [self._contrib[k] for k in without if k in self._contrib]
+        if skip:
+            less: dict[str, dict[str, int]] = {}
+            for node, req in skip:
+                for r, q in req.items():
+                    less.setdefault(node, {})[r] = less.get(node, {}).get(r, 0) + q
+            nodes = tuple(dataclasses.replace(n, used={r: q - less[n.name].get(r, 0) for r, q in n.used.items()})
+                          if n.name in less else n for n in nodes)
+        classes = None
+        if self.runtime_classes is not None and self.runtime_classes.synced.is_set():
+            classes = {rc.name: rc for rc in map(runtime_class_from_object, self.runtime_classes.items())}
+        return Cluster(self.name, {**self.labels, CLUSTER_NAME_LABEL: self.name}, nodes, context=self.context,
+                       runtime_classes=classes, topology=self.topology)
+
+    def copy(self, gvk: GVK, namespace: str, name: str) -> dict | None:
+        inf = self.copies.get(gvk)
+        return inf.get(namespace, name) if inf else None
+
+    def pods_in(self, namespace: str) -> list[dict]:
+        with self._lock:
+            return list(self._ns_pods.get(namespace, {}).values())
+
+    def pod_keys(self, namespace: str, select: Callable[[Mapping[str, str]], bool]) -> list[tuple[str, str]]:
+        with self._lock:
+            return [(namespace, n) for n, p in self._ns_pods.get(namespace, {}).items()
+                    if select((p.get("metadata") or {}).get("labels") or {})]
+
+    def promises(self, interpret: Callable[[Mapping[str, Any], str], Workload]
+                 ) -> list[tuple[PlacementGroup, str]]:
+        """Placed copies whose pods are not all bound yet, reduced to what is not bound
+        (bound pods are in the nodes' usage already): committed demand for the solver."""
+        out = []
+        for gvk, inf in self.copies.items():
+            for obj in inf.items():
+                meta = obj.get("metadata") or {}
+                ns, name = meta.get("namespace") or "", meta.get("name") or ""
+                if A.WORKLOAD not in (meta.get("labels") or {}):
+                    continue
+                version = (str(meta.get("resourceVersion")), self._ns_version.get(ns, 0))
+                k = (gvk, ns, name)
+                p = self._promises.get(k)
+                if p is None or p.version != version:
+                    p = _Promise(version, self._outstanding({**obj, "apiVersion": gvk[0], "kind": gvk[1]}, interpret))
+                    with self._lock:
+                        self._promises[k] = p
+                if p.rest is not None:
+                    ref = WorkloadRef.of({"apiVersion": gvk[0], "kind": gvk[1], "metadata": meta})
+                    out.append((PlacementGroup(f"promised:{self.name}/{ref}", (p.rest,)), self.name))
+        return out
+
+    def _outstanding(self, obj: Mapping[str, Any], interpret) -> Workload | None:
+        try:
+            w = interpret(obj, f"{self.name}/{WorkloadRef.of(obj)}")
+        except PlacerError:
+            return None                       # a copy placer cannot read any more promises nothing
+        return A.outstanding(w, self.pods_in(w.namespace))
+
+    def running(self, w: Workload) -> int:
+        """Pods of the workload that are Running or Succeeded (by the definition's pod
+        selectors, else by placer's workload label)."""
+        tag = A.workload_label(A.key_of(w))
+        count = 0
+        for p in self.pods_in(w.namespace):
+            labels = (p.get("metadata") or {}).get("labels") or {}
+            mine = labels.get(A.WORKLOAD) == tag or any(i.has_selector and i.selects(labels) for i in w.instances)
+            if mine and (p.get("status") or {}).get("phase") in ("Running", "Succeeded"):
+                count += 1
+        return count
+
+    def resync_copies(self) -> None:
+        """LIST placer's copies now (a new leader, before it plans)."""
+        run_concurrently({gvk: inf.resync for gvk, inf in self.copies.items()}, max_workers=8)
+
+
+def served_kinds(client: KubeClient, kinds: Iterable[GVK], fallback: Mapping[GVK, Resource]
+                 ) -> tuple[dict[GVK, Resource], str | None]:
+    """The catalog kinds a target serves; when it cannot be asked now, the hub's shapes
+    (its watches then retry until it answers) and why."""
+    out: dict[GVK, Resource] = {}
+    for gvk in kinds:
+        try:
+            out[gvk] = client.resource_for(*gvk)
+        except NotFound:
+            continue
+        except PlacerError as e:
+            return {g: fallback[g] for g in kinds if g in fallback}, e.message
+    return out, None
+
+
+__all__ = ["ClusterCache", "served_kinds", "slim_pod"]

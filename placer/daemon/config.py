@@ -1,0 +1,109 @@
+"""Running the daemon from the command line: its configuration from the clusters file,
+durations, logging, and `run_daemon` (until SIGTERM or SIGINT)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+
+from ..catalog import Catalog
+from ..errors import InputError
+from ..kube import Kube
+from ..registry import with_fleet_definitions
+from .state import DaemonConfig
+
+log = logging.getLogger("placer.daemon")
+
+
+# --- logging -------------------------------------------------------------------------------
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
+               "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def setup_logging(fmt: str = "text", level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    elif fmt == "text":
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    else:
+        raise InputError(f"--log-format {fmt!r}: expected text or json")
+    root = logging.getLogger("placer")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+# --- running it from the command line ----------------------------------------------------
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, option: str = "--reschedule-after") -> float:
+    """`90`, `90s`, `15m`, `1h30m`, `500ms` -> seconds."""
+    s = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", s):
+        return float(s)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", s)
+    if not parts or "".join(n + u for n, u in parts) != s:
+        raise InputError(f"{option} {text!r}: expected a duration such as 90s, 15m or 1h30m")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+def config_from_file(clusters_file: str | None, *, batch_window: float, reschedule_after: float | None,
+                     time_limit: float, kubeconfig: str | None = None) -> DaemonConfig:
+    """The daemon's configuration from the clusters file's `hub:` section and live entries."""
+    from ..targets import FROM_FILE, resolve_clusters
+
+    loaded = resolve_clusters(clusters_file, kubeconfig=kubeconfig)
+    hub = loaded.hub
+    if loaded.source != FROM_FILE:
+        raise InputError(f"the daemon needs a clusters file with a `hub:` section (hub.context, "
+                         f"hub.stagingNamespace); found {loaded.description}: pass --clusters FILE")
+    if hub is None:
+        raise InputError("the clusters file has no `hub:` section (hub.context, hub.stagingNamespace): "
+                         "the daemon needs to know where to watch", source=loaded.description)
+    live = tuple(c for c in loaded.clusters if c.context)
+    if not live:
+        raise InputError("no cluster entry names a context: the daemon only places on live clusters",
+                         source=loaded.description)
+    if batch_window < 0:
+        raise InputError(f"--batch-window {batch_window}: must not be negative")
+    return DaemonConfig(staging_namespace=hub.stagingNamespace, clusters=live, hub_context=hub.context,
+                        secrets=hub.secrets,
+                        batch_window=batch_window, reschedule_after=reschedule_after, time_limit=time_limit)
+
+
+def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog,
+               metrics_addr: str | None) -> None:
+    """Run until SIGTERM or SIGINT, then stop cleanly (giving the lease up)."""
+    import signal
+
+    kube = Kube(kubeconfig, max_workers=64)
+    # definitions registered on the hub (first: they win) and the target clusters
+    catalog = with_fleet_definitions(catalog, kube, [config.hub_context, *(e.context for e in config.clusters)],
+                                     lambda m: log.warning("%s", m))
+    from .core import Daemon
+
+    daemon = Daemon(config, kube, catalog)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    log.info("watching %s on %s; placing on %s", config.staging_namespace, config.hub_context or "(current)",
+             ", ".join(daemon.entries))
+    daemon.start(metrics_addr=metrics_addr)
+    try:
+        while not done.wait(1.0):
+            pass
+    finally:
+        log.info("stopping")
+        daemon.stop()
+        kube.close()

@@ -1,0 +1,418 @@
+"""`placer daemon`: place what arrives in the hub's staging namespace, keep it placed,
+report back, clean up.
+
+Shape (Kueue's, in Python):
+- caches fed by watches (`caches.ClusterCache` per target: nodes, pods, RuntimeClasses,
+  placer's copies; informers on the hub for staging objects, companions and priority
+  classes); their threads only fill caches and report keys;
+- one reconcile thread takes keys from a delaying work queue and compares a staging
+  object with its copy (`reconcile`), and runs planning rounds (`planning`): a frozen
+  snapshot of the caches -> the pure `decide` -> actions;
+- one work queue per target cluster (`execute.ClusterWorkers`) applies them, so a hung or
+  refusing cluster slows only its own work; results come back through the inbox;
+- a Lease renewed on its own thread (`leadership`) makes exactly one daemon act, and
+  every write is fenced by it.
+
+Restart safety: nothing lives only in memory. Where a workload runs is read back from the
+copies on the clusters (labels and annotations), so a daemon killed between creating a copy
+and annotating the staging object adopts that copy instead of creating a second one.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from ..catalog import Catalog
+from ..clusters_file import as_entry
+from ..errors import NotFound, PlacerError
+from ..events import Recorder
+from ..interpret import Interpreter
+from ..kube import Kube, Resource
+from ..metrics import Metrics, MetricsServer
+from ..workload import WorkloadRef
+from .caches import ClusterCache, served_kinds
+from .clock import Clock
+from .execute import ClusterWorkers, FencedClient
+from .informer import Informer, WorkQueue
+from .leadership import LeaderElector
+from .planning import Planning
+from .reconcile import COMPANION_KINDS
+from .state import GVK, DaemonConfig
+
+log = logging.getLogger("placer.daemon")
+
+CLASS_KINDS = (("scheduling.k8s.io/v1", "PriorityClass"), ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass"))
+
+
+class Daemon(Planning):
+    """The daemon. `start()` runs it in threads; `stop()` ends it. Tests may instead call
+    `step()` themselves, and `wait_idle()` waits until nothing is left to do."""
+
+    def __init__(self, config: DaemonConfig, kube: Kube, catalog: Catalog, *,
+                 clock: Clock | None = None, metrics: Metrics | None = None):
+        self.config = config
+        self.kube = kube
+        self.catalog = catalog
+        self.interpret = Interpreter(catalog)       # remembers interpretations of unchanged objects
+        self.clock = clock or Clock()
+        self.metrics = metrics or Metrics()
+        self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
+        hub = kube.client(config.hub_context, cluster="hub")
+        lease_client: Any = FencedClient(hub, None, config.timeout)      # bounded, not fenced
+        self.leader = LeaderElector(lease_client, config.staging_namespace, config.lease_name, config.identity,
+                                    clock=self.clock.now, timing=config.lease,
+                                    on_error=lambda e: self.api_error("hub", e))
+        self.hub_reader = hub
+        self.hub = FencedClient(hub, self.leader, config.timeout)
+        # Events on staging objects: what `kubectl describe` shows users on the hub
+        self.events = Recorder(self.hub, lambda: datetime.fromtimestamp(self.clock.wall(), timezone.utc),
+                               config.identity)
+        self.queue = WorkQueue()
+        self.inbox = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._capacity = threading.Event()
+        self._busy = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._last_loop = self.clock.now()
+        self._was_leader = False
+        self.staging, self.companions, self.classes = {}, {}, []
+        self.caches = {}
+        self._resources, self._gvk, self._clients = {}, {}, {}
+        self._resynced: set[str] = set()
+        self._resyncing: set[str] = set()
+        self.workers = ClusterWorkers(list(self.entries), self._stop)
+        self.placed, self.pending, self.excluded = {}, {}, {}
+        self.creating, self.deleting = {}, {}
+        self._checked, self._blocked_edit = {}, {}
+        self._window_opened = self._retry_at = self._fleet_changed = None
+        self._next_resync = 0.0
+        self._failed: dict[WorkloadRef, float] = {}
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def start_watches(self) -> None:
+        """Discover the kinds and start every informer (idempotent)."""
+        if self.staging:
+            return
+        ns = self.config.staging_namespace
+        for gvk in self.catalog.kinds():
+            try:
+                res = self.hub_reader.resource_for(*gvk)
+            except NotFound:
+                continue
+            except PlacerError as e:
+                self.api_error("hub", e)
+                raise
+            self._resources[gvk] = res
+            self._gvk[(res.group, gvk[1])] = gvk
+            self.staging[gvk] = self._hub_informer(res, ns, self._on_staging, gvk)
+        for gvk in COMPANION_KINDS:
+            if gvk[1] == "Secret" and not self.config.secrets:
+                continue                    # no read access to Secrets unless groups need them
+            self.companions[gvk] = self._hub_informer(self.hub_reader.resource_for(*gvk), ns, _ignore, gvk)
+        for gvk in CLASS_KINDS:
+            try:
+                self.classes.append(self._hub_informer(self.hub_reader.resource_for(*gvk), None, _ignore, gvk))
+                self.classes[-1].optional = True   # not readable: built-ins and the pods' own classes only
+            except PlacerError:
+                continue                    # no Kueue on the hub, or not readable: built-ins only
+        for name, entry in self.entries.items():
+            base = self.kube.client(entry.context, cluster=name)
+            self._clients[name] = FencedClient(base, self.leader, self.config.timeout,
+                                               on_failure=functools.partial(self._target_failed, name))
+            kinds, why = served_kinds(base, list(self.staging), self._resources)
+            if why:
+                self.api_error(name, PlacerError(why))
+                log.warning("cluster %s: %s; watching it until it answers", name, why)
+            self.caches[name] = ClusterCache(
+                name, dict(entry.labels or {}), entry.context, base, kinds, self._stop,
+                on_error=functools.partial(self.api_error, name),
+                on_copy=functools.partial(self._on_copy, name),
+                on_capacity=self._on_capacity, retry_delay=self.config.watch_retry,
+                topology=tuple(getattr(entry, "topology", None) or ()))
+        for inf in self._informers():
+            inf.start()
+        self.workers.start()
+
+    def _hub_informer(self, res: Resource, ns: str | None, handler, gvk: GVK) -> Informer:
+        return Informer(self.hub_reader, res, namespace=ns, label_selector=None, handler=handler, cluster="hub",
+                        stop=self._stop, on_error=lambda e: self.api_error("hub", e),
+                        retry_delay=self.config.watch_retry, gvk=gvk)
+
+    def _hub_informers(self) -> list[Informer]:
+        return list(self.staging.values()) + list(self.companions.values()) + self.classes
+
+    def _informers(self) -> list[Informer]:
+        out = self._hub_informers()
+        for cache in self.caches.values():
+            out += cache.informers()
+        return out
+
+    def start(self, metrics_addr: str | None = None) -> "Daemon":
+        if metrics_addr:        # first: a busy port is an input error, before any watch starts
+            self.server = MetricsServer(self.metrics, metrics_addr, self.healthy).start()
+            log.info("serving /metrics and /healthz on %s", self.server.address)
+        self.start_watches()
+        self.leader.start()
+        self._thread = threading.Thread(target=self._run, name="placer-daemon", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, release: bool = True) -> None:
+        """Stop acting; give the lease up (`release=False` simulates a crash)."""
+        self._stop.set()
+        self._wake.set()
+        self.leader.stop()
+        if self._thread:
+            self._thread.join(timeout=10)
+        self.workers.stop()
+        if release:
+            self.leader.release()
+        server = getattr(self, "server", None)
+        if server:
+            server.stop()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                did = self.step()
+            except Exception:                        # the loop must survive a bug in one step
+                log.exception("reconcile step failed")
+                did = False
+            self._last_loop = self.clock.now()
+            if not did:
+                self._wake.wait(self._idle_wait())
+                self._wake.clear()
+
+    def _idle_wait(self) -> float:
+        now = self.clock.now()
+        due = [t for t in (self.queue.next_due(), self._plan_due(), self._next_resync) if t is not None]
+        return min(0.25, max(0.005, min(due, default=now + 0.25) - now))
+
+    def healthy(self) -> tuple[bool, str]:
+        if self._thread is not None and not self._thread.is_alive():
+            return False, "reconcile loop stopped"
+        stale = self.clock.now() - self._last_loop
+        if stale > 60:
+            return False, f"reconcile loop stuck for {stale:.0f}s"
+        role = "leader" if self.leader.is_leader else "standby"
+        return True, f"ok ({role})"
+
+    # --- informer callbacks (informer threads) ----------------------------------------
+
+    def _on_staging(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+        self.inbox.put(self.ref_of(inf.gvk, *key))
+        self._wake.set()
+
+    def _on_copy(self, cluster: str, gvk: GVK, key: tuple[str, str]) -> None:
+        if key[0] == self.config.staging_namespace:
+            self.inbox.put(self.ref_of(gvk, *key))
+            self._wake.set()
+
+    def _target_failed(self, cluster: str, e: PlacerError) -> None:
+        """A call to a target failed (refused, 5xx, no answer in time): plan elsewhere for a
+        while, and let the queued work for it fail fast."""
+        self.caches[cluster].fail(e.message, max(2.0, 2 * self.config.watch_retry + 1.0))
+
+    def _on_capacity(self) -> None:
+        if not self._capacity.is_set():          # coalesced: pods and nodes change all the time
+            self._capacity.set()
+            self.inbox.put("fleet")
+            self._wake.set()
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """One pass: events, results, due keys, planning. True when it did work."""
+        with self._busy:
+            if self.leader._thread is None:
+                self.leader.tick()                   # driven by hand (tests): renew here
+            now = self.clock.now()
+            leader = self.leader.is_leader
+            self.metrics.set("placer_leader", 1 if leader else 0)
+            did = self._drain_inbox(now, leader)
+            if not leader:
+                self._was_leader = False
+                self._resynced.clear()
+                return did
+            if not self._caches_synced():
+                return did
+            if not self._was_leader:
+                # a new leader trusts nothing it did not read: relist the copies, recheck everything
+                self._was_leader = True
+                self._resync_copies()
+                self._enqueue_all(now)
+            elif len(self._resynced) < len(self.caches):
+                self._resync_copies()
+            if now >= self._next_resync:
+                self._next_resync = now + self.config.resync_interval
+                self._enqueue_all(now)
+                self.interpret.sweep()           # bounded even when no round reads the fleet
+            keys = self.queue.pop_due(now)
+            for key in keys:
+                if not self.leader.is_leader:
+                    break                            # lost it: stop acting at once
+                self._reconcile_safely(key)
+            did = did or bool(keys)
+            due = self._plan_due()
+            if due is not None and self.clock.now() >= due and self.leader.is_leader and self._relisted():
+                self.plan_round()
+                did = True
+            self._update_gauges()
+            return did
+
+    def _relisted(self) -> bool:
+        """A new leader plans only once every cluster it can read has been relisted."""
+        return all(n in self._resynced for n, c in self.caches.items() if c.synced)
+
+    def _resync_copies(self) -> None:
+        """Relist placer's copies on every synced cluster not relisted since this daemon
+        became leader: one thread per cluster, so that a slow one holds back only itself
+        (a cluster is planned on once its relist is done)."""
+        for name, cache in self.caches.items():
+            if name in self._resynced or name in self._resyncing or not cache.synced:
+                continue
+            self._resyncing.add(name)
+            epoch = self.leader.acquired
+            threading.Thread(target=self._resync_one, args=(name, epoch), name=f"placer-resync-{name}",
+                             daemon=True).start()
+
+    def _resync_one(self, name: str, epoch: int) -> None:
+        try:
+            self.caches[name].resync_copies()
+            if epoch == self.leader.acquired:        # still the same term of leadership
+                self._resynced.add(name)
+        except PlacerError as e:
+            self.api_error(name, e)
+            log.warning("cluster %s: cannot relist placer's copies: %s; not planning on it yet", name, e)
+        finally:
+            self._resyncing.discard(name)
+            self._wake.set()
+
+    def _drain_inbox(self, now: float, leader: bool) -> bool:
+        did = False
+        while True:
+            try:
+                item = self.inbox.get_nowait()
+            except queue.Empty:
+                return did
+            did = True
+            if item == "fleet":
+                self._capacity.clear()
+                if self._fleet_changed is None:
+                    self._fleet_changed = now
+            elif isinstance(item, WorkloadRef):
+                self.queue.add(item, now)
+            else:
+                try:
+                    self._result(item)
+                except PlacerError as e:             # e.g. fenced: this daemon lost the lease meanwhile
+                    self.api_error(e.cluster or "hub", e)
+                    log.warning("recording a result failed: %s", e)
+
+    def _result(self, item: tuple) -> None:
+        """A job's result from a cluster's queue (applied even by a daemon that just lost
+        the lease: it only records what happened)."""
+        kind, rest = item[0], item[1:]
+        if kind == "created":
+            self.created(*rest)
+        elif kind == "checked":
+            self.copy_checked(*rest)
+        elif kind == "applied":
+            self.copy_applied(*rest)
+        elif kind == "deleted":
+            self.copy_deleted(*rest)
+
+    def _enqueue_all(self, now: float) -> None:
+        for gvk, inf in self.staging.items():
+            for obj in inf.items():
+                meta = obj.get("metadata") or {}
+                self.queue.add(self.ref_of(gvk, meta.get("namespace") or "", meta.get("name") or ""), now)
+        for cache in self.caches.values():
+            for gvk, inf in cache.copies.items():
+                for obj in inf.items():
+                    meta = obj.get("metadata") or {}
+                    if meta.get("namespace") == self.config.staging_namespace:
+                        self.queue.add(self.ref_of(gvk, meta["namespace"], meta.get("name") or ""), now)
+
+    def _caches_synced(self) -> bool:
+        """The hub's caches must be synced; a target that cannot be read is left out of
+        planning, but adoption needs every reachable cluster's copies known first."""
+        hub = all(i.synced.is_set() or (i.optional and i.tried.is_set()) for i in self._hub_informers())
+        return hub and all(i.tried.is_set() for i in self._informers())
+
+    def _plan_due(self) -> float | None:
+        due = []
+        if self._window_opened is not None:
+            due.append(self._window_opened + self.config.batch_window)
+        if any(p.message for p in self.pending.values()):
+            if self._fleet_changed is not None:
+                due.append(self._fleet_changed)
+            if self._retry_at is not None:
+                due.append(self._retry_at)
+        return min(due) if due else None
+
+    def wait_idle(self, timeout: float = 30.0, settle: float = 0.05) -> bool:
+        """Until every informer has synced, the inbox is empty, no cluster queue has work,
+        nothing is due and no planning window is open (delayed retries do not count)."""
+        deadline = time.monotonic() + timeout
+        quiet_since = None
+        while time.monotonic() < deadline:
+            if self._idle_now():
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= settle:
+                    return True
+            else:
+                quiet_since = None
+            time.sleep(0.01)
+        return False
+
+    def _idle_now(self) -> bool:
+        if not all(i.tried.is_set() for i in self._informers()) or not self.inbox.empty():
+            return False
+        if not self.workers.idle():
+            return False
+        with self._busy:
+            if not self.inbox.empty() or not self.workers.idle():
+                return False
+            if not self.leader.is_leader:
+                return self.leader.attempted.is_set()    # a standby (or not yet tried) has nothing to do
+            if not self._relisted():
+                return False
+            now = self.clock.now()
+            if self.queue.due_count(now):
+                return False
+            due = self._plan_due()
+            return due is None or due > now + 0.5
+
+    def _reconcile_safely(self, ref: WorkloadRef) -> None:
+        try:
+            self.reconcile(ref)
+            self._failed.pop(ref, None)
+        except PlacerError as e:
+            self.api_error(e.cluster or "hub", e)
+            delay = min(30.0, 2 * self._failed.get(ref, 0.25))
+            self._failed[ref] = delay
+            log.warning("%s: %s; retrying in %.1fs", ref, e, delay)
+            self.queue.add(ref, self.clock.now() + delay)
+
+    def _update_gauges(self) -> None:
+        self.metrics.set("placer_queue_depth", len(self.queue) + len(self.pending))
+        self.metrics.set("placer_unplaced", sum(1 for p in self.pending.values() if p.message))
+        self.metrics.set("placer_placed", len(self.placed))
+        self.metrics.set("placer_interpretations_total", self.interpret.misses, labels={"result": "computed"})
+        self.metrics.set("placer_interpretations_total", self.interpret.hits, labels={"result": "remembered"})
+
+
+def _ignore(inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+    """Companions and priority classes are read from their caches when a round needs them."""
+
+
+__all__ = ["Daemon", "DaemonConfig"]

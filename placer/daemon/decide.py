@@ -1,0 +1,257 @@
+"""Deciding, with no I/O: a frozen snapshot of the fleet and the staging state in, plain
+actions with their reasons out. The daemon's executor applies them.
+
+- `decide(snapshot, pending, now)`: one planning round. Pending groups (with the clusters
+  they were withdrawn from or refused by, and a pin to the cluster their group already
+  lives on) go to `placer.solve.solve` against the snapshot and what is already promised;
+  each placed group becomes a `Create`, each unplaced workload an `Unplace` with its
+  reasons per cluster.
+- `on_copy_gone(...)`, `drifted(...)`, `edit_fits(...)`: what to do when a copy vanished, was
+  edited on its cluster, or its staging object's spec changed after placement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..fleet import Cluster, Fleet
+from ..names import ANN_CLUSTER, CLUSTER_NAME_LABEL
+from ..plan import Placement, Plan
+from ..solve import ANN_SELECTOR, solve
+from ..workload import Phase, PlacementGroup, Workload, WorkloadRef
+
+FINISHED = (Phase.COMPLETED.value, Phase.FAILED.value)
+
+
+# --- what goes in ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The fleet as the caches saw it at one moment, and the demand already promised on it
+    (placed copies whose pods are not all bound, creates still in flight)."""
+
+    fleet: Fleet
+    committed: tuple[tuple[PlacementGroup, str], ...] = ()
+
+    def cluster(self, name: str) -> Cluster | None:
+        return self.fleet.cluster(name)
+
+
+@dataclass(frozen=True)
+class PendingGroup:
+    """Workloads waiting to be placed together (`placer.dev/group`), as the solver sees them."""
+
+    group: PlacementGroup
+    members: tuple[WorkloadRef, ...]
+    excluded: frozenset[str] = frozenset()     # clusters withdrawn from or refusing it
+    pin: str | None = None                     # the cluster the rest of its group lives on
+
+
+# --- what comes out ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Create:
+    """Create the group's copies on `cluster`; `messages`: what to tell each member."""
+
+    cluster: str
+    group: str
+    members: tuple[WorkloadRef, ...]
+    messages: Mapping[WorkloadRef, str]
+    reason: str = "placed by the plan"
+    placements: tuple[Placement, ...] = ()     # the plan's, per member: nodes (and chosen domains)
+
+
+@dataclass(frozen=True)
+class Unplace:
+    """The workload stays pending: annotate it with why (one line per cluster)."""
+
+    ref: WorkloadRef
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Create | Unplace, ...]
+    plan: Plan | None = None
+    plan_id: str = ""
+    seconds: float = 0.0
+    error: str | None = None
+    groups: int = 0
+
+    @property
+    def creates(self) -> list[Create]:
+        return [a for a in self.actions if isinstance(a, Create)]
+
+    @property
+    def unplaced(self) -> list[Unplace]:
+        return [a for a in self.actions if isinstance(a, Unplace)]
+
+
+# --- one planning round --------------------------------------------------------------------
+
+def with_policy(p: PendingGroup) -> PlacementGroup:
+    """Exclusions and the group pin, as the solver's own annotations on planning copies."""
+    if not p.excluded and not p.pin:
+        return p.group
+    workloads = []
+    for w in p.group.workloads:
+        ann = dict(w.annotations)
+        if p.excluded:
+            rule = f"{CLUSTER_NAME_LABEL} notin ({','.join(sorted(p.excluded))})"
+            ann[ANN_SELECTOR] = f"{ann[ANN_SELECTOR]},{rule}" if ann.get(ANN_SELECTOR) else rule
+        if p.pin:
+            ann[ANN_CLUSTER] = p.pin
+        workloads.append(dataclasses.replace(w, annotations=ann))
+    return dataclasses.replace(p.group, workloads=tuple(workloads))
+
+
+def label_keys(workloads: Sequence[Workload]) -> set[str]:
+    """The node label keys these workloads' pods can tell apart: their nodeSelectors,
+    required node affinity and gang topology requests."""
+    keys: set[str] = set()
+    for w in workloads:
+        for i in w.instances:
+            keys.update(i.pod.node_selector)
+            for term in i.pod.affinity_terms:
+                keys.update(str(e.get("key")) for e in (term.get("matchExpressions") or ()) if isinstance(e, Mapping))
+        for g in w.gangs:
+            keys.update(t.key for t in g.topology)
+    return keys
+
+
+def relevant_labels(fleet: Fleet, keys: set[str]) -> Fleet:
+    """The fleet with node labels cut to the keys some workload (or the cluster's topology
+    levels, or a RuntimeClass's scheduling) can tell apart. Placement cannot depend on the
+    others, and nodes alike in everything else then fall into one class for the solver (a
+    live node's own hostname label would otherwise make every node a class of its own)."""
+    clusters = []
+    for c in fleet.clusters:
+        keep = keys | set(c.topology)
+        for rc in (c.runtime_classes or {}).values():
+            keep.update(rc.node_selector)
+        if all(k in keep for n in c.nodes for k in n.labels):
+            clusters.append(c)
+            continue
+        nodes = tuple(dataclasses.replace(n, labels={k: v for k, v in n.labels.items() if k in keep})
+                      for n in c.nodes)
+        clusters.append(dataclasses.replace(c, nodes=nodes))
+    return Fleet(tuple(clusters), fleet.taken_at)
+
+
+def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, plan_id: str = "",
+           time_limit: float = 2.0, workers: int = 1, seed: int = 0) -> Decision:
+    """Plan the pending groups on the snapshot. `now` is the caller's clock (the plan does
+    not depend on it; it is kept for the reasons' wording and for symmetry with the other
+    decisions). A solver failure leaves every workload pending with that reason."""
+    if not pending:
+        return Decision(())
+    members = {p.group.key: p.members for p in pending}
+    planned = [with_policy(p) for p in pending]
+    # every cluster carries its own name as a label, so that exclusions can name it
+    fleet = Fleet(tuple(c if c.labels.get(CLUSTER_NAME_LABEL) == c.name else
+                        dataclasses.replace(c, labels={**c.labels, CLUSTER_NAME_LABEL: c.name})
+                        for c in snapshot.fleet.clusters), snapshot.fleet.taken_at)
+    keys = label_keys([w for p in pending for w in p.group.workloads] +
+                      [w for g, _ in snapshot.committed for w in g.workloads])
+    fleet = relevant_labels(fleet, keys)
+    t0 = time.perf_counter()
+    try:
+        plan = solve(fleet, planned, time_limit=time_limit, workers=workers, seed=seed,
+                     committed=snapshot.committed)
+    except Exception as e:                       # a solver bug must not wedge the queue
+        return Decision(tuple(Unplace(k, f"planning failed: {e}") for p in pending for k in p.members),
+                        None, plan_id, time.perf_counter() - t0, str(e), len(pending))
+    seconds = time.perf_counter() - t0
+    actions: list[Create | Unplace] = []
+    by_group: dict[str, str] = {}
+    for pl in plan.placements:
+        by_group[pl.group] = pl.cluster
+    for gk, cluster in by_group.items():
+        msgs = {}
+        for ref in members[gk]:
+            found: Any = next((x for x in plan.placements if x.group == gk and x.ref == ref), None)
+            nodes = len(found.nodes) if found else 0
+            msgs[ref] = f"placed on {cluster} by plan {plan_id}" + (
+                f": {found.pods} pods on {nodes} node{'s' if nodes != 1 else ''}" if found else "")
+        actions.append(Create(cluster, gk, members[gk], msgs,
+                              placements=tuple(x for x in plan.placements if x.group == gk)))
+    reasons: dict[str, str] = {}
+    for u in plan.unplaced:
+        if u.group not in reasons:
+            text = "; ".join(f"{c}: {r.render()}" for c, r in u.reasons.items())
+            reasons[u.group] = text or "no reachable cluster"
+    for gk, text in reasons.items():
+        for ref in members.get(gk, ()):
+            actions.append(Unplace(ref, f"unplaced: {text}"))
+    return Decision(tuple(actions), plan, plan_id, seconds, None, len(pending))
+
+
+# --- one placed workload ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CopyGone:
+    """What to do when the copy a staging object names is gone from its cluster."""
+
+    replace: bool
+    reason: str
+
+
+def on_copy_gone(cluster: str, last_phase: str | None) -> CopyGone:
+    """A finished workload (its last mirrored phase Completed or Failed) is not run again:
+    the staging object keeps its status. Anything else goes back to pending."""
+    if last_phase in FINISHED:
+        return CopyGone(False, f"the copy on {cluster} was deleted after it finished ({last_phase}); not run again")
+    return CopyGone(True, f"the copy on {cluster} was deleted by someone else; placing it again")
+
+
+def contains(have: Any, want: Any) -> bool:
+    """Whether `have` holds every field `want` states, with the same value (lists item by
+    item): what server-side apply of `want` would leave unchanged."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(k in have and contains(have[k], v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(have) == len(want) and all(map(contains, have, want))
+    return have == want or str(have) == str(want)
+
+
+def drifted(desired: Mapping[str, Any], copy: Mapping[str, Any]) -> list[str]:
+    """The top-level spec fields placer sets that differ on the copy (empty: no drift).
+    Fields placer does not set are someone else's and never count."""
+    want, have = desired.get("spec") or {}, copy.get("spec") or {}
+    if not isinstance(want, dict):
+        return []
+    return sorted(k for k, v in want.items() if not contains((have or {}).get(k), v))
+
+
+def demand(w: Workload) -> tuple:
+    """What placement depends on: per instance, pods, requests and node constraints."""
+    return tuple((i.key, i.pods, tuple(sorted(i.pod.requests.items())), tuple(sorted(i.pod.node_selector.items())),
+                  repr(i.pod.affinity_terms), repr(i.pod.tolerations)) for i in w.instances)
+
+
+@dataclass(frozen=True)
+class EditFit:
+    fits: bool
+    reason: str = ""
+
+
+def edit_fits(cluster: Cluster, new: Workload, committed: Sequence[tuple[PlacementGroup, str]] = (), *,
+              time_limit: float = 1.0) -> EditFit:
+    """Whether the new version of a placed workload fits its cluster: `cluster` is the
+    snapshot with the workload's own pods taken out (the room its old version leaves),
+    `committed` what others are promised there."""
+    group = PlacementGroup(f"edit:{new.ref}", (dataclasses.replace(
+        new, annotations={k: v for k, v in new.annotations.items() if k not in (ANN_CLUSTER, ANN_SELECTOR)}),))
+    plan = solve(Fleet((cluster,)), [group], time_limit=time_limit, workers=1, seed=0,
+                 committed=[c for c in committed if c[1] == cluster.name])
+    if plan.placements:
+        return EditFit(True)
+    reasons = [r.render() for u in plan.unplaced for r in u.reasons.values()]
+    return EditFit(False, reasons[0] if reasons else f"does not fit {cluster.name}")
+
+
+__all__ = ["Create", "CopyGone", "Decision", "EditFit", "PendingGroup", "Snapshot", "Unplace", "contains",
+           "decide", "demand", "drifted", "edit_fits", "on_copy_gone", "with_policy"]

@@ -1,0 +1,128 @@
+"""Writing to the hub: annotations, label and finalizer in one merge patch per staging
+object; the status mirrored from the copy (with placer's Placed condition); Events.
+Every write goes through the fenced hub client."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from .. import actuate as A
+from ..errors import Conflict, PlacerError
+from ..events import UNPLACED, WARNING, condition_of, placed_condition, with_condition
+from ..names import ANN_MESSAGE, ANN_PHASE, FINALIZER, PLACED_CLUSTER
+from ..workload import Phase, WorkloadRef
+from .state import DaemonState
+
+log = logging.getLogger("placer.daemon")
+
+
+def status_patch(have: Mapping[str, Any] | None, want: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The merge patch that turns status `have` into `want` (None: nothing to do); a merge
+    patch only adds, so what the copy no longer reports is nulled out."""
+    if want == have or (not want and not have):
+        return None
+    status: dict[str, Any] = dict(want or {})
+    for k in (have or {}):
+        status.setdefault(k, None)
+    return status
+
+
+class HubWrites(DaemonState):
+    def wall(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.wall(), timezone.utc)
+
+    def event(self, ref: WorkloadRef, staging: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        self.events.record(staging, type_, reason, message)
+
+    def annotate(self, ref: WorkloadRef, staging: dict, values: Mapping[str, str | None], *,
+                 finalizer: bool = False) -> dict:
+        """Set (None: remove) annotations and add our finalizer, in one patch. The placed
+        cluster is also kept as a label, so that `kubectl get -l` finds it on the hub."""
+        meta = staging.get("metadata") or {}
+        have = meta.get("annotations") or {}
+        changes = {k: v for k, v in values.items() if have.get(k) != v}
+        labels: dict[str, str | None] = {}
+        if PLACED_CLUSTER in values:
+            placed = values[PLACED_CLUSTER]
+            want = A.cluster_label(placed) if placed else None
+            if (meta.get("labels") or {}).get(PLACED_CLUSTER) != want:
+                labels[PLACED_CLUSTER] = want
+        finalizers = list(meta.get("finalizers") or ())
+        add_finalizer = finalizer and FINALIZER not in finalizers
+        if not changes and not labels and not add_finalizer:
+            return staging
+        patch: dict[str, Any] = {"metadata": {}}
+        if changes:
+            patch["metadata"]["annotations"] = changes
+        if labels:
+            patch["metadata"]["labels"] = labels
+        if add_finalizer:
+            # a merge patch replaces the list: guard it with the version we read
+            patch["metadata"]["finalizers"] = finalizers + [FINALIZER]
+            patch["metadata"]["resourceVersion"] = meta.get("resourceVersion")
+        gvk = (staging["apiVersion"], staging["kind"])
+        res = self._resources[gvk]
+        try:
+            updated = self.hub.patch(res, ref.name, patch, ref.namespace)
+        except Conflict:
+            fresh = self.hub.get(res, ref.name, ref.namespace)
+            self.staging[gvk].assume(fresh, notify=False)
+            return self.annotate(ref, {**fresh, "apiVersion": gvk[0], "kind": gvk[1]}, values, finalizer=finalizer)
+        self.staging[gvk].assume(updated, notify=False)
+        return {**updated, "apiVersion": gvk[0], "kind": gvk[1]}
+
+    def ensure_finalizer(self, ref: WorkloadRef, staging: dict) -> None:
+        self.annotate(ref, staging, {}, finalizer=True)
+
+    def write_status(self, ref: WorkloadRef, staging: dict, status: Mapping[str, Any]) -> None:
+        gvk = (staging["apiVersion"], staging["kind"])
+        res = self._resources[gvk]
+        if "status" in res.subresources:
+            updated = self.hub.patch_status(res, ref.name, status, ref.namespace)
+        else:
+            updated = self.hub.patch(res, ref.name, {"status": dict(status)}, ref.namespace)
+        self.staging[gvk].assume(updated, notify=False)
+
+    def condition(self, ref: WorkloadRef, staging: dict, *, placed: bool, reason: str, message: str) -> None:
+        """Set the Placed condition on a staging object whose status keeps conditions."""
+        have = staging.get("status")
+        old = condition_of(have)
+        cond = placed_condition(placed, reason, message, self.wall(), old)
+        if old and all(old.get(k) == cond[k] for k in ("status", "reason", "message")):
+            return
+        status = with_condition(have, cond)
+        if status is None:
+            return
+        try:
+            self.write_status(ref, staging, {"conditions": status["conditions"]})
+        except PlacerError as e:
+            self.api_error("hub", e)
+
+    def mirror_status(self, ref: WorkloadRef, staging: dict, remote: Mapping[str, Any], cluster: str) -> None:
+        """The copy's status on the staging object, plus placer's Placed condition where it fits."""
+        have = staging.get("status")
+        want = remote.get("status")
+        cond = placed_condition(True, "Placed", f"placed on {cluster}", self.wall(), condition_of(have))
+        want = with_condition(want, cond) or want
+        patch = status_patch(have, want)
+        if patch is not None:
+            self.write_status(ref, staging, patch)
+
+    def set_unplaced(self, ref: WorkloadRef, message: str) -> None:
+        p = self.pending.get(ref)
+        if p is None:
+            return
+        p.message = message
+        staging = self.staged(ref)
+        if staging is None:
+            return
+        self.event(ref, staging, WARNING, UNPLACED, message)
+        self.condition(ref, staging, placed=False, reason=UNPLACED, message=message)
+        try:
+            self.annotate(ref, self.staged(ref) or staging, {ANN_PHASE: Phase.PENDING.value,
+                                                              ANN_MESSAGE: message[:1000], PLACED_CLUSTER: None},
+                          finalizer=True)
+        except PlacerError as e:
+            self.api_error("hub", e)

@@ -1,0 +1,129 @@
+"""The daemon's parts on their own, no API server: the fence's arithmetic, informers
+ignoring lagging events and keeping what was just written across a relist, and the
+per-cluster cache's incrementally kept usage checked against a rebuild from the same
+objects (`placer.inventory.snapshot`, the path every round used to take)."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from placer.daemon import LeaseTiming, NotLeader
+from placer.daemon.caches import ClusterCache
+from placer.daemon.informer import Informer
+from placer.daemon.leadership import LeaderElector
+from placer.errors import Unreachable
+from placer.inventory import snapshot
+from placer.kube import Resource
+from tests.kubeapi.builders import bound_pod, gpu_node
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_fence_lets_a_write_through_only_if_it_ends_before_a_takeover():
+    clock = Clock()
+    timing = LeaseTiming(duration=15.0, renew_deadline=10.0, retry_period=2.0)
+    e = LeaderElector(None, "ns", "lease", "me", clock=clock, timing=timing)  # type: ignore[arg-type]
+    with pytest.raises(NotLeader):
+        e.fence(0.1)                                     # never renewed
+    e._renewed_at = 100.0
+    # another daemon could take over 15 s after our renewal; 2.5 s are kept back for clock rates
+    assert e.safe_until() == 112.5
+    e.fence(12.0)
+    with pytest.raises(NotLeader):
+        e.fence(12.5)
+    clock.t = 109.0
+    assert e.is_leader
+    e.fence(3.0)
+    with pytest.raises(NotLeader):
+        e.fence(3.5)
+    clock.t = 110.0                                      # renew deadline passed: steps down, writes nothing
+    assert not e.is_leader and e.safe_until() is None
+    with pytest.raises(NotLeader):
+        e.fence(0.0)
+
+
+class _Ev:
+    def __init__(self, type_: str, obj: dict):
+        self.type, self.object, self.items = type_, obj, ()
+        self.resource_version = obj["metadata"]["resourceVersion"]
+
+
+def _obj(name: str, rv: int, **spec) -> dict:
+    return {"metadata": {"namespace": "ns", "name": name, "resourceVersion": str(rv)}, "spec": spec}
+
+
+def _informer(seen: list) -> Informer:
+    res = Resource("", "v1", "ConfigMap", "configmaps", True)
+    return Informer(None, res, namespace=None, label_selector=None,  # type: ignore[arg-type]
+                    handler=lambda inf, key, obj: seen.append((key[1], obj and obj["spec"])),
+                    cluster="c", stop=threading.Event(), on_error=lambda e: None)
+
+
+def test_an_informer_ignores_events_older_than_what_it_holds():
+    seen: list = []
+    inf = _informer(seen)
+    inf._apply(_Ev("ADDED", _obj("a", 5, v=1)))
+    inf.assume(_obj("a", 9, v=2))                       # what we just wrote
+    inf._apply(_Ev("MODIFIED", _obj("a", 7, v=1)))     # a lagging stream
+    inf._apply(_Ev("DELETED", _obj("a", 8)))
+    assert inf.get("ns", "a")["spec"] == {"v": 2}
+    inf._apply(_Ev("MODIFIED", _obj("a", 10, v=3)))
+    assert inf.get("ns", "a")["spec"] == {"v": 3}
+    assert seen == [("a", {"v": 1}), ("a", {"v": 2}), ("a", {"v": 3})]
+
+
+def test_a_relist_keeps_what_was_written_after_the_list_and_drops_the_rest():
+    seen: list = []
+    inf = _informer(seen)
+    inf._relist([_obj("old", 3), _obj("kept", 4)], "10")
+    inf.assume(_obj("mine", 12))                        # created after the next list was taken
+    inf._relist([_obj("kept", 4)], "11")                # "old" is gone; "mine" is newer than the list
+    assert sorted(o["metadata"]["name"] for o in inf.items()) == ["kept", "mine"]
+    assert ("old", None) in seen and inf.relists == 2 and inf.synced.is_set()
+
+
+class NoServer:
+    cluster = "c"
+
+    def resource_for(self, api_version: str, kind: str):
+        raise Unreachable("no server here")
+
+
+def test_used_capacity_kept_incrementally_matches_a_rebuild_from_the_same_objects():
+    rng = random.Random(7)
+    cache = ClusterCache("c", {}, None, NoServer(), {}, threading.Event(),  # type: ignore[arg-type]
+                         on_error=lambda e: None, on_copy=lambda *a: None, on_capacity=lambda: None)
+    nodes = [gpu_node(f"n{i}", gpus=8) for i in range(6)]
+    for i, n in enumerate(nodes):
+        n["metadata"]["resourceVersion"] = str(i + 1)
+        cache.nodes._apply(_Ev("ADDED", n))
+    pods: dict[str, dict] = {}
+    rv = 100
+    for step in range(400):
+        rv += 1
+        name = f"p{rng.randrange(40)}"
+        if name in pods and rng.random() < 0.3:
+            gone = pods.pop(name)
+            gone["metadata"]["resourceVersion"] = str(rv)
+            cache.pods._apply(_Ev("DELETED", gone))
+            continue
+        node = rng.choice([None, *(f"n{i}" for i in range(6))])
+        phase = rng.choice(["Pending", "Running", "Running", "Succeeded", "Failed"])
+        p = bound_pod(name, node, gpus=rng.choice([0, 1, 2, 4]), cpu=str(rng.randint(1, 8)), phase=phase)
+        p["metadata"]["resourceVersion"] = str(rv)
+        cache.pods._apply(_Ev("MODIFIED" if name in pods else "ADDED", p))
+        pods[name] = p
+        if step % 50 == 0 or step == 399:
+            want = snapshot("c", nodes, list(pods.values()))
+            got = cache.cluster()
+            assert [(n.name, dict(n.used)) for n in got.nodes] == \
+                   [(n.name, {r: q for r, q in n.used.items() if q}) for n in want.nodes], step
