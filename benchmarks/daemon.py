@@ -57,6 +57,27 @@ from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, token_kubeconf
 DAEMON_TOKEN = "bench-daemon"
 
 
+def positive(kind):
+    """An argparse type: a finite number above zero (a usage error, not a traceback, otherwise)."""
+    return _bounded(kind, lambda v: v > 0, "a number above 0")
+
+
+def non_negative(kind):
+    return _bounded(kind, lambda v: v >= 0, "a number of 0 or more")
+
+
+def _bounded(kind, ok, what: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        if value != value or value in (float("inf"), float("-inf")) or not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}")
+        return value
+    return parse
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -222,15 +243,15 @@ def _planning_rounds(d) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rate", type=float, default=20.0)
-    ap.add_argument("--steady", type=int, default=200, help="arrivals at --rate")
-    ap.add_argument("--burst", type=int, default=1000)
-    ap.add_argument("--window", type=float, default=0.1, help="daemon --batch-window")
-    ap.add_argument("--clusters", type=int, default=2, help="GPU clusters (in-repo servers)")
-    ap.add_argument("--nodes-per-cluster", type=int, default=80, help="8-GPU nodes per GPU cluster")
-    ap.add_argument("--pods-per-node", type=int, default=5, help="bound pods per node, there before the daemon")
-    ap.add_argument("--pod-gpus", type=int, default=0, help="GPUs each bound pod requests")
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each phase's copies")
+    ap.add_argument("--rate", type=positive(float), default=20.0)
+    ap.add_argument("--steady", type=positive(int), default=200, help="arrivals at --rate")
+    ap.add_argument("--burst", type=positive(int), default=1000)
+    ap.add_argument("--window", type=positive(float), default=0.1, help="daemon --batch-window")
+    ap.add_argument("--clusters", type=positive(int), default=2, help="GPU clusters (in-repo servers)")
+    ap.add_argument("--nodes-per-cluster", type=positive(int), default=80, help="8-GPU nodes per GPU cluster")
+    ap.add_argument("--pods-per-node", type=non_negative(int), default=5, help="bound pods per node, there before the daemon")
+    ap.add_argument("--pod-gpus", type=non_negative(int), default=0, help="GPUs each bound pod requests")
+    ap.add_argument("--timeout", type=positive(float), default=300.0, help="seconds to wait for each phase's copies")
     ap.add_argument("--real", action="store_true", help="real control planes (hack/kube-env)")
     args = ap.parse_args()
     logging.getLogger("urllib3").setLevel(logging.ERROR)
