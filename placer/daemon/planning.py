@@ -148,9 +148,9 @@ class Planning(Reconcile):
         for obj in objects:
             meta = obj["metadata"]
             # finalizers on the hub belong to hub-side controllers (ours among them): a copy
-            # carrying them could never be deleted on its cluster; nor does it carry owners
-            for k in ("finalizers", "ownerReferences", "managedFields", "resourceVersion", "uid"):
-                meta.pop(k, None)
+            # carrying them could never be deleted on its cluster (the server's own fields,
+            # owners included, prepare_objects has already left out)
+            meta.pop("finalizers", None)
             w = by_name.get((str(obj.get("kind")), str(meta.get("name"))))
             gen = (w.obj.get("metadata") or {}).get("generation") if w else None
             if gen is not None:
