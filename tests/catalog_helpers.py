@@ -12,9 +12,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import yaml
+
 from placer.catalog import Catalog, load_definition_file
 from placer.interpret import interpret, patch_pod_templates
 from placer.workload import Workload
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 CATALOG_DIR = Path(__file__).resolve().parent.parent / "catalog"
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
@@ -144,3 +148,9 @@ def check_patch_round_trip(obj: Mapping[str, Any], cat: Catalog, template_paths:
     assert {i.key for i in after.instances} >= skip
     assert len(paths) == len(after.instances) - len(skip), "every instance's template must be listed"
     return patched
+
+
+def example_object(kind: str) -> dict:
+    """A fresh copy of the first `kind` object of examples/<kind in lower case>.yaml."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / f"{kind.lower()}.yaml").read_text()) if d]
+    return copy.deepcopy(next(d for d in docs if d["kind"] == kind))

@@ -4,8 +4,6 @@ and RayCluster objects through their upstream CRDs (nothing pruned), and the rea
 kube-scheduler puts the pods of a gang only on nodes of the domain placer chose."""
 from __future__ import annotations
 
-import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,12 +14,12 @@ from placer.handoff_topology import (hand_off_topology, with_gang_anti_affinity,
                                      with_required_domain)
 from placer.manifests import Document, classify, group
 from placer.topology import TopologyChoice
+from tests.catalog_helpers import example_object
 from tests.kubeenv import upstream_crds, wait_for
 
 pytestmark = pytest.mark.kube
 
 RACK = "example.com/rack"
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CATALOG = load_catalog()
 CRDS = upstream_crds()
 KINDS = {"JobSet": "jobset", "PyTorchJob": "pytorchjob", "LeaderWorkerSet": "leaderworkerset",
@@ -31,8 +29,7 @@ GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 
 
 def example(kind: str, ns: str) -> dict:
-    docs = [d for d in yaml.safe_load_all((EXAMPLES / f"{KINDS[kind]}.yaml").read_text()) if d]
-    obj = copy.deepcopy(next(d for d in docs if d["kind"] == kind))
+    obj = example_object(kind)
     obj["metadata"]["namespace"] = ns
     return obj
 

@@ -4,10 +4,8 @@ Placements are written by hand: these tests do not depend on the solver."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
-import yaml
 
 from placer import actuate as A
 from placer.catalog import load_catalog
@@ -18,9 +16,9 @@ from placer.names import WORKLOAD
 from placer.plan import Placement
 from placer.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, TopologyChoice
 from placer.workload import WorkloadRef
+from tests.catalog_helpers import example_object as example
 
 RACK, BLOCK = "example.com/rack", "example.com/block"
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EAST = {"name": "east", "context": "east"}
 
 
@@ -28,12 +26,6 @@ EAST = {"name": "east", "context": "east"}
 def cat():
     return load_catalog()
 
-
-def example(kind: str) -> dict:
-    name = {"JobSet": "jobset", "PyTorchJob": "pytorchjob", "LeaderWorkerSet": "leaderworkerset",
-            "RayCluster": "raycluster"}[kind]
-    docs = [d for d in yaml.safe_load_all((EXAMPLES / f"{name}.yaml").read_text()) if d]
-    return copy.deepcopy(next(d for d in docs if d["kind"] == kind))
 
 
 def prepare(cat, obj, choices, entry=EAST):
@@ -213,8 +205,7 @@ def test_the_choices_are_recorded_on_the_copy_and_read_back_for_a_re_apply(cat):
 
 
 def test_podcliqueset_replicas_in_two_racks_are_told_apart_by_their_podgang_label(cat):
-    docs = [d for d in yaml.safe_load_all((EXAMPLES / "podcliqueset.yaml").read_text()) if d]
-    pcs = copy.deepcopy(next(d for d in docs if d["kind"] == "PodCliqueSet"))
+    pcs = example("PodCliqueSet")
     pcs["spec"]["replicas"] = 2
     out = prepare(cat, pcs, [TopologyChoice("disagg-llm-0", RACK, ("r1",)), TopologyChoice("disagg-llm-1", RACK, ("r2",))])
     for clique in out["spec"]["template"]["cliques"]:

@@ -3,7 +3,6 @@ the definitions (one code path for every kind), and bad values refused with one 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,9 +13,9 @@ from placer.cli import app
 from placer.errors import InputError
 from placer.interpret import interpret
 from placer.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, TopologyRequest
+from tests.catalog_helpers import example_object as example
 
 RACK, BLOCK = "example.com/rack", "example.com/block"
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 runner = CliRunner()
 
 
@@ -24,12 +23,6 @@ runner = CliRunner()
 def cat():
     return load_catalog()
 
-
-def example(kind: str) -> dict:
-    name = {"JobSet": "jobset", "PyTorchJob": "pytorchjob", "LeaderWorkerSet": "leaderworkerset",
-            "RayCluster": "raycluster"}[kind]
-    docs = [d for d in yaml.safe_load_all((EXAMPLES / f"{name}.yaml").read_text()) if d]
-    return copy.deepcopy(next(d for d in docs if d["kind"] == kind))
 
 
 def annotate(obj: dict, **ann: str) -> dict:
