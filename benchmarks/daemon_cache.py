@@ -4,7 +4,7 @@ what a planning round pays to take its snapshot, and the memory the caches hold.
 
     python3 benchmarks/daemon_cache.py [--clusters 20] [--nodes-per-cluster 500] [--pods 50000]
 
-Baseline in the same run: `placer.inventory.snapshot` built from the same node and pod
+Baseline in the same run: `placer.fleetview.inventory.snapshot` built from the same node and pod
 objects (what every round paid before the caches: a rebuild from raw objects, network
 not counted)."""
 
@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import argparse
 import gc
+import resource
 import sys
 import threading
 import time
-import resource
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from placer.daemon.caches import ClusterCache  # noqa: E402
-from placer.errors import Unreachable  # noqa: E402
-from placer.inventory import snapshot  # noqa: E402
+from placer.fleetview.inventory import snapshot  # noqa: E402
+from placer.model.errors import Unreachable  # noqa: E402
 from tests.kubeapi.builders import bound_pod, gpu_node  # noqa: E402
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from placer.catalog import load_catalog  # noqa: E402
+from placer.definitions.catalog import load_catalog  # noqa: E402
 from tests.realkube import manifests as M  # noqa: E402
 from tests.realkube.cluster import BoundPod, NodeSpec  # noqa: E402
 from tests.realkube.env import KubeEnv, unavailable  # noqa: E402

@@ -21,9 +21,9 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from placer.clusters_file import build_fleet, parse_clusters  # noqa: E402
-from placer.fleet import Fleet  # noqa: E402
-from placer.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload  # noqa: E402
+from placer.inputs.clusters_file import parse_clusters, simulated_cluster  # noqa: E402
+from placer.model.fleet import Fleet  # noqa: E402  # noqa: E402
+from placer.model.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"
@@ -103,7 +103,7 @@ def _distinct(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def make_fleet(spec: FleetSpec, seed: int = 0) -> Fleet:
-    return build_fleet(parse_clusters(clusters_document(spec, seed), "<generated>"))
+    return Fleet(tuple(simulated_cluster(c) for c in parse_clusters(clusters_document(spec, seed), "<generated>").clusters))
 
 
 def write_clusters_file(spec: FleetSpec, path: str | Path, seed: int = 0) -> Path:

@@ -36,9 +36,9 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from placer.catalog import load_catalog  # noqa: E402
-from placer.interpret import _jq_view, interpret, json_text  # noqa: E402
-from placer.manifests import read_documents  # noqa: E402
+from placer.definitions.catalog import load_catalog  # noqa: E402
+from placer.definitions.interpret import _jq_view, interpret, json_text  # noqa: E402
+from placer.inputs.manifests import read_documents  # noqa: E402
 
 
 def seeds(catalog) -> dict[str, dict]:

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from placer.inventory import ACTIVE_PODS, live_clusters, snapshot  # noqa: E402
+from placer.fleetview.inventory import ACTIVE_PODS, live_clusters, snapshot  # noqa: E402
 from placer.kube import Kube  # noqa: E402
 from tests.kubeapi import start_fleet, synthetic_cluster  # noqa: E402
 

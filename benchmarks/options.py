@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from generate import GPU, make_fleet, make_workloads  # noqa: E402
 from plan import GPU_NAMES, SCENARIOS  # noqa: E402
+
 from placer import solve as S  # noqa: E402
 from placer.cli.plan import OPTIONS_END  # noqa: E402
 from placer.solve.options import Running, what_would_fit  # noqa: E402
@@ -33,8 +34,9 @@ def half_running(fleet, groups, gpu_names):
     """The fleet after every other group of a first plan started running: their pods' demand
     on the plan's nodes, as running workloads of their priority; the rest still to plan."""
     from dataclasses import replace
-    from placer.fleet import Fleet
-    from placer.scheduling import pod_demand
+
+    from placer.model.fleet import Fleet
+    from placer.solve.scheduling import pod_demand
     first = S.solve(fleet, groups, time_limit=10, gpu_resources=gpu_names)
     by_key = {g.key: g for g in groups}
     started = {g.key for i, g in enumerate(groups) if i % 2 == 0}

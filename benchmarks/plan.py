@@ -30,13 +30,15 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from generate import GPU, MIG, FleetSpec, MixSpec, make_fleet, make_workloads, write_clusters_file, write_manifests  # noqa: E402
 from ortools.linear_solver import pywraplp  # noqa: E402
 
-from generate import (GPU, MIG, FleetSpec, MixSpec, make_fleet, make_workloads,  # noqa: E402
-                      write_clusters_file, write_manifests)
 from placer import solve as S  # noqa: E402
-from placer.solve import model as M, policy as P, problem as PR  # noqa: E402
-from placer.solve.greedy import BASELINES, greedy as greedy_plan  # noqa: E402
+from placer.solve import model as M  # noqa: E402
+from placer.solve import policy as P
+from placer.solve import problem as PR
+from placer.solve.greedy import BASELINES  # noqa: E402
+from placer.solve.greedy import greedy as greedy_plan
 
 SCENARIOS = {
     # <= 50 workloads, <= 200 nodes: must be proven optimal
@@ -171,8 +173,8 @@ def run(name: str, time_limit: float, workers: int, effort: float) -> dict:
 
 def end_to_end(name: str, runs: int, extra: list[str]) -> None:
     """The real CLI in a subprocess on the scenario as files: wall seconds and phases."""
-    from placer.catalog import load_catalog
-    from placer.manifests import classify, group, read_documents
+    from placer.definitions.catalog import load_catalog
+    from placer.inputs.manifests import classify, group, read_documents
 
     fspec, mspec = SCENARIOS[name]
     with tempfile.TemporaryDirectory() as tmp:

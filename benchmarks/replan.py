@@ -23,8 +23,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from placer import actuate as A  # noqa: E402
-from placer.catalog import load_catalog  # noqa: E402
-from placer.interpret import Interpreter  # noqa: E402
+from placer.definitions.catalog import load_catalog  # noqa: E402
+from placer.definitions.interpret import Interpreter  # noqa: E402
 from tests.daemon_helpers import jobset  # noqa: E402
 
 

@@ -21,12 +21,13 @@ import time
 from typing import Any
 
 from placer import solve as S
-from placer.fleet import Cluster, Fleet, Node
+from placer.model.fleet import Cluster, Fleet, Node
+from placer.model.topology import TopologyRequest
+from placer.model.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload
 from placer.solve import problem as PR
-from placer.solve.greedy import BASELINES, greedy as greedy_plan
+from placer.solve.greedy import BASELINES
+from placer.solve.greedy import greedy as greedy_plan
 from placer.solve.topology import without_topology
-from placer.topology import TopologyRequest
-from placer.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload
 
 GPU = "nvidia.com/gpu"
 ZONE, BLOCK, CLIQUE, RACK = "topology.kubernetes.io/zone", "example.com/block", "nvidia.com/gpu.clique", "example.com/rack"

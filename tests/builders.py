@@ -19,10 +19,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from placer.fleet import Cluster, Fleet, Node, Taint
-from placer.quantity import canonical
-from placer.topology import TopologyRequest
-from placer.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload
+from placer.model.fleet import Cluster, Fleet, Node, Taint
+from placer.model.quantity import canonical
+from placer.model.topology import TopologyRequest
+from placer.model.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload
 
 GPU = "nvidia.com/gpu"
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -14,9 +14,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
-from placer.catalog import Catalog, load_definition_file
-from placer.interpret import interpret, patch_pod_templates
-from placer.workload import Workload
+from placer.definitions.catalog import Catalog, load_definition_file
+from placer.definitions.interpret import interpret, patch_pod_templates
+from placer.model.workload import Workload
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

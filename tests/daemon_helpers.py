@@ -11,12 +11,10 @@ import pytest
 import yaml
 
 import placer.daemon
-from placer.catalog import load_catalog
-from placer.clusters_file import ClusterEntry
-from placer.daemon import Daemon, DaemonConfig
-from placer.daemon import FakeClock
+from placer.daemon import Daemon, DaemonConfig, FakeClock, LeaseTiming
+from placer.definitions.catalog import load_catalog
+from placer.inputs.clusters_file import ClusterEntry
 from placer.kube import Kube, RetryPolicy
-from placer.daemon import LeaseTiming
 from tests.kubeapi.builders import gpu_node
 
 STAGING = "placer-staging"

@@ -13,8 +13,8 @@ from typing import Any, Callable, Iterable
 import pytest
 import yaml
 
-from placer.errors import NotFound
 from placer.kube import Kube, KubeClient, RetryPolicy
+from placer.model.errors import NotFound
 from tests.daemon_helpers import wait_for as _wait_for
 
 REPO = Path(__file__).resolve().parent.parent

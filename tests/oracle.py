@@ -32,8 +32,8 @@ from typing import Mapping, Sequence
 
 from ortools.sat.python import cp_model
 
-from placer.fleet import Cluster, Fleet, Node, Taint
-from placer.workload import Instance, PlacementGroup
+from placer.model.fleet import Cluster, Fleet, Node, Taint
+from placer.model.workload import Instance, PlacementGroup
 
 from .builders import cluster, fleet, group, wl
 

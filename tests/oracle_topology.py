@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from placer.fleet import Cluster, Fleet
-from placer.workload import PlacementGroup
+from placer.model.fleet import Cluster, Fleet
+from placer.model.workload import PlacementGroup
 
 from .builders import cluster, fleet, group, wl
 from .oracle import HOST, Unit, demand, dom, fits, has_level, instances, may_run, units
@@ -100,7 +100,7 @@ def topo_instance(seed: int, big: bool = False) -> tuple[Fleet, list[PlacementGr
     """Small fleets of blocks and racks (one cluster in five without rack labels or
     levels), gangs asking for a level required or preferred, some only for one component.
     `big`: beyond the node-exact size (the class model), more and larger gangs, no host level."""
-    from placer.topology import TopologyRequest
+    from placer.model.topology import TopologyRequest
 
     rnd = random.Random(seed)
     cls = []

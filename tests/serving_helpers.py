@@ -9,8 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Iterable, Mapping, Sequence
 
-from placer.catalog import Catalog
-from placer.interpret import interpret, patch_pod_templates
+from placer.definitions.catalog import Catalog
+from placer.definitions.interpret import interpret, patch_pod_templates
 
 from .catalog_helpers import PATCH, gangs
 

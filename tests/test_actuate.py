@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from placer import actuate as A
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.errors import InputError, Invalid
-from placer.interpret import interpret
+from placer.definitions.catalog import load_catalog
+from placer.definitions.interpret import interpret
+from placer.inputs.manifests import Document, classify, group
 from placer.kube import Kube, RetryPolicy
-from placer.manifests import Document, classify, group
-from placer.workload import Phase, WorkloadRef
+from placer.model.errors import InputError, Invalid
+from placer.model.workload import Phase, WorkloadRef
 from tests.kubeapi.builders import bound_pod, gpu_node
 
 FAST = RetryPolicy(attempts=3, base=0.001, cap=0.002)
@@ -117,7 +117,7 @@ def test_bad_suspend_mode_is_input_error(catalog):
 
 
 def test_handoff_reads_clusters_file_models():
-    from placer.clusters_file import parse_clusters
+    from placer.inputs.clusters_file import parse_clusters
     f = parse_clusters({"clusters": [{"name": "east", "context": "east",
                                       "podTemplatePatch": {"schedulerName": "kai-scheduler"},
                                       "objectPatch": {"labels": {"kueue.x-k8s.io/queue-name": "q"}},

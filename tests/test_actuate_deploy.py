@@ -9,9 +9,9 @@ import yaml
 from typer.testing import CliRunner
 
 from placer import actuate as A
-from placer.catalog import builtin_catalog_dir, load_catalog
 from placer.cli import app
-from placer.clusters_file import parse_clusters
+from placer.definitions.catalog import builtin_catalog_dir, load_catalog
+from placer.inputs.clusters_file import parse_clusters
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 # plural of each built-in kind the catalog or companions use (CRD kinds come from the harness CRDs)

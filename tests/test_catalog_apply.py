@@ -9,12 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.errors import UnknownKind
-from placer.kube import Kube
-from placer.live import describe_live
-from placer.registry import (
+from placer.definitions.catalog import load_catalog
+from placer.fleetview.registry import (
     API_VERSION,
     CRD_NAME,
     KIND,
@@ -23,6 +20,9 @@ from placer.registry import (
     ensure_crd,
     with_cluster_definitions,
 )
+from placer.kube import Kube
+from placer.model.errors import UnknownKind
+from placer.ops.describe import describe_live
 from tests.kubeapi import bound_pod, crd, custom_object
 
 WIDGET_DEF = {

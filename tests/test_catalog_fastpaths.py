@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.interpret import interpret
+from placer.definitions.interpret import interpret
 
 from .catalog_helpers import catalog, container, gangs, pods_by_instance, template
 

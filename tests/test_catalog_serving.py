@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from placer.interpret import interpret
-from placer.workload import Phase
+from placer.definitions.interpret import interpret
+from placer.model.workload import Phase
 
 from .catalog_helpers import (
     EXAMPLES_DIR,

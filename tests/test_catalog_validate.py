@@ -3,9 +3,8 @@ WorkloadDefinition object form all validate; jq errors quote the user's own expr
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 import jq
 import pytest
@@ -89,8 +88,8 @@ def test_a_trailing_jq_comment_does_not_break_the_fused_program(tmp_path):
     r = validate(tmp_path / "c.yaml")
     assert r.exit_code == 0, r.output
     assert "fused program" not in r.output
-    from placer.catalog import load_catalog
-    from placer.interpret import interpret
+    from placer.definitions.catalog import load_catalog
+    from placer.definitions.interpret import interpret
     catalog = load_catalog([tmp_path])
     w = interpret({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
                    "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}},

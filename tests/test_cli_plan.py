@@ -153,8 +153,8 @@ WIDGET_DEF = {
 
 
 def test_no_files_plans_the_hub_staging_namespace(make_fleet, tmp_path):
+    from placer.fleetview.registry import apply_definitions, ensure_crd
     from placer.kube import Kube
-    from placer.registry import apply_definitions, ensure_crd
     from tests.kubeapi import crd, custom_object
 
     kf = make_fleet(names=("hub",))

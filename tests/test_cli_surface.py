@@ -305,8 +305,8 @@ def test_submit_dry_run_server_validates_on_the_target_and_creates_nothing(fresh
     # the server answered: it set what only a server sets
     assert d["metadata"].get("uid") and d["metadata"].get("creationTimestamp")
     assert d["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
-    from placer.errors import NotFound
     from placer.kube import Kube
+    from placer.model.errors import NotFound
     kube = Kube(str(fresh_fleet.kubeconfig))
     for name in ("alpha", "beta"):
         with pytest.raises(NotFound):

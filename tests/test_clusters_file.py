@@ -3,15 +3,9 @@
 import pytest
 import yaml
 
-from placer.clusters_file import (
-    LIVE_UNAVAILABLE,
-    build_fleet,
-    example_path,
-    load_clusters,
-    parse_clusters,
-    simulated_cluster,
-)
-from placer.errors import InputError
+from placer.inputs.clusters_file import example_path, parse_clusters, simulated_cluster
+from placer.inputs.targets import resolve_clusters
+from placer.model.errors import InputError
 
 GOOD = {
     "hub": {"context": "hub", "stagingNamespace": "placer-staging"},
@@ -78,39 +72,41 @@ def test_lookup_order(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
-    bundled = load_clusters(None)
+    bundled = resolve_clusters(None)
     assert bundled.description.startswith("the bundled example fleet")
     assert bundled.clusters and all(not c.live for c in bundled.clusters)
     assert bundled.hub is None
     (tmp_path / "clusters.yaml").write_text(yaml.safe_dump(GOOD))
-    assert load_clusters(None).description == "./clusters.yaml"
+    assert resolve_clusters(None).description == "./clusters.yaml"
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump({"clusters": [GOOD["clusters"][1]]}))
     monkeypatch.setenv("PLACER_CLUSTERS", str(other))
-    f, desc = load_clusters(None)
+    targets = resolve_clusters(None)
+    f, desc = targets.file, targets.description
     assert [c.name for c in f.clusters] == ["west"] and "PLACER_CLUSTERS" in desc
-    assert load_clusters(str(tmp_path / "clusters.yaml")).file.clusters[0].name == "east"
+    assert resolve_clusters(str(tmp_path / "clusters.yaml")).file.clusters[0].name == "east"
 
 
 def test_example_file_parses_and_has_a_live_entry():
-    from placer.clusters_file import read_clusters_file
+    from placer.inputs.clusters_file import read_clusters_file
     f = read_clusters_file(example_path())
     assert any(c.live for c in f.clusters) and sum(not c.live for c in f.clusters) >= 3
 
 
 def test_live_entries_without_inventory_are_errors_not_exceptions(monkeypatch):
-    import placer.inventory as inv
-    monkeypatch.setattr(inv, "live_clusters",
-                        lambda entries, kubeconfig=None: {e.name: inv.Cluster(e.name, error="unreachable (refused)")
-                                                          for e in entries})
-    fleet = build_fleet(parse_clusters(GOOD, "x"))
+    import placer.fleetview.view as view
+    from placer.definitions.catalog import load_catalog
+    from placer.fleetview.placed import LiveState, Placed
+    from placer.model.fleet import Cluster
+    monkeypatch.setattr(view, "read_live", lambda kube, entries, catalog, gpu_resources=None: LiveState(
+        {e.name: Cluster(e.name, error="unreachable (refused)") for e in entries if e.context}, {}, Placed(), []))
+    fleet = view.read_fleet(parse_clusters(GOOD, "x").clusters, object(), load_catalog()).fleet
     assert [c.name for c in fleet.clusters] == ["east", "west"]
     assert fleet.clusters[0].error == "unreachable (refused)" and fleet.clusters[1].reachable
-    assert LIVE_UNAVAILABLE
 
 
 def test_unreadable_and_invalid_yaml(tmp_path):
-    from placer.clusters_file import read_clusters_file
+    from placer.inputs.clusters_file import read_clusters_file
     with pytest.raises(InputError, match="cannot read clusters file"):
         read_clusters_file(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"

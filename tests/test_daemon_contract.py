@@ -9,8 +9,17 @@ import copy
 import time
 
 from placer import daemon as D
-from tests.daemon_helpers import (RUNNING_STATUS, STAGING, Env, created_copies, events_for, fails_on_old_daemon,
-                                  gpu_nodes, jobset, wait_for)
+from tests.daemon_helpers import (
+    RUNNING_STATUS,
+    STAGING,
+    Env,
+    created_copies,
+    events_for,
+    fails_on_old_daemon,
+    gpu_nodes,
+    jobset,
+    wait_for,
+)
 from tests.kubeapi.http import call
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")

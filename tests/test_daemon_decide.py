@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from placer.daemon import decide as DC
 from placer.daemon.reschedule import judge, reschedule_after
-from placer.workload import PlacementGroup
+from placer.model.workload import PlacementGroup
 from tests.builders import cluster, fleet, group, wl
 
 
@@ -141,7 +141,7 @@ def test_node_labels_no_workload_can_tell_apart_do_not_change_the_plan():
     selector, an affinity term or a topology level names are kept, so plans stay the same."""
     import dataclasses
 
-    from placer.fleet import Fleet
+    from placer.model.fleet import Fleet
 
     base = fleet("east: 4x8 gpu=h100 | 2x8 gpu=a100", "west: 3x8 gpu=a100")
     live = Fleet(tuple(dataclasses.replace(c, nodes=tuple(

@@ -12,10 +12,21 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from placer import daemon as D
-from placer.kube import RetryPolicy
 from placer.daemon import LeaseTiming
-from tests.daemon_helpers import (STAGING, WRITE_VERBS, Env, created_copies, fails_on_old_daemon, gpu_nodes, jobset,
-                                  on_two_clusters, token_kubeconfig, wait_for, writes_by)
+from placer.kube import RetryPolicy
+from tests.daemon_helpers import (
+    STAGING,
+    WRITE_VERBS,
+    Env,
+    created_copies,
+    fails_on_old_daemon,
+    gpu_nodes,
+    jobset,
+    on_two_clusters,
+    token_kubeconfig,
+    wait_for,
+    writes_by,
+)
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 TARGETS = ("alpha", "beta")

@@ -17,8 +17,16 @@ from concurrent.futures import ThreadPoolExecutor
 import yaml
 
 from placer import daemon as D
-from tests.daemon_helpers import (STAGING, WRITE_VERBS, Env, created_copies, gpu_nodes, jobset, token_kubeconfig,
-                                  wait_for)
+from tests.daemon_helpers import (
+    STAGING,
+    WRITE_VERBS,
+    Env,
+    created_copies,
+    gpu_nodes,
+    jobset,
+    token_kubeconfig,
+    wait_for,
+)
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 TARGETS = ("alpha", "beta")

@@ -1,7 +1,7 @@
 """The daemon's parts on their own, no API server: the fence's arithmetic, informers
 ignoring lagging events and keeping what was just written across a relist, and the
 per-cluster cache's incrementally kept usage checked against a rebuild from the same
-objects (`placer.inventory.snapshot`, the path every round used to take)."""
+objects (`placer.fleetview.inventory.snapshot`, the path every round used to take)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from placer.daemon import LeaseTiming, NotLeader
 from placer.daemon.caches import ClusterCache
 from placer.daemon.informer import Informer
 from placer.daemon.leadership import LeaderElector
-from placer.errors import Unreachable
-from placer.inventory import snapshot
+from placer.fleetview.inventory import snapshot
 from placer.kube import Resource
+from placer.model.errors import Unreachable
 from tests.kubeapi.builders import bound_pod, gpu_node
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from placer.catalog import Catalog, compile_definition, load_catalog
-from placer.errors import DefinitionError, EvaluationError, InputError, PlacerError, UnknownKind
-from placer.interpret import LAST_APPLIED, Interpreter, interpret, patch_pod_templates
-from placer.podspec import effective_requests
-from placer.quantity import canonical, format_quantity, parse_quantity
-from placer.workload import Phase
+from placer.definitions.catalog import Catalog, compile_definition, load_catalog
+from placer.definitions.interpret import LAST_APPLIED, Interpreter, interpret, patch_pod_templates
+from placer.model.errors import DefinitionError, EvaluationError, InputError, PlacerError, UnknownKind
+from placer.model.podspec import effective_requests
+from placer.model.quantity import canonical, format_quantity, parse_quantity
+from placer.model.workload import Phase
 
 # --- quantities and pod requests ---------------------------------------------------
 
@@ -440,7 +440,7 @@ def test_an_expression_yielding_several_values_is_named(cat):
 
 
 def test_suspend_path_comes_from_the_definition(cat):
-    from placer.interpret import suspend_path
+    from placer.definitions.interpret import suspend_path
     assert suspend_path(trainer(suspend=True), cat) == ["spec", "suspend"]
     assert suspend_path(trainer(), cat) == ["spec", "suspend"]       # where it would go
 
@@ -490,7 +490,7 @@ def test_live_bookkeeping_is_not_handed_to_jq_and_the_object_is_untouched(cat):
 def test_pod_level_resources_replace_the_containers_total_for_cpu_and_memory():
     """PodLevelResources (on by default since Kubernetes 1.34): the scheduler takes
     spec.resources requests (or limits alone) for cpu and memory instead of the containers' sum."""
-    from placer.podspec import pod_requests
+    from placer.model.podspec import pod_requests
     spec = {"containers": [_c("a", {"cpu": "1", "memory": "1Gi"}, {"nvidia.com/gpu": 2})],
             "resources": {"requests": {"cpu": "4"}, "limits": {"memory": "8Gi"}}, "overhead": {"cpu": "250m"}}
     assert pod_requests(spec) == {"cpu": 4250, "memory": 8 * 2**30, "nvidia.com/gpu": 2}
@@ -501,7 +501,7 @@ def test_lets_are_ordered_by_what_they_use_not_as_written():
     milvus' `streaming` (which uses $ver) came before `ver` and did not compile."""
     import yaml as _yaml
 
-    from placer.catalog import builtin_catalog_dir, compile_definition
+    from placer.definitions.catalog import builtin_catalog_dir, compile_definition
 
     data = _yaml.safe_load((builtin_catalog_dir() / "milvus.yaml").read_text())
     data["let"] = dict(sorted(data["let"].items()))          # as the API server returns it

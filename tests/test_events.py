@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from placer.events import Recorder, condition_of, placed_condition, with_condition
+from placer.daemon.events import Recorder, condition_of, placed_condition, with_condition
 from placer.kube import Kube
 
 T0 = datetime(2026, 12, 3, 10, 0, 0, tzinfo=timezone.utc)

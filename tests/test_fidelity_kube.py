@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from placer.catalog import load_catalog
+from placer.definitions.catalog import load_catalog
 from tests.realkube import manifests as M
 from tests.realkube.cluster import BoundPod, NodeSpec
 from tests.realkube.env import KubeEnv, unavailable
@@ -285,7 +285,7 @@ def test_submit_binds_indexed_job_and_fragmented_workload_stays_unschedulable(po
         reason = json.loads(done.stdout)["unplaced"][0]["reasons"][cluster.context]
         assert "largest free block is 3 GPUs" in reason and "6 GPUs free" in reason, reason
 
-        from placer.manifests import load_groups
+        from placer.inputs.manifests import load_groups
         workload = load_groups([str(path)], pool.catalog)[0].workloads[0]
         assert materialise(cluster, ns, workload, pool.catalog) == (1, [])
         out = observe(cluster, ns, 4, timeout=30)       # the 3 bound pods of train, and frag's

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.manifests import load_groups
+from placer.definitions.catalog import load_catalog
+from placer.inputs.manifests import load_groups
 
 runner = CliRunner()
 
@@ -139,7 +139,7 @@ def test_a_shared_companion_is_applied_by_each_group_on_one_cluster(fresh_fleet,
     """Two groups bringing the same unreferenced ConfigMap to one cluster: both are created,
     the second does not refuse the ConfigMap as someone else's."""
     from placer.kube import Kube
-    from placer.submit import submit
+    from placer.ops.submit import submit
     from tests.kubeapi.builders import gpu_node
 
     fresh_fleet["alpha"].seed([gpu_node("a0")])

@@ -216,7 +216,7 @@ def test_daemon_on_a_busy_metrics_port_is_an_input_error_before_any_watch(tmp_pa
     import socket
 
     from placer.daemon import Daemon
-    from placer.errors import InputError
+    from placer.model.errors import InputError
 
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))

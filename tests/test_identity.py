@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from placer.cli import app
-from placer.workload import WorkloadRef
+from placer.model.workload import WorkloadRef
 
 runner = CliRunner()
 
@@ -58,9 +58,9 @@ def test_workload_ref_text_round_trips():
 
 
 def test_job_and_deployment_sharing_a_name_are_submitted_and_found_again_apart(fresh_fleet, tmp_path):
-    from placer.catalog import load_catalog
+    from placer.definitions.catalog import load_catalog
     from placer.kube import Kube
-    from placer.submit import submit
+    from placer.ops.submit import submit
     from tests.kubeapi.builders import gpu_node
 
     fresh_fleet["alpha"].seed([gpu_node("a0")])

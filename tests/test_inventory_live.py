@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from placer.cli import app
-from placer.inventory import ACTIVE_PODS, live_clusters, summarize
+from placer.fleetview.inventory import ACTIVE_PODS, live_clusters, summarize
 from placer.kube import Kube, RetryPolicy
 from tests.kubeapi import bound_pod, gpu_node, loaded_node
 

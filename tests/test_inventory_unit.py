@@ -1,7 +1,7 @@
 """Snapshot building from node and pod objects (no server)."""
 
-from placer.fleet import Cluster, Node, Taint
-from placer.inventory import node_from_object, snapshot, summarize, usage_by_node
+from placer.fleetview.inventory import node_from_object, snapshot, summarize, usage_by_node
+from placer.model.fleet import Cluster, Node, Taint
 
 
 def node(name, gpus=8, product="NVIDIA-H100-80GB-HBM3", ready="True", taints=(), unschedulable=False):

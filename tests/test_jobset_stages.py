@@ -11,9 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.interpret import interpret
+from placer.definitions.catalog import load_catalog
+from placer.definitions.interpret import interpret
 
 runner = CliRunner()
 

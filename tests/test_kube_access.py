@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from placer.errors import Conflict, Forbidden, Invalid, NotFound, ServerError, Unreachable
 from placer.kube import Kube, RetryPolicy
+from placer.model.errors import Conflict, Forbidden, Invalid, NotFound, ServerError, Unreachable
 from tests.kubeapi import bound_pod, custom_object, gpu_node
 
 

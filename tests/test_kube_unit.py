@@ -5,8 +5,8 @@ import random
 import pytest
 
 from placer import kube
-from placer.errors import InputError
 from placer.kube import Resource, RetryPolicy
+from placer.model.errors import InputError
 
 
 def test_backoff_doubles_with_bounded_jitter_and_cap():

@@ -1,5 +1,5 @@
 """Live describe: objects and operator-style pods (labels per FACTS.md) created in the test API
-server as the operators would, read back through placer.live and `placer describe KIND/NAME`."""
+server as the operators would, read back through placer.ops.describe and `placer describe KIND/NAME`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.errors import InputError, NotFound
+from placer.definitions.catalog import load_catalog
 from placer.kube import Kube
-from placer.live import describe_live, parse_ref
+from placer.model.errors import InputError, NotFound
+from placer.ops.describe import describe_live, parse_ref
 from tests.kubeapi import bound_pod, gpu_node
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from placer.catalog import load_catalog
-from placer.manifests import load_groups, read_documents
+from placer.definitions.catalog import load_catalog
+from placer.inputs.manifests import load_groups, read_documents
 from tests.test_cli_describe import DEFINITION, widget
 
 

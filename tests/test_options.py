@@ -17,19 +17,20 @@ import itertools
 import json
 import os
 from pathlib import Path
-from typing import AbstractSet as Set, Sequence
+from typing import AbstractSet as Set
+from typing import Sequence
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from placer.cli import app
-from placer.fleet import Fleet, Node
-from placer.plan import Plan
+from placer.model.fleet import Fleet, Node
+from placer.model.plan import Plan
+from placer.model.topology import TopologyRequest
+from placer.model.workload import PlacementGroup
 from placer.solve import solve
 from placer.solve.options import Option, Running, what_would_fit, with_options
-from placer.topology import TopologyRequest
-from placer.workload import PlacementGroup
 
 from . import oracle as O
 from .builders import cluster, fleet, group, groups, wl

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from placer import actuate as A
-from placer.podsecurity import LABEL, object_violations, pod_specs, violations
+from placer.actuate.podsecurity import LABEL, object_violations, pod_specs, violations
 from tests.test_submit import ENTRIES, JOBSET, Env, jobset, write
 
 PLAIN = {"containers": [{"name": "train", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}
@@ -97,7 +97,7 @@ def privileged_jobset(name: str) -> str:
 
 
 def test_submit_refuses_a_privileged_workload_and_creates_nothing(fleet, tmp_path):
-    from placer.catalog import load_catalog
+    from placer.definitions.catalog import load_catalog
     env = Env(fleet, load_catalog())
     result = env.submit([write(tmp_path, "p.yaml", privileged_jobset("escape"))])
     assert result.exit_code == 1 and result.created == ()
@@ -109,7 +109,7 @@ def test_submit_refuses_a_privileged_workload_and_creates_nothing(fleet, tmp_pat
 
 
 def test_a_cluster_that_allows_privileged_gets_it_and_namespaces_carry_the_level(fleet, tmp_path):
-    from placer.catalog import load_catalog
+    from placer.definitions.catalog import load_catalog
     entries = [{**ENTRIES[0], "podSecurity": "privileged"}, {**ENTRIES[1], "podSecurity": "restricted"}]
     env = Env(fleet, load_catalog(), entries=entries)
     result = env.submit([write(tmp_path, "p.yaml", privileged_jobset("allowed"))])
@@ -118,7 +118,7 @@ def test_a_cluster_that_allows_privileged_gets_it_and_namespaces_carry_the_level
 
 
 def test_namespaces_placer_creates_enforce_baseline_by_default(fleet, tmp_path):
-    from placer.catalog import load_catalog
+    from placer.definitions.catalog import load_catalog
     env = Env(fleet, load_catalog())
     result = env.submit([write(tmp_path, "j.yaml", jobset("plain", "team-a", replicas=1))])
     (created,) = result.created

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.manifests import load_groups
+from placer.definitions.catalog import load_catalog
+from placer.inputs.manifests import load_groups
 
 runner = CliRunner()
 
@@ -106,7 +106,7 @@ def test_the_higher_class_gets_the_capacity(tmp_path):
 
 def test_classes_are_read_from_the_target_clusters(fresh_fleet, tmp_path, catalog):
     from placer.kube import Kube
-    from placer.submit import submit
+    from placer.ops.submit import submit
     from tests.kubeapi.builders import gpu_node
 
     fresh_fleet["alpha"].seed([gpu_node("a0")])

@@ -10,13 +10,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.describe import workload_json
-from placer.interpret import interpret
-from placer.live import describe_live
-from placer.registry import API_VERSION, CRD_NAME, KIND, builtin_definition_files
-from placer.errors import Invalid
+from placer.definitions.catalog import load_catalog
+from placer.definitions.describe import workload_json
+from placer.definitions.interpret import interpret
+from placer.fleetview.registry import API_VERSION, CRD_NAME, KIND, builtin_definition_files
+from placer.model.errors import Invalid
+from placer.ops.describe import describe_live
 from tests.kubeenv import crd_documents, upstream_crds
 
 pytestmark = pytest.mark.kube

@@ -7,13 +7,11 @@ from __future__ import annotations
 import pytest
 
 from placer import daemon as D
-from placer.catalog import load_catalog
-from placer.clusters_file import ClusterEntry
-from placer.daemon import Daemon, DaemonConfig
-from placer.daemon import FakeClock
-from placer.errors import NotFound
+from placer.daemon import Daemon, DaemonConfig, FakeClock, LeaseTiming
+from placer.definitions.catalog import load_catalog
+from placer.inputs.clusters_file import ClusterEntry
 from placer.kube import Kube, RetryPolicy
-from placer.daemon import LeaseTiming
+from placer.model.errors import NotFound
 from tests.daemon_helpers import RUNNING_STATUS, STAGING, jobset
 from tests.kubeenv import upstream_crds, wait_for
 

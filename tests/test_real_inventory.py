@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from placer.cli import app
-from placer.inventory import live_clusters
+from placer.fleetview.inventory import live_clusters
 from placer.kube import Kube
 from tests.kubeenv import wait_for
 

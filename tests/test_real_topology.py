@@ -4,16 +4,19 @@ and RayCluster objects through their upstream CRDs (nothing pruned), and the rea
 kube-scheduler puts the pods of a gang only on nodes of the domain placer chose."""
 from __future__ import annotations
 
-
 import pytest
 import yaml
 
 from placer import actuate as A
-from placer.catalog import load_catalog
-from placer.handoff_topology import (hand_off_topology, with_gang_anti_affinity, with_gang_pod_affinity,
-                                     with_required_domain)
-from placer.manifests import Document, classify, group
-from placer.topology import TopologyChoice
+from placer.actuate.topology import (
+    hand_off_topology,
+    with_gang_anti_affinity,
+    with_gang_pod_affinity,
+    with_required_domain,
+)
+from placer.definitions.catalog import load_catalog
+from placer.inputs.manifests import Document, classify, group
+from placer.model.topology import TopologyChoice
 from tests.catalog_helpers import example_object
 from tests.kubeenv import upstream_crds, wait_for
 
@@ -163,8 +166,8 @@ def kueue_topology_crd() -> dict:
 
 
 def test_kueue_topology_on_a_real_apiserver_gives_the_levels(real, tmp_path):
-    from placer.clusters_file import as_entry
-    from placer.inventory import live_clusters
+    from placer.fleetview.inventory import live_clusters
+    from placer.inputs.clusters_file import as_entry
 
     c = real.client("west")
     c.apply(kueue_topology_crd(), "customresourcedefinitions", force=True)
@@ -196,7 +199,7 @@ def test_submit_hands_the_plans_domain_to_the_real_scheduler(real, tmp_path, mon
 
     from typer.testing import CliRunner
 
-    import placer.submit as S
+    import placer.ops.submit as S
     from placer.cli import app
 
     real_solve = S.solve

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from placer.catalog import load_catalog
-from placer.interpret import interpret
-from placer.plan import Placement, Plan, Summary, Unplaced
-from placer.reasons import PodTooLarge
+from placer.definitions.catalog import load_catalog
+from placer.definitions.interpret import interpret
+from placer.model.plan import Placement, Plan, Summary, Unplaced
+from placer.model.reasons import PodTooLarge
 from tests.realkube import manifests as M
 from tests.realkube.pods import is_native, operator_pods
 from tests.realkube.scenario import Outcome, PodState, compare, pod_state

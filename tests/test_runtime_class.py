@@ -5,12 +5,12 @@ scheduler-fidelity judge (tests/test_fidelity_kube.py, overhead-nofit): placer p
 
 from dataclasses import replace
 
-from placer.catalog import load_catalog
-from placer.fleet import RuntimeClass
-from placer.interpret import interpret
-from placer.inventory import snapshot
-from placer.solver import solve
-from placer.workload import PlacementGroup
+from placer.definitions.catalog import load_catalog
+from placer.definitions.interpret import interpret
+from placer.fleetview.inventory import snapshot
+from placer.model.fleet import RuntimeClass
+from placer.model.workload import PlacementGroup
+from placer.solve import solve
 
 from .builders import cluster, fleet, wl
 
@@ -77,7 +77,7 @@ def test_inventory_reads_classes_and_interpretation_reads_the_name():
 def test_runtime_class_name_must_be_a_string():
     import pytest
 
-    from placer.errors import InputError
+    from placer.model.errors import InputError
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},
            "spec": {"runtimeClassName": ["kata"], "containers": [{"name": "c"}]}}
     with pytest.raises(InputError, match=r"spec.runtimeClassName: expected a string, got a list"):

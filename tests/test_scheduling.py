@@ -2,9 +2,10 @@
 
 import pytest
 
-from placer.errors import InputError
-from placer.fleet import Node, Taint
-from placer.scheduling import (
+from placer.model.errors import InputError
+from placer.model.fleet import Node, Taint
+from placer.model.workload import PodShape
+from placer.solve.scheduling import (
     fits,
     matches_affinity,
     matches_expression,
@@ -14,7 +15,6 @@ from placer.scheduling import (
     selector_matches,
     untolerated_taints,
 )
-from placer.workload import PodShape
 
 NODE = Node("n1", {"nvidia.com/gpu": 8, "cpu": 96000, "pods": 110}, {"nvidia.com/gpu": 6},
             {"gpu": "h100", "zone": "a", "gen": "5"}, (Taint("dedicated", "ml", "NoSchedule"),))

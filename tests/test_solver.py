@@ -4,11 +4,11 @@ from dataclasses import replace
 
 import pytest
 
-from placer import reasons as R
-from placer.errors import VerificationError
-from placer.plan import Placement
+from placer.model import reasons as R
+from placer.model.errors import VerificationError
+from placer.model.plan import Placement
 from placer.solve import solve
-from placer.verify import verify
+from placer.solve.verify import verify
 
 from .builders import cluster, fleet, group, groups, wl
 

@@ -12,7 +12,8 @@ import pytest
 
 from placer.solve import solve
 
-from . import oracle as O, oracle_topology as OT
+from . import oracle as O
+from . import oracle_topology as OT
 
 CASES = int(os.environ.get("PLACER_ORACLE_CASES", "40"))
 
@@ -93,10 +94,12 @@ def test_topology_beyond_exact_size_beats_greedy_and_tells_the_truth():
 def test_the_topology_judges_can_fail():
     """A plan that splits a required gang, or spreads a preferred one, or gives a false
     topology reason, is caught."""
-    from placer.plan import Placement, Unplaced
-    from placer.reasons import TopologyDomainTooSmall, TopologyKeyMissing
+    from placer.model.plan import Placement, Unplaced
+    from placer.model.reasons import TopologyDomainTooSmall, TopologyKeyMissing
 
-    from .builders import group as grp, racks, wl as w_
+    from .builders import group as grp
+    from .builders import racks
+    from .builders import wl as w_
 
     f = O.fleet(racks("east", "2x8", rack=2))
     gs = [grp(w_("ml/a", "4x8", required="rack")), grp(w_("ml/b", "2x8", preferred="rack"))]
@@ -118,8 +121,8 @@ def test_the_topology_judges_can_fail():
 
 def test_the_oracle_can_fail():
     """The judges catch a plan that leaves a fitting workload out, with a false reason."""
-    from placer.plan import Unplaced
-    from placer.reasons import CapacityTaken
+    from placer.model.plan import Unplaced
+    from placer.model.reasons import CapacityTaken
 
     f, gs = O.instance(O.FAMILIES["gpu"], 0)
     plan = solve(f, gs, time_limit=10, workers=2)

@@ -11,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from placer import actuate as A
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.errors import InputError
+from placer.definitions.catalog import load_catalog
 from placer.kube import Kube, RetryPolicy
-from placer.submit import submit
+from placer.model.errors import InputError
+from placer.ops.submit import submit
 from tests.kubeapi.builders import bound_pod, gpu_node
 
 JOBSET = "jobset.x-k8s.io/v1alpha2"
@@ -237,7 +237,7 @@ def test_transient_500s_are_retried_and_nothing_is_created_twice(env, tmp_path):
 def test_a_refusing_cluster_stops_submit_unless_skipped(env, tmp_path):
     path = write(tmp_path, "g.yaml", jobset("train", "ml", replicas=1))
     env.fleet["alpha"].down()
-    from placer.errors import KubeError
+    from placer.model.errors import KubeError
     with pytest.raises(KubeError, match="cannot check alpha .*connection refused"):
         env.submit([path])
     assert env.fleet["beta"].objects(JOBSET, "JobSet") == []
@@ -256,7 +256,7 @@ def test_cluster_refusing_connections_while_applying_is_reported(env, tmp_path):
     env.fleet["alpha"].faults.reset = False
     # alpha answers the reads, then goes away before the write
     kube = env.kube()
-    from placer import submit as S
+    from placer.ops import submit as S
     real = A.apply_group
 
     def down_then_apply(client, objects, **kw):

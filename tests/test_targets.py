@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from placer.cli import app
-from placer.errors import InputError
-from placer.targets import resolve_clusters
+from placer.inputs.targets import resolve_clusters
+from placer.model.errors import InputError
 from tests.kubeapi.builders import gpu_node
 
 runner = CliRunner()

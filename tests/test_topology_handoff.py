@@ -8,14 +8,14 @@ import copy
 import pytest
 
 from placer import actuate as A
-from placer.catalog import load_catalog
-from placer.errors import InputError
-from placer.handoff_topology import choices_by_workload, hand_off_topology
-from placer.manifests import Document, classify, group
-from placer.names import WORKLOAD
-from placer.plan import Placement
-from placer.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, TopologyChoice
-from placer.workload import WorkloadRef
+from placer.actuate.topology import choices_by_workload, hand_off_topology
+from placer.definitions.catalog import load_catalog
+from placer.inputs.manifests import Document, classify, group
+from placer.model.errors import InputError
+from placer.model.names import WORKLOAD
+from placer.model.plan import Placement
+from placer.model.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, TopologyChoice
+from placer.model.workload import WorkloadRef
 from tests.catalog_helpers import example_object as example
 
 RACK, BLOCK = "example.com/rack", "example.com/block"
@@ -190,7 +190,7 @@ def test_a_template_counting_no_pods_yet_still_gets_the_affinity(cat):
 
 
 def test_the_choices_are_recorded_on_the_copy_and_read_back_for_a_re_apply(cat):
-    from placer.handoff_topology import ANN_TOPOLOGY, choices_of
+    from placer.actuate.topology import ANN_TOPOLOGY, choices_of
     lws = example("LeaderWorkerSet")
     lws["spec"]["replicas"] = 2
     choices = (TopologyChoice("llama70b-pp2-0", RACK, ("r1",)), TopologyChoice("llama70b-pp2-1", RACK, ("r4",)),

@@ -9,12 +9,12 @@ import yaml
 from typer.testing import CliRunner
 
 from placer import actuate as A
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.clusters_file import as_entry, expand_label, parse_clusters, simulated_cluster
-from placer.errors import InputError
-from placer.inventory import live_clusters, topology_levels
+from placer.definitions.catalog import load_catalog
+from placer.fleetview.inventory import live_clusters, topology_levels
+from placer.inputs.clusters_file import as_entry, expand_label, parse_clusters, simulated_cluster
 from placer.kube import Kube, RetryPolicy
+from placer.model.errors import InputError
 from tests.kubeapi import gpu_node
 from tests.kubeapi.builders import crd
 

@@ -8,11 +8,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from placer.catalog import load_catalog
 from placer.cli import app
-from placer.errors import InputError
-from placer.interpret import interpret
-from placer.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, TopologyRequest
+from placer.definitions.catalog import load_catalog
+from placer.definitions.interpret import interpret
+from placer.model.errors import InputError
+from placer.model.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, TopologyRequest
 from tests.catalog_helpers import example_object as example
 
 RACK, BLOCK = "example.com/rack", "example.com/block"

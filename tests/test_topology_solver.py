@@ -5,12 +5,13 @@ from what the solver reports about itself."""
 
 import pytest
 
-from placer import reasons as R
+from placer.model import reasons as R
+from placer.model.topology import TopologyRequest
 from placer.solve import solve
 from placer.solve.problem import NODE_EXACT_MAX_NODES
-from placer.topology import TopologyRequest
 
-from . import oracle as O, oracle_topology as OT
+from . import oracle as O
+from . import oracle_topology as OT
 from .builders import LEVELS, cluster, fleet, group, groups, racks, wl
 
 T = 10.0
@@ -219,9 +220,9 @@ def test_topology_blind_fleet_and_workloads_plan_as_before():
 
 
 def test_the_verifier_rejects_a_split_required_gang():
-    from placer.errors import VerificationError
-    from placer.plan import Placement, Plan
-    from placer.verify import verify
+    from placer.model.errors import VerificationError
+    from placer.model.plan import Placement, Plan
+    from placer.solve.verify import verify
 
     f = fleet(racks("east", "2x8", rack=2))
     gs = groups(wl("ml/a", "3x8", required="rack"))

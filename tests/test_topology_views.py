@@ -13,9 +13,9 @@ from placer.cli import app
 from placer.cli.picture import render
 from placer.cli.plan import render_table
 from placer.cli.topology_view import topology_lines
-from placer.fleet import Cluster, Fleet, Node
-from placer.plan import Placement, Plan, Summary
-from placer.topology import TopologyChoice
+from placer.model.fleet import Cluster, Fleet, Node
+from placer.model.plan import Placement, Plan, Summary
+from placer.model.topology import TopologyChoice
 
 RACK, BLOCK = "example.com/rack", "example.com/block"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

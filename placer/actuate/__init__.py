@@ -15,18 +15,55 @@ This package re-exports every name the former module `placer/actuate.py` had: ca
 `from placer import actuate as A; A.apply_group(...)` (and tests patch `actuate.apply_group`).
 """
 
-from ..names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD
-from .apply import AppliedRef, NotOurs, _group_error, _is_ours, apply_group, ensure_namespace, rollback
-from .placed import (_TERMINAL, LiveState, Placed, PlacedRef, _client, _covered, _instance_pods, _live_entries,
-                     find_placed, index_placed, managed_objects, outstanding, promised, read_cluster_state, read_live,
-                     reserved_by_cluster)
-from .prepare import (_LABEL_BAD, MANAGED_SELECTOR, SERVER_FIELDS, SUSPEND_KEEP, SUSPEND_OMIT, SUSPEND_UNSUSPEND,
-                      Handoff, _check_pod_security, _label, _origin_of, _patch_pods, _plain, _ref_name, cluster_label,
-                      handoff_of, key_of, label_value, legacy_key, new_plan_id, planning_view, prepare_objects,
-                      set_suspend, strip_server_fields, workload_key, workload_label)
+from placer.actuate.apply import AppliedRef, NotOurs, _group_error, _is_ours, apply_group, ensure_namespace, rollback
+from placer.actuate.prepare import (
+    MANAGED_SELECTOR,
+    SERVER_FIELDS,
+    SUSPEND_KEEP,
+    SUSPEND_OMIT,
+    SUSPEND_UNSUSPEND,
+    Handoff,
+    _check_pod_security,
+    _label,
+    _origin_of,
+    _patch_pods,
+    _plain,
+    _ref_name,
+    cluster_label,
+    handoff_of,
+    key_of,
+    label_value,
+    legacy_key,
+    new_plan_id,
+    planning_view,
+    prepare_objects,
+    set_suspend,
+    strip_server_fields,
+    workload_key,
+    workload_label,
+)
+from placer.fleetview.placed import (
+    _TERMINAL,
+    LiveState,
+    Placed,
+    PlacedRef,
+    _client,
+    _covered,
+    _instance_pods,
+    _live_entries,
+    find_placed,
+    index_placed,
+    managed_objects,
+    outstanding,
+    promised,
+    read_cluster_state,
+    read_live,
+    reserved_by_cluster,
+)
+from placer.model.names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD
 
 __all__ = [
-    # names (placer.names)
+    # names (placer.model.names)
     "CLUSTER", "GROUP", "MANAGED", "ORIGIN", "PLACED_CLUSTER", "PLAN", "SHARED", "WORKLOAD",
     # prepare
     "MANAGED_SELECTOR", "SERVER_FIELDS", "SUSPEND_KEEP", "SUSPEND_OMIT", "SUSPEND_UNSUSPEND", "Handoff",
@@ -38,6 +75,6 @@ __all__ = [
     "LiveState", "Placed", "PlacedRef", "find_placed", "index_placed", "managed_objects", "outstanding", "promised",
     "read_cluster_state", "read_live", "reserved_by_cluster",
     # private helpers callers and tests reach
-    "_LABEL_BAD", "_TERMINAL", "_check_pod_security", "_client", "_covered", "_group_error", "_instance_pods",
+    "_TERMINAL", "_check_pod_security", "_client", "_covered", "_group_error", "_instance_pods",
     "_is_ours", "_label", "_live_entries", "_origin_of", "_patch_pods", "_plain", "_ref_name",
 ]

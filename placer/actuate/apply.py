@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..clusters_file import DEFAULT_POD_SECURITY
-from ..errors import KubeError, NotFound, ServerError, Unreachable
-from ..kube import KubeClient, Resource
-from ..names import GROUP, MANAGED, SHARED, WORKLOAD
-from ..podsecurity import LABEL as PSA_LABEL
-from ..podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
-from .prepare import _ref_name
+from placer.actuate.podsecurity import LABEL as PSA_LABEL
+from placer.actuate.podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
+from placer.actuate.prepare import _ref_name
+from placer.inputs.clusters_file import DEFAULT_POD_SECURITY
+from placer.kube import KubeClient, Resource
+from placer.model.errors import KubeError, NotFound, ServerError, Unreachable
+from placer.model.names import GROUP, MANAGED, SHARED, WORKLOAD
 
 
 @dataclass(frozen=True)

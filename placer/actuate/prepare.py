@@ -20,65 +20,32 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
-from ..catalog import Catalog
-from ..clusters_file import DEFAULT_POD_SECURITY, as_entry
-from ..errors import EvaluationError, InputError, PodSecurityRefused
-from ..interpret import interpret, patch_pod_templates, suspend_path
-from ..names import GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD
-from ..podsecurity import object_violations
-from ..podspec import DEFAULT_GPU_RESOURCES
-from ..workload import PlacementGroup, Workload, WorkloadRef
-from ..handoff_topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, annotation_value, hand_off_topology
-from ..topology import TopologyChoice
+from placer.actuate.podsecurity import object_violations
+from placer.actuate.topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, annotation_value, hand_off_topology
+from placer.definitions.catalog import Catalog
+from placer.definitions.interpret import interpret, patch_pod_templates, suspend_path
+from placer.definitions.suspend import SUSPEND_KEEP, SUSPEND_OMIT, SUSPEND_UNSUSPEND, planning_view, set_suspend
+from placer.inputs.clusters_file import DEFAULT_POD_SECURITY, as_entry
+from placer.model.errors import EvaluationError, InputError, PodSecurityRefused
+from placer.model.labels import (
+    MANAGED_SELECTOR,
+    cluster_label,
+    key_of,
+    label_value,
+    legacy_key,
+    workload_key,
+    workload_label,
+)
+from placer.model.names import GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD
+from placer.model.podspec import DEFAULT_GPU_RESOURCES
+from placer.model.topology import TopologyChoice
+from placer.model.workload import PlacementGroup, Workload, WorkloadRef
 
 # --- labels and annotations ----------------------------------------------------------
-
-MANAGED_SELECTOR = f"{MANAGED}=true"
 
 # fields the API server owns: never copy them from a source object to another cluster
 SERVER_FIELDS = ("uid", "resourceVersion", "generation", "managedFields", "creationTimestamp",
                  "ownerReferences", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
-
-# how a cluster entry wants the suspend field of a copy treated
-SUSPEND_UNSUSPEND = "unsuspend"           # default: a suspended source is created running
-SUSPEND_OMIT = "omit"                     # leave the field out: the cluster's admission (Kueue) owns it
-SUSPEND_KEEP = "keep"                     # copy it as it is
-
-
-def workload_key(obj: Mapping[str, Any]) -> str:
-    """`<namespace>/<Kind.group>/<name>`: the identity of a source workload across clusters
-    (the text of its WorkloadRef)."""
-    return str(WorkloadRef.of(obj))
-
-
-def key_of(w: Workload) -> str:
-    return str(w.ref)
-
-
-def legacy_key(ref: WorkloadRef) -> str:
-    """`<namespace>/<Kind>/<name>`: the key placer labelled copies with before the API
-    group was part of the identity; still recognised when adopting such copies."""
-    return f"{ref.namespace}/{ref.kind}/{ref.name}"
-
-
-def label_value(text: str) -> str:
-    """A label-safe stable token for any text (label values allow no '/', at most 63 chars)."""
-    return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-def workload_label(key: str) -> str:
-    return label_value(key)
-
-
-_LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def cluster_label(name: str) -> str:
-    """The cluster name as a label value, so that `kubectl get -l placer.dev/placed-cluster=east`
-    works (a context name such as an EKS ARN is squeezed into the label alphabet; the
-    annotation keeps it exactly)."""
-    return _LABEL_BAD.sub("-", name)[:63].strip("-_.")
-
 
 def new_plan_id(now: datetime | None = None, rng: random.Random | None = None) -> str:
     now = now or datetime.now(timezone.utc)
@@ -102,54 +69,6 @@ def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
         meta.pop("annotations", None)
     out["metadata"] = meta
     return out
-
-
-def set_suspend(obj: Mapping[str, Any], catalog: Catalog, mode: str = SUSPEND_UNSUSPEND) -> dict[str, Any]:
-    """A copy of `obj` with its suspend field handled per `mode`: `unsuspend` sets a truthy
-    suspend field to false, `omit` removes it, `keep` leaves it. Objects whose definition has
-    no suspend path come back unchanged."""
-    out = copy.deepcopy(dict(obj))
-    if mode == SUSPEND_KEEP:
-        return out
-    path = suspend_path(out, catalog)
-    if not path:
-        return out
-    parent: Any = out
-    for part in path[:-1]:
-        parent = parent.get(part) if isinstance(parent, dict) else None
-        if parent is None:
-            return out                     # the field is absent: nothing suspended
-    last = path[-1]
-    if not isinstance(parent, dict) or last not in parent:
-        return out
-    if mode == SUSPEND_OMIT:
-        del parent[last]
-    elif mode == SUSPEND_UNSUSPEND:
-        if parent[last]:
-            parent[last] = False
-    else:
-        raise InputError(f"suspend: {mode!r}: expected one of {SUSPEND_UNSUSPEND}, {SUSPEND_OMIT}, {SUSPEND_KEEP}")
-    return out
-
-
-def planning_view(group: PlacementGroup, catalog: Catalog, *,
-                  gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> PlacementGroup:
-    """The group as it will run once placed: suspended workloads are re-interpreted
-    un-suspended (a suspended RayCluster, for one, counts no workers), and a workload whose
-    gangs start in windows counts what must fit at once (`Workload.at_once`)."""
-    changed = False
-    workloads = []
-    for w in group.workloads:
-        if w.suspended:
-            running = interpret(set_suspend(w.obj, catalog), catalog, gpu_resources=gpu_resources,
-                                source=w.source)
-            # keep policy set on the Workload itself (a --cluster pin is not in the object)
-            w = dataclasses.replace(running, annotations=w.annotations, labels=w.labels)
-            changed = True
-        peak = w.at_once()
-        changed = changed or peak is not w
-        workloads.append(peak)
-    return dataclasses.replace(group, workloads=tuple(workloads)) if changed else group
 
 
 # --- the cluster entry's hand-off settings ---------------------------------------------
@@ -218,7 +137,7 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     suspend policy). `origin`: a string, a function of the source object, or None for each
     workload's own source file (companions then take the group key). `topology`: the
     domains the plan chose per workload (`handoff_topology.choices_by_workload`), handed
-    to the cluster as node affinity or Kueue annotations (`placer.handoff_topology`)."""
+    to the cluster as node affinity or Kueue annotations (`placer.actuate.topology`)."""
     cluster = cluster or (as_entry(cluster_entry).name if cluster_entry is not None else "")
     handoff = handoff_of(cluster_entry)
     if not group.workloads:

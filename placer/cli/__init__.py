@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from .common import app, main  # noqa: F401
+from placer.cli.common import app, main  # noqa: F401
 
 # Command modules register themselves on `app` when imported.
 for _name in ("describe", "catalog", "plan", "clusters", "submit", "daemon", "get", "delete", "version"):

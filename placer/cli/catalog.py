@@ -8,10 +8,10 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from ..catalog import load_catalog, validate_path
-from ..errors import PlacerError
-from .common import CATALOG_HELP, app, err, out, run
-from .output import OUTPUT_HELP, emit, parse_output
+from placer.cli.common import CATALOG_HELP, app, err, out, run
+from placer.cli.output import OUTPUT_HELP, emit, parse_output
+from placer.definitions.catalog import load_catalog, validate_path
+from placer.model.errors import PlacerError
 
 catalog_app = typer.Typer(no_args_is_help=True, help="Workload definitions: list, validate, apply.")
 app.add_typer(catalog_app, name="catalog")
@@ -63,8 +63,8 @@ def apply_(files: List[Path] = typer.Argument(None, help="Definition files. Defa
            kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig")) -> None:
     """Register definitions in a cluster as WorkloadDefinition objects (placer.dev), installing
     placer's CRD when missing. Every placer command reading that cluster then uses them."""
-    from ..kube import Kube
-    from ..registry import apply_definitions, builtin_definition_files, read_definition_files
+    from placer.fleetview.registry import apply_definitions, builtin_definition_files, read_definition_files
+    from placer.kube import Kube
 
     def go() -> None:
         docs = read_definition_files(files or builtin_definition_files())   # all valid, or exit 2

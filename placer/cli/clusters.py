@@ -8,12 +8,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..fleet import Cluster
-from ..inventory import ClusterSummary, summarize
-from ..selectors import format_labels
-from .common import app, err, out, run
-from .output import OUTPUT_HELP, emit, parse_output
-from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.cli.common import app, err, out, run
+from placer.cli.output import OUTPUT_HELP, emit, parse_output
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.fleetview.inventory import ClusterSummary, summarize
+from placer.model.fleet import Cluster
+from placer.model.selectors import format_labels
 
 
 @app.command()
@@ -35,8 +35,8 @@ def clusters(
     else:
         emit({"clusters": [s.to_json() for s in summaries]}, fmt, names=[f"cluster/{s.name}" for s in summaries])
     if svg:
-        from ..fleet import Fleet
-        from .picture import fleet_svg
+        from placer.cli.picture import fleet_svg
+        from placer.model.fleet import Fleet
         run(lambda: fleet_svg(Fleet(tuple(c for c, _ in snapshots)), None, svg, title="placer clusters"))
         err.print(f"wrote {escape(svg)}", style="dim")
 
@@ -58,10 +58,10 @@ def cluster_snapshots(clusters_file: str | None, kubeconfig: str | None, context
 def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str, Cluster]:
     """Live snapshots with `reserved` filled in: capacity promised to workloads placer
     placed whose pods are not all bound yet (read in the same pass as the inventory)."""
-    from ..actuate import read_live
-    from ..catalog import load_catalog
-    from ..kube import Kube
-    from ..registry import with_fleet_definitions
+    from placer.actuate import read_live
+    from placer.definitions.catalog import load_catalog
+    from placer.fleetview.registry import with_fleet_definitions
+    from placer.kube import Kube
 
     kube = Kube(kubeconfig)
     try:
@@ -73,7 +73,7 @@ def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str,
 
 
 def _simulated(entry: Any) -> Cluster:
-    from ..clusters_file import simulated_cluster
+    from placer.inputs.clusters_file import simulated_cluster
 
     return simulated_cluster(entry)
 

@@ -13,8 +13,7 @@ import typer
 import typer.core
 from rich.console import Console
 
-from ..errors import PlacerError
-
+from placer.model.errors import PlacerError
 
 
 class _Root(typer.core.TyperGroup):
@@ -49,7 +48,7 @@ T = TypeVar("T")
 
 def _print_version(value: bool) -> None:
     if value:
-        from ..versions import version_line
+        from placer.model.versions import version_line
         print(version_line())
         raise typer.Exit(0)
 
@@ -91,11 +90,11 @@ _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A
 
 
 def gpu_resources(names: list[str] | None) -> tuple[str, ...]:
-    from ..podspec import DEFAULT_GPU_RESOURCES
+    from placer.model.podspec import DEFAULT_GPU_RESOURCES
     if names:
         for name in names:
             if not _RESOURCE_NAME.match(name):
-                from ..errors import InputError
+                from placer.model.errors import InputError
                 raise InputError(f"--gpu-resource {name!r}: expected a resource name such as nvidia.com/gpu")
         return tuple(names)
     env = os.environ.get("PLACER_GPU_RESOURCES", "")
@@ -109,13 +108,13 @@ def check_number(option: str, value: float | int | None, *, minimum: float = 0, 
         return
     ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
     if not ok:
-        from ..errors import InputError
+        from placer.model.errors import InputError
         bound = f"at least {minimum:g}" if inclusive else ("positive" if minimum == 0 else f"above {minimum:g}")
         raise InputError(f"{option} {value}: must be a finite number, {bound}")
 
 
 def check_output(output: str, allowed: tuple[str, ...] = ("table", "json", "yaml")) -> str:
-    from .output import parse_output
+    from placer.cli.output import parse_output
     parse_output(output, allowed)
     return output
 

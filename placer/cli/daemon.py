@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CATALOG_HELP, app, check_number, run
+from placer.cli.common import CATALOG_HELP, app, check_number, run
 
 
 @app.command()
@@ -31,9 +31,9 @@ def daemon(
     everything still unplaced) on a live cluster; mirror status back; apply spec changes;
     delete copies when staging objects go. One active daemon per hub (Lease leader election)."""
     def go() -> None:
-        from ..catalog import load_catalog
-        from ..daemon import config_from_file, parse_duration, run_daemon, setup_logging
-        from ..metrics import parse_address
+        from placer.daemon import config_from_file, parse_duration, run_daemon, setup_logging
+        from placer.daemon.metrics import parse_address
+        from placer.definitions.catalog import load_catalog
 
         check_number("--time-limit", time_limit)
         check_number("--batch-window", batch_window, inclusive=True)

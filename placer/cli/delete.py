@@ -6,11 +6,11 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import InputError
-from .common import CATALOG_HELP, FILES_HELP, app, err, out, run
-from .output import emit as emit_as
-from .output import parse_output
-from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.cli.common import CATALOG_HELP, FILES_HELP, app, err, out, run
+from placer.cli.output import emit as emit_as
+from placer.cli.output import parse_output
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.model.errors import InputError
 
 
 @app.command()
@@ -29,13 +29,13 @@ def delete(
     """Delete placed workloads (and their group's companions, with the last of the group)
     from the clusters that hold them. Exit 1 when one was not found (see --ignore-not-found)."""
     def go():
-        from ..actuate import _client, find_placed
-        from ..catalog import load_catalog
-        from ..kube import Kube
-        from ..listing import Query
-        from ..manifests import expand_paths
-        from ..registry import with_fleet_definitions
-        from ..remove import delete_placed, refs_in_files
+        from placer.actuate import _client, find_placed
+        from placer.definitions.catalog import load_catalog
+        from placer.fleetview.registry import with_fleet_definitions
+        from placer.inputs.manifests import expand_paths
+        from placer.kube import Kube
+        from placer.ops.delete import delete_placed, refs_in_files
+        from placer.ops.get import Query
 
         if bool(what) == bool(files):
             raise InputError("give either -f FILE|DIR or TYPE/NAME")
@@ -59,7 +59,7 @@ def delete(
                         any(query.matches(_client(kube, e).resolve(r.kind)) for e in targets.live
                             if e.name == placed[r].cluster)]
                 if not refs:
-                    from ..workload import WorkloadRef
+                    from placer.model.workload import WorkloadRef
                     refs = [WorkloadRef("", query.type or "", ns, query.name or "")]
             clients = {e.name: _client(kube, e) for e in targets.live}
             return delete_placed(refs, placed, clients)

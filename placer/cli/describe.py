@@ -6,12 +6,11 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 import typer
 
-from .. import api
-from ..describe import workload_json, workload_tree
-from ..errors import InputError
-from ..workload import Workload
-from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, gpu_resources, out, run
-from .output import emit, parse_output, resource_name
+from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, gpu_resources, out, run
+from placer.cli.output import emit, parse_output, resource_name
+from placer.definitions.describe import workload_json, workload_tree
+from placer.model.errors import InputError
+from placer.model.workload import Workload
 
 
 @app.command()
@@ -31,16 +30,19 @@ def describe(
 ) -> None:
     """Describe workloads: components, instances, pods, per-pod requests, GPUs, gangs, phase."""
     def go() -> None:
+        # the use case reads clusters: its kubernetes client loads when the command runs, not at CLI start
+        from placer.ops.describe import describe_files, describe_ref
+
         fmt = parse_output(output, ("table", "json", "yaml", "name", "jsonpath"))
         target = live_ref(ref, name)
         if bool(target) == bool(files):
             raise InputError("give either -f FILE... or KIND/NAME (or KIND NAME)")
         items: list[tuple[Workload, Mapping[str, Sequence[Mapping[str, Any]]] | None]]
         if not target:
-            items = [(w, None) for w in api.describe_files(files, catalog_dirs=catalog, namespace=namespace,
+            items = [(w, None) for w in describe_files(files, catalog_dirs=catalog, namespace=namespace,
                                                               gpu_resources=gpu_resources(gpu))]
         else:
-            items = [api.describe_live(target, namespace=namespace, context=context, kubeconfig=kubeconfig,
+            items = [describe_ref(target, namespace=namespace, context=context, kubeconfig=kubeconfig,
                                        catalog_dirs=catalog, gpu_resources=gpu_resources(gpu))]
         if fmt.tabular:
             for w, pods in items:

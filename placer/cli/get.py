@@ -9,11 +9,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import InputError
-from .common import CATALOG_HELP, app, err, out, run
-from .output import OUTPUT_HELP, parse_output
-from .output import emit as emit_as
-from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.cli.common import CATALOG_HELP, app, err, out, run
+from placer.cli.output import OUTPUT_HELP, parse_output
+from placer.cli.output import emit as emit_as
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.model.errors import InputError
 
 OUTPUTS = ("table", "wide", "json", "yaml", "name", "jsonpath")
 
@@ -34,13 +34,13 @@ def get(
 ) -> None:
     """What placer placed, on every cluster at once: namespace, name, kind, cluster, GPUs,
     phase, age (wide: nodes and plan). An unreachable cluster is a warning row."""
-    from ..listing import Query
+    from placer.ops.get import Query
 
     def go():
-        from ..catalog import load_catalog
-        from ..kube import Kube
-        from ..listing import list_placed
-        from ..registry import with_fleet_definitions
+        from placer.definitions.catalog import load_catalog
+        from placer.fleetview.registry import with_fleet_definitions
+        from placer.kube import Kube
+        from placer.ops.get import list_placed
 
         if namespace and all_namespaces:
             raise InputError("give -n NAMESPACE or -A, not both")

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from ..errors import InputError
+from placer.model.errors import InputError
 
 ALL = ("table", "wide", "json", "yaml", "name", "jsonpath")
 OUTPUT_HELP = "Output format: table, wide, json, yaml, name or jsonpath=TEMPLATE (as kubectl)."

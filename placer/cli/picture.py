@@ -17,10 +17,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..fleet import Cluster, Fleet, Node
-from ..plan import Plan
-from ..podspec import DEFAULT_GPU_RESOURCES
-from .topology_view import topology_lines
+from placer.cli.topology_view import topology_lines
+from placer.model.fleet import Cluster, Fleet, Node
+from placer.model.plan import Plan
+from placer.model.podspec import DEFAULT_GPU_RESOURCES
 
 USED, FREE = "█", "□"
 PALETTE = ("dodger_blue1", "orange1", "medium_purple1", "spring_green2", "deep_pink2", "gold1",
@@ -183,7 +183,7 @@ def render(fleet: Fleet, plan: Plan | None, *, title: str,
 def fleet_svg(fleet: Fleet, plan: Plan | None, path: str, *, title: str,
               gpus_per_pod: Mapping[tuple[str, str], int] | None = None,
               resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> None:
-    from ..errors import InputError
+    from placer.model.errors import InputError
 
     console = render(fleet, plan, title=title, gpus_per_pod=gpus_per_pod, resources=resources)
     try:

@@ -13,13 +13,13 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from ..errors import InputError
-from ..plan import Placement, Plan, Unplaced
-from ..preview import dry_run_mode
-from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, err, gpu_resources, out, run
-from .output import OUTPUT_HELP, emit, parse_output
-from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
-from .topology_view import topology_lines
+from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, err, gpu_resources, out, run
+from placer.cli.output import OUTPUT_HELP, emit, parse_output
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
+from placer.cli.topology_view import topology_lines
+from placer.model.errors import InputError
+from placer.model.plan import Placement, Plan, Unplaced
+from placer.ops.preview import dry_run_mode
 
 DEFAULT_TIME_LIMIT = 10.0
 MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
@@ -49,12 +49,12 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     """Resolve the clusters (one rule for every command), load the files' placement groups
     (with no files: the pending objects of the hub's staging namespace), and plan them on
     the fleet as `submit` sees it: promised capacity counted, workloads already placed set
-    aside (`placer.fleetview`)."""
-    from ..catalog import load_catalog
-    from ..fleetview import plan_groups, read_fleet, split_already_placed
-    from ..podspec import DEFAULT_GPU_RESOURCES
-    from ..solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
-    from ..targets import resolve_clusters
+    aside (`placer.fleetview.view`)."""
+    from placer.definitions.catalog import load_catalog
+    from placer.fleetview.view import plan_groups, read_fleet, split_already_placed
+    from placer.inputs.targets import resolve_clusters
+    from placer.model.podspec import DEFAULT_GPU_RESOURCES
+    from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
 
     check_number("--time-limit", time_limit)
     check_number("--effort", effort)
@@ -79,22 +79,22 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     catalog = load_catalog(catalog_dirs or ())
     kube = None
     if targets.live:
-        from ..kube import Kube
-        from ..registry import with_fleet_definitions
+        from placer.fleetview.registry import with_fleet_definitions
+        from placer.kube import Kube
         kube = Kube(kubeconfig)
         catalog = with_fleet_definitions(catalog, kube, [e.context for e in targets.live],
                                          announce or (lambda m: None))
     timings["catalog"] = time.monotonic() - t
     t = time.monotonic()
     if files:
-        from ..manifests import load_groups
+        from placer.inputs.manifests import load_groups
         groups = load_groups(files, catalog, gpu_resources=gpu, namespace=namespace,
                              priority_classes=_cluster_priority_classes(targets, kube, kubeconfig))
         for note in dict.fromkeys(n for g in groups for n in g.notes):
             if announce:
                 announce(note)
     else:
-        from ..hub import staging_groups
+        from placer.ops.staged import staging_groups
         hub = targets.hub
         assert hub is not None, "no files and no hub was refused above"
         if announce:
@@ -125,7 +125,7 @@ def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str
     plan = plan_groups(view, pending, catalog, solve=solve, gpu_resources=gpu, time_limit=left,
                        workers=workers or DEFAULT_WORKERS, effort=effort or DEFAULT_EFFORT, progress=progress)
     if plan.unplaced:
-        from ..whatif import plan_with_options
+        from placer.ops.options import plan_with_options
         if progress:
             progress("searching what would make the rest fit")
         t = time.monotonic()
@@ -143,8 +143,8 @@ def _cluster_priority_classes(targets, kube, kubeconfig: str | None):
     contexts = ([targets.hub.context] if targets.hub else []) + [e.context for e in targets.live]
     if not contexts:
         return None
-    from ..kube import Kube
-    from ..priority import read_classes
+    from placer.inputs.priority import read_classes
+    from placer.kube import Kube
 
     own = kube is None
     kube = kube or Kube(kubeconfig)
@@ -292,7 +292,7 @@ def _entries(p: Plan) -> tuple[Placement | Unplaced, ...]:
 
 
 def write_plan_svg(result: PlanResult, path: str) -> None:
-    from .picture import fleet_svg
+    from placer.cli.picture import fleet_svg
     fleet_svg(result.fleet, result.plan, path, title=f"placer plan, on {result.clusters_source}",
               gpus_per_pod=result.gpus_per_pod, resources=result.gpu_resources)
 

@@ -10,15 +10,15 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import InputError
-from ..preview import dry_run_mode
-from .common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
-from .output import OUTPUT_HELP, Output, emit, emit_documents, parse_output
-from .plan import DEFAULT_TIME_LIMIT      # the solver's default, as for plan
-from .targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
+from placer.cli.output import OUTPUT_HELP, Output, emit, emit_documents, parse_output
+from placer.cli.plan import DEFAULT_TIME_LIMIT  # the solver's default, as for plan
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.model.errors import InputError
+from placer.ops.preview import dry_run_mode
 
-if TYPE_CHECKING:                 # placer.submit brings the Kubernetes client and the solver: loaded when used
-    from ..submit import SubmitResult
+if TYPE_CHECKING:                 # placer.ops.submit brings the Kubernetes client and the solver: loaded when used
+    from placer.ops.submit import SubmitResult
 
 
 @app.command()
@@ -52,12 +52,12 @@ def submit(
     a new version no longer fits, 1 when an API call failed (nothing of that group is left
     behind), 2 on bad input."""
     def go() -> SubmitResult:
-        from ..catalog import load_catalog
-        from ..kube import Kube
-        from ..manifests import expand_paths
-        from ..registry import with_fleet_definitions
-        from ..submit import check_cluster
-        from ..submit import submit as do_submit
+        from placer.definitions.catalog import load_catalog
+        from placer.fleetview.registry import with_fleet_definitions
+        from placer.inputs.manifests import expand_paths
+        from placer.kube import Kube
+        from placer.ops.submit import check_cluster
+        from placer.ops.submit import submit as do_submit
 
         if time_limit <= 0:
             raise InputError(f"--time-limit {time_limit}: must be positive")
@@ -93,9 +93,9 @@ def show_preview(result: SubmitResult, mode: str, fmt: Output, entries: list[Any
     """`--dry-run[=client|server] -o yaml|json|name`: the objects per cluster, exactly as they
     would be created (server: as the API server answered the dry run): YAML documents after
     a `# cluster:` line; in JSON, the submit report with `objects: {cluster: [...]}`. The exit code."""
-    from ..catalog import load_catalog
-    from ..kube import Kube
-    from ..preview import Preview, preview_objects, server_dry_run
+    from placer.definitions.catalog import load_catalog
+    from placer.kube import Kube
+    from placer.ops.preview import Preview, preview_objects, server_dry_run
 
     objects = preview_objects(result.plan, result.groups, entries, load_catalog(catalog),
                               result.plan_id) if result.plan else {}

@@ -1,5 +1,5 @@
 """The cluster options every command shares, and the one rule that turns them into
-clusters (`placer.targets.resolve_clusters`)."""
+clusters (`placer.inputs.targets.resolve_clusters`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import err
+from placer.cli.common import err
 
 CLUSTERS_HELP = ("Clusters file. Default: $PLACER_CLUSTERS, ./clusters.yaml, else the kubeconfig's "
                  "current context (see --context, --all-contexts), else (no kubeconfig at all) the "
@@ -33,7 +33,7 @@ def all_contexts_option():
 def resolve(clusters: Optional[str], kubeconfig: Optional[str], contexts: List[str] | None = None,
             all_contexts: bool = False):
     """The clusters in effect; the bundled example fleet is announced plainly on stderr."""
-    from ..targets import resolve_clusters
+    from placer.inputs.targets import resolve_clusters
 
     targets = resolve_clusters(clusters, kubeconfig=kubeconfig, contexts=contexts or (), all_contexts=all_contexts)
     if targets.notice:

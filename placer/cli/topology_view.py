@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..topology import TopologyChoice
+from placer.model.topology import TopologyChoice
 
 MAX_GANGS_SHOWN = 3
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from ..versions import version_line, versions
-from .common import app, out, run
-from .output import emit, parse_output
+from placer.cli.common import app, out, run
+from placer.cli.output import emit, parse_output
+from placer.model.versions import version_line, versions
 
 
 @app.command()

@@ -3,7 +3,14 @@
 Lease (`leadership`); `core.Daemon` wires them together. `from placer import daemon as D`
 gives the public names."""
 
-from ..names import (  # noqa: F401
+from placer.daemon.clock import Clock, FakeClock  # noqa: F401
+from placer.daemon.config import JsonFormatter, config_from_file, parse_duration, run_daemon, setup_logging  # noqa: F401
+from placer.daemon.core import Daemon  # noqa: F401
+from placer.daemon.leadership import LeaderElector, LeaseTiming, NotLeader  # noqa: F401
+from placer.daemon.reconcile import COMPANION_KINDS, COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT, PHASE_INVALID  # noqa: F401
+from placer.daemon.reschedule import DEFAULT_RESCHEDULE_AFTER  # noqa: F401
+from placer.daemon.state import DaemonConfig, Pending, Remote  # noqa: F401
+from placer.model.names import (
     ANN_CLUSTER,
     ANN_GROUP,
     ANN_MESSAGE,
@@ -14,10 +21,3 @@ from ..names import (  # noqa: F401
     FINALIZER,
     PLACED_CLUSTER,
 )
-from .clock import Clock, FakeClock  # noqa: F401
-from .config import JsonFormatter, config_from_file, parse_duration, run_daemon, setup_logging  # noqa: F401
-from .core import Daemon  # noqa: F401
-from .leadership import LeaderElector, LeaseTiming, NotLeader  # noqa: F401
-from .reconcile import COMPANION_KINDS, COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT, PHASE_INVALID  # noqa: F401
-from .reschedule import DEFAULT_RESCHEDULE_AFTER  # noqa: F401
-from .state import DaemonConfig, Pending, Remote  # noqa: F401

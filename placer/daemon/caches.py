@@ -18,16 +18,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from .. import actuate as A
-from ..errors import NotFound, PlacerError
-from ..fleet import Cluster, Node
-from ..inventory import node_from_object, runtime_class_from_object
-from ..kube import KubeClient, Resource, run_concurrently
-from ..names import CLUSTER_NAME_LABEL
-from ..podspec import pod_requests
-from ..quantity import add
-from ..workload import PlacementGroup, Workload, WorkloadRef
-from .informer import Informer
+from placer import actuate as A
+from placer.daemon.informer import Informer
+from placer.fleetview.inventory import node_from_object, runtime_class_from_object
+from placer.kube import KubeClient, Resource, run_concurrently
+from placer.model.errors import NotFound, PlacerError
+from placer.model.fleet import Cluster, Node
+from placer.model.names import CLUSTER_NAME_LABEL
+from placer.model.podspec import pod_requests
+from placer.model.quantity import add
+from placer.model.workload import PlacementGroup, Workload, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
 

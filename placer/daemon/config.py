@@ -8,11 +8,11 @@ import logging
 import re
 import threading
 
-from ..catalog import Catalog
-from ..errors import InputError
-from ..kube import Kube
-from ..registry import with_fleet_definitions
-from .state import DaemonConfig
+from placer.daemon.state import DaemonConfig
+from placer.definitions.catalog import Catalog
+from placer.fleetview.registry import with_fleet_definitions
+from placer.kube import Kube
+from placer.model.errors import InputError
 
 log = logging.getLogger("placer.daemon")
 
@@ -61,7 +61,7 @@ def parse_duration(text: str, option: str = "--reschedule-after") -> float:
 def config_from_file(clusters_file: str | None, *, batch_window: float, reschedule_after: float | None,
                      time_limit: float, kubeconfig: str | None = None) -> DaemonConfig:
     """The daemon's configuration from the clusters file's `hub:` section and live entries."""
-    from ..targets import FROM_FILE, resolve_clusters
+    from placer.inputs.targets import FROM_FILE, resolve_clusters
 
     loaded = resolve_clusters(clusters_file, kubeconfig=kubeconfig)
     hub = loaded.hub
@@ -91,7 +91,7 @@ def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog
     # definitions registered on the hub (first: they win) and the target clusters
     catalog = with_fleet_definitions(catalog, kube, [config.hub_context, *(e.context for e in config.clusters)],
                                      lambda m: log.warning("%s", m))
-    from .core import Daemon
+    from placer.daemon.core import Daemon
 
     daemon = Daemon(config, kube, catalog)
     done = threading.Event()

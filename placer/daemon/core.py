@@ -28,22 +28,22 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from ..catalog import Catalog
-from ..clusters_file import as_entry
-from ..errors import NotFound, PlacerError
-from ..events import Recorder
-from ..interpret import Interpreter
-from ..kube import Kube, Resource
-from ..metrics import Metrics, MetricsServer
-from ..workload import WorkloadRef
-from .caches import ClusterCache, served_kinds
-from .clock import Clock
-from .execute import ClusterWorkers, FencedClient
-from .informer import Informer, WorkQueue
-from .leadership import LeaderElector
-from .planning import Planning
-from .reconcile import COMPANION_KINDS
-from .state import GVK, DaemonConfig
+from placer.daemon.caches import ClusterCache, served_kinds
+from placer.daemon.clock import Clock
+from placer.daemon.events import Recorder
+from placer.daemon.execute import ClusterWorkers, FencedClient
+from placer.daemon.informer import Informer, WorkQueue
+from placer.daemon.leadership import LeaderElector
+from placer.daemon.metrics import Metrics, MetricsServer
+from placer.daemon.planning import Planning
+from placer.daemon.reconcile import COMPANION_KINDS
+from placer.daemon.state import GVK, DaemonConfig
+from placer.definitions.catalog import Catalog
+from placer.definitions.interpret import Interpreter
+from placer.inputs.clusters_file import as_entry
+from placer.kube import Kube, Resource
+from placer.model.errors import NotFound, PlacerError
+from placer.model.workload import WorkloadRef
 
 log = logging.getLogger("placer.daemon")
 

@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..fleet import Cluster, Fleet
-from ..names import ANN_CLUSTER, CLUSTER_NAME_LABEL
-from ..plan import Placement, Plan
-from ..solve import ANN_SELECTOR, solve
-from ..workload import Phase, PlacementGroup, Workload, WorkloadRef
+from placer.model.fleet import Cluster, Fleet
+from placer.model.names import ANN_CLUSTER, CLUSTER_NAME_LABEL
+from placer.model.plan import Placement, Plan
+from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
+from placer.solve import ANN_SELECTOR, solve
 
 FINISHED = (Phase.COMPLETED.value, Phase.FAILED.value)
 

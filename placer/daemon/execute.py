@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
-from ..errors import KubeError, PlacerError, ServerError, Unreachable
-from ..kube import NO_RETRY, KubeClient, Resource
-from .leadership import LeaderElector
+from placer.daemon.leadership import LeaderElector
+from placer.kube import NO_RETRY, KubeClient, Resource
+from placer.model.errors import KubeError, PlacerError, ServerError, Unreachable
 
 log = logging.getLogger("placer.daemon")
 

@@ -12,8 +12,8 @@ import logging
 import threading
 from typing import Any, Callable, Iterable, Mapping
 
-from ..errors import Forbidden, NotFound, PlacerError
-from ..kube import NO_RETRY, KubeClient, Resource
+from placer.kube import NO_RETRY, KubeClient, Resource
+from placer.model.errors import Forbidden, NotFound, PlacerError
 
 log = logging.getLogger("placer.daemon")
 

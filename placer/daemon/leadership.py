@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from ..errors import Conflict, KubeError, NotFound, PlacerError
-from ..kube import KubeClient
+from placer.kube import KubeClient
+from placer.model.errors import Conflict, KubeError, NotFound, PlacerError
 
 LEASE_API = "coordination.k8s.io/v1"
 log = logging.getLogger("placer.daemon")

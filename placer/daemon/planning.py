@@ -11,19 +11,19 @@ import logging
 import time
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
-from .. import actuate as A
-from ..errors import InputError, KubeError, PlacerError, Unreachable
-from ..events import FAILED, NORMAL, PLACED, WARNING
-from ..fleet import Fleet
-from ..handoff_topology import choices_by_workload
-from ..names import ANN_MESSAGE, ANN_PHASE, ANN_SOURCE_GENERATION, PLACED_CLUSTER
-from ..priority import PriorityClasses, from_objects, with_priorities
-from ..topology import TopologyChoice
-from ..workload import Phase, PlacementGroup, Workload, WorkloadRef
-from . import decide as DC
-from .leadership import NotLeader
-from .reconcile import Reconcile
-from .state import Creating, Remote, ann_of, origin_of
+from placer import actuate as A
+from placer.actuate.topology import choices_by_workload
+from placer.daemon import decide as DC
+from placer.daemon.events import FAILED, NORMAL, PLACED, WARNING
+from placer.daemon.leadership import NotLeader
+from placer.daemon.reconcile import Reconcile
+from placer.daemon.state import Creating, Remote, ann_of, origin_of
+from placer.inputs.priority import PriorityClasses, from_objects, with_priorities
+from placer.model.errors import InputError, KubeError, PlacerError, Unreachable
+from placer.model.fleet import Fleet
+from placer.model.names import ANN_MESSAGE, ANN_PHASE, ANN_SOURCE_GENERATION, PLACED_CLUSTER
+from placer.model.topology import TopologyChoice
+from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
 
@@ -140,7 +140,7 @@ class Planning(Reconcile):
     def prepare(self, group: PlacementGroup, cluster: str, plan_id: str,
                 topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None) -> list[dict]:
         """The group's copies for `cluster`; `topology`: the domains chosen per workload,
-        handed to the cluster's scheduler (placer.handoff_topology)."""
+        handed to the cluster's scheduler (placer.actuate.topology)."""
         objects = A.prepare_objects(group, self.entries[cluster], self.catalog, plan_id=plan_id,
                                     origin=lambda obj: origin_of(WorkloadRef.of(obj)), cluster=cluster,
                                     topology=topology)

@@ -8,16 +8,16 @@ import logging
 from datetime import datetime
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
-from .. import actuate as A
-from ..errors import InputError, NotFound, PlacerError
-from ..events import FAILED, NORMAL, WARNING
-from ..handoff_topology import choices_of
-from ..names import ANN_GROUP, ANN_MESSAGE, ANN_PHASE, ANN_SOURCE_GENERATION, FINALIZER, PLACED_CLUSTER
-from ..topology import TopologyChoice
-from ..workload import Phase, PlacementGroup, Workload, WorkloadRef
-from . import decide as DC
-from .reschedule import Reschedule
-from .state import Pending, Remote, ann_of, origin_of
+from placer import actuate as A
+from placer.actuate.topology import choices_of
+from placer.daemon import decide as DC
+from placer.daemon.events import FAILED, NORMAL, WARNING
+from placer.daemon.reschedule import Reschedule
+from placer.daemon.state import Pending, Remote, ann_of, origin_of
+from placer.model.errors import InputError, NotFound, PlacerError
+from placer.model.names import ANN_GROUP, ANN_MESSAGE, ANN_PHASE, ANN_SOURCE_GENERATION, FINALIZER, PLACED_CLUSTER
+from placer.model.topology import TopologyChoice
+from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
 

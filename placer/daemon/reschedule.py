@@ -9,11 +9,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..events import RESCHEDULED, WARNING
-from ..names import ANN_MESSAGE, ANN_PHASE, ANN_RESCHEDULE, PLACED_CLUSTER
-from ..workload import Phase, Workload, WorkloadRef
-from .staging import HubWrites
-from .state import Pending, ann_of
+from placer.daemon.events import RESCHEDULED, WARNING
+from placer.daemon.staging import HubWrites
+from placer.daemon.state import Pending, ann_of
+from placer.model.names import ANN_MESSAGE, ANN_PHASE, ANN_RESCHEDULE, PLACED_CLUSTER
+from placer.model.workload import Phase, Workload, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
 

@@ -8,12 +8,12 @@ import logging
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from .. import actuate as A
-from ..errors import Conflict, PlacerError
-from ..events import UNPLACED, WARNING, condition_of, placed_condition, with_condition
-from ..names import ANN_MESSAGE, ANN_PHASE, FINALIZER, PLACED_CLUSTER
-from ..workload import Phase, WorkloadRef
-from .state import DaemonState
+from placer import actuate as A
+from placer.daemon.events import UNPLACED, WARNING, condition_of, placed_condition, with_condition
+from placer.daemon.state import DaemonState
+from placer.model.errors import Conflict, PlacerError
+from placer.model.names import ANN_MESSAGE, ANN_PHASE, FINALIZER, PLACED_CLUSTER
+from placer.model.workload import Phase, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
 

@@ -12,17 +12,17 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..catalog import Catalog
-from ..events import Recorder
-from ..interpret import Interpreter
-from ..kube import Kube, Resource
-from ..metrics import Metrics
-from ..workload import PlacementGroup, WorkloadRef
-from .caches import ClusterCache
-from .clock import Clock
-from .execute import ClusterWorkers, FencedClient
-from .informer import Informer, WorkQueue
-from .leadership import LeaderElector, LeaseTiming
+from placer.daemon.caches import ClusterCache
+from placer.daemon.clock import Clock
+from placer.daemon.events import Recorder
+from placer.daemon.execute import ClusterWorkers, FencedClient
+from placer.daemon.informer import Informer, WorkQueue
+from placer.daemon.leadership import LeaderElector, LeaseTiming
+from placer.daemon.metrics import Metrics
+from placer.definitions.catalog import Catalog
+from placer.definitions.interpret import Interpreter
+from placer.kube import Kube, Resource
+from placer.model.workload import PlacementGroup, WorkloadRef
 
 GVK = tuple[str, str]
 

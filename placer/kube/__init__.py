@@ -12,21 +12,35 @@ library's model deserialization costs far more than the request itself on large 
   and a resuming watch that relists on 410 Gone.
 - Every call has a timeout, and is retried with exponential backoff and jitter on
   429/5xx/connection errors, honoring Retry-After. Failures become placer's own errors
-  (`placer.errors`) naming the cluster and the object.
+  (`placer.model.errors`) naming the cluster and the object.
 
 Rooms: `config` (kubeconfig and contexts), `transport` (retries, statistics, errors mapped
 by type), `resources` (what discovery describes), `client` (one cluster: discovery and
 CRUD), `watch`, `contexts` (`Kube`: many clusters), `concurrency`.
 """
 
-from ..selectors import selector_query as _selector  # noqa: F401 (the old private name, for tests)
-from .client import DEFAULT_PAGE, KubeClient
-from .concurrency import run_concurrently
-from .config import KubeConfig, _first_current_context, kubeconfig_paths, list_contexts
-from .contexts import Kube
-from .resources import ObjectList, Resource, WatchEvent, _obj_name, _parse_resource_list
-from .transport import (_ERRORS, _RETRY_STATUS, APPLY_PATCH, FIELD_MANAGER, MERGE_PATCH, NO_RETRY, RetryPolicy, Stats,
-                        _connection_reason, _lines, _query_value, _retry_after, _retryable, status_error)
+from placer.kube.client import DEFAULT_PAGE, KubeClient
+from placer.kube.concurrency import run_concurrently
+from placer.kube.config import KubeConfig, _first_current_context, kubeconfig_paths, list_contexts
+from placer.kube.contexts import Kube
+from placer.kube.resources import ObjectList, Resource, WatchEvent, _obj_name, _parse_resource_list
+from placer.kube.transport import (
+    _ERRORS,
+    _RETRY_STATUS,
+    APPLY_PATCH,
+    FIELD_MANAGER,
+    MERGE_PATCH,
+    NO_RETRY,
+    RetryPolicy,
+    Stats,
+    _connection_reason,
+    _lines,
+    _query_value,
+    _retry_after,
+    _retryable,
+    status_error,
+)
+from placer.model.selectors import selector_query as _selector  # noqa: F401 (the old private name, for tests)
 
 __all__ = [
     "APPLY_PATCH", "DEFAULT_PAGE", "FIELD_MANAGER", "MERGE_PATCH", "NO_RETRY", "Kube", "KubeClient", "KubeConfig",

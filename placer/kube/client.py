@@ -14,12 +14,21 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
-from ..errors import Gone, KubeError, NotFound, Unreachable
-from ..selectors import selector_query
-from .resources import ObjectList, Resource, WatchEvent, _obj_name, _parse_resource_list
-from .transport import (APPLY_PATCH, FIELD_MANAGER, MERGE_PATCH, RetryPolicy, Stats, _connection_reason, _query_value,
-                        _retryable, status_error)
-from .watch import watch_events
+from placer.kube.resources import ObjectList, Resource, WatchEvent, _obj_name, _parse_resource_list
+from placer.kube.transport import (
+    APPLY_PATCH,
+    FIELD_MANAGER,
+    MERGE_PATCH,
+    RetryPolicy,
+    Stats,
+    _connection_reason,
+    _query_value,
+    _retryable,
+    status_error,
+)
+from placer.kube.watch import watch_events
+from placer.model.errors import Gone, KubeError, NotFound, Unreachable
+from placer.model.selectors import selector_query
 
 DEFAULT_PAGE = 500
 

@@ -10,7 +10,7 @@ from kubernetes import client as k8s_client
 from kubernetes.config import kube_config as k8s_kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from ..errors import InputError
+from placer.model.errors import InputError
 
 
 def kubeconfig_paths(kubeconfig: str | None = None) -> str:

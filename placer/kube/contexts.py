@@ -10,11 +10,11 @@ from typing import Callable, Iterable, TypeVar
 
 from kubernetes import client as k8s_client
 
-from ..errors import InputError, PlacerError
-from .client import KubeClient
-from .concurrency import run_concurrently
-from .config import KubeConfig, kubeconfig_paths
-from .transport import RetryPolicy, Stats
+from placer.kube.client import KubeClient
+from placer.kube.concurrency import run_concurrently
+from placer.kube.config import KubeConfig, kubeconfig_paths
+from placer.kube.transport import RetryPolicy, Stats
+from placer.model.errors import InputError, PlacerError
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Mapping
 
 import urllib3
 
-from ..errors import Conflict, Forbidden, Gone, Invalid, KubeError, NotFound, ServerError, Unreachable
+from placer.model.errors import Conflict, Forbidden, Gone, Invalid, KubeError, NotFound, ServerError, Unreachable
 
 FIELD_MANAGER = "placer"
 APPLY_PATCH = "application/apply-patch+yaml"

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 import urllib3
 
-from ..errors import Gone, ServerError, Unreachable
-from ..selectors import selector_query
-from .resources import Resource, WatchEvent
-from .transport import NO_RETRY, _connection_reason, _lines
+from placer.kube.resources import Resource, WatchEvent
+from placer.kube.transport import NO_RETRY, _connection_reason, _lines
+from placer.model.errors import Gone, ServerError, Unreachable
+from placer.model.selectors import selector_query
 
 if TYPE_CHECKING:
-    from .client import KubeClient
+    from placer.kube.client import KubeClient
 
 
 def watch_events(client: KubeClient, resource: Resource | str, namespace: str | None = None, *,

@@ -33,7 +33,7 @@ How it scales by structure rather than brute force:
   time (`effort`), so the same input gives the same plan whatever the thread count or the
   machine's load, unless the wall clock cuts it short (flagged `time_limit_hit`; such a plan
   may differ between runs);
-- every plan goes through `placer.verify` before it is returned.
+- every plan goes through `placer.solve.verify` before it is returned.
 """
 
 from __future__ import annotations
@@ -42,17 +42,17 @@ import time
 from dataclasses import replace
 from typing import Iterable, Mapping, Sequence
 
-from ..fleet import Fleet
-from ..names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
-from ..plan import Placement, Plan, Summary, Unplaced
-from ..workload import PlacementGroup
-from .decode import decode
-from .explain import explain_all
-from .greedy import BASELINES, greedy
-from .model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
-from .problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
-from .repair import repair
-from .topology import choices, compact, spread
+from placer.model.fleet import Fleet
+from placer.model.names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
+from placer.model.plan import Placement, Plan, Summary, Unplaced
+from placer.model.workload import PlacementGroup
+from placer.solve.decode import decode
+from placer.solve.explain import explain_all
+from placer.solve.greedy import BASELINES, greedy
+from placer.solve.model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
+from placer.solve.problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
+from placer.solve.repair import repair
+from placer.solve.topology import choices, compact, spread
 
 # shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
 # explanations at EXPLAIN_END; what is left is verification's
@@ -187,7 +187,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
                        seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
     clock.lap("explain")
-    from ..verify import verify
+    from placer.solve.verify import verify
     verify(fleet, groups, plan, committed=committed)
     clock.lap("verify")
     summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
-from ..fleet import Taint
-from ..names import ANN_CLUSTER, ANN_SELECTOR
-from ..quantity import format_quantity
-from ..reasons import amount
-from ..workload import Gang, PlacementGroup, Workload, WorkloadRef
-from .problem import GPU_RESOURCES, gpus_of
+from placer.model.fleet import Taint
+from placer.model.names import ANN_CLUSTER, ANN_SELECTOR
+from placer.model.quantity import format_quantity
+from placer.model.reasons import amount
+from placer.model.workload import Gang, PlacementGroup, Workload, WorkloadRef
+from placer.solve.problem import GPU_RESOURCES, gpus_of
 
 KIND_ORDER = {"preempt": 0, "wait": 1, "add-nodes": 2, "relax": 3}
 

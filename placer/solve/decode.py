@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .model import Agg, part_type
-from .problem import ClusterState, GroupInfo, PodAssign, Problem, expand, undo
-from .greedy import greedy_order
+from placer.solve.greedy import greedy_order
+from placer.solve.model import Agg, part_type
+from placer.solve.problem import ClusterState, GroupInfo, PodAssign, Problem, expand, undo
 
 
 def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: list[int],

@@ -1,4 +1,4 @@
-"""Why an unplaced group is not on each cluster: reasons as data (placer.reasons), each one
+"""Why an unplaced group is not on each cluster: reasons as data (placer.model.reasons), each one
 true at node level.
 
 Per cluster, in this order:
@@ -21,14 +21,31 @@ import time
 from dataclasses import replace
 from typing import Mapping, Sequence
 
-from .. import reasons as R
-from ..quantity import format_quantity
-from ..scheduling import (UNSCHEDULABLE_TAINT, describe_constraints, fits_resources, matches_affinity, matches_node_selector,
-                          untolerated_taints)
-from ..workload import PodShape
-from .problem import UNLIMITED, ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, may_fit, try_place, undo
-from .repair import pack, states_of
-from .topology import domain_reason
+from placer.model import reasons as R
+from placer.model.quantity import format_quantity
+from placer.model.workload import PodShape
+from placer.solve.problem import (
+    UNLIMITED,
+    ClusterInfo,
+    ClusterState,
+    GroupInfo,
+    Part,
+    PodAssign,
+    Problem,
+    may_fit,
+    try_place,
+    undo,
+)
+from placer.solve.repair import pack, states_of
+from placer.solve.scheduling import (
+    UNSCHEDULABLE_TAINT,
+    describe_constraints,
+    fits_resources,
+    matches_affinity,
+    matches_node_selector,
+    untolerated_taints,
+)
+from placer.solve.topology import domain_reason
 
 
 def _who(g: GroupInfo, p: Part) -> str:
@@ -242,7 +259,7 @@ def _topology_reason(g: GroupInfo, st: ClusterState, deadline: float | None) -> 
 
 def _fit_count(g: GroupInfo, st: ClusterState) -> int:
     """How many of the group's pods best fit places at once (state left unchanged)."""
-    from .problem import expand
+    from placer.solve.problem import expand
     done = []
     compat = [st.info.compat(p) for p in g.parts]
     for j in expand(g):

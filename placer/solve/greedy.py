@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from .problem import ClusterState, GroupInfo, PodAssign, Problem, try_place
+from placer.solve.problem import ClusterState, GroupInfo, PodAssign, Problem, try_place
 
 
 def greedy_order(groups: Iterable[GroupInfo]) -> list[GroupInfo]:

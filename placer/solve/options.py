@@ -34,14 +34,14 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..fleet import Cluster, Fleet, Node
-from ..plan import Placement, Plan
-from ..scheduling import admitted, fits_resources, mismatch, pod_demand, runtime_overhead
-from ..workload import Instance, PlacementGroup
-from .changes import KIND_ORDER, NewNode, Option, Options, Running, Victim, relaxations
-from .policy import group_policy, policy_reason
-from .problem import GPU_RESOURCES, UNLIMITED, gpus_of
-from .removal import Kind, fewest
+from placer.model.fleet import Cluster, Fleet, Node
+from placer.model.plan import Placement, Plan
+from placer.model.workload import Instance, PlacementGroup
+from placer.solve.changes import KIND_ORDER, NewNode, Option, Options, Running, Victim, relaxations
+from placer.solve.policy import group_policy, policy_reason
+from placer.solve.problem import GPU_RESOURCES, UNLIMITED, gpus_of
+from placer.solve.removal import Kind, fewest
+from placer.solve.scheduling import admitted, fits_resources, mismatch, pod_demand, runtime_overhead
 
 RESOLVE_EFFORT = 0.2           # CP-SAT deterministic seconds per re-solve (one group: ample)
 RESOLVE_SECONDS = 2.0          # wall bound per re-solve (never reached on one group in practice)
@@ -204,7 +204,7 @@ class _Engine:
 
     def _solve(self, fleet: Fleet, group: PlacementGroup, limit: float) -> str | None:
         # the solver's greedy pass first: a placement it finds is verified like any other
-        # (placer.verify inside solve); only when it fails does the search (CP-SAT) decide
+        # (placer.solve.verify inside solve); only when it fails does the search (CP-SAT) decide
         for use_solver in (False, True):
             got = self.solve_fn(fleet, [group], time_limit=limit, effort=RESOLVE_EFFORT,
                                 gpu_resources=self.gpu_names, use_solver=use_solver)
@@ -561,7 +561,7 @@ def what_would_fit(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan, *
     `held_pins`: group keys whose pin placer set (their group already runs there), never
     offered for relaxing; `deadline` (time.monotonic()) bounds the search."""
     if solve is None:
-        from . import solve as solve_
+        from placer.solve import solve as solve_
         solve = solve_
     engine = _Engine(fleet, groups, plan, committed, running, gpu_resources, solve, deadline,
                      frozenset(held_pins))

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .. import reasons as R
-from ..errors import InputError
-from ..fleet import Cluster
-from ..names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR
-from ..selectors import Requirement, parse_label_selector, selector_matches
-from ..workload import PlacementGroup
+from placer.model import reasons as R
+from placer.model.errors import InputError
+from placer.model.fleet import Cluster
+from placer.model.names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR
+from placer.model.selectors import Requirement, parse_label_selector, selector_matches
+from placer.model.workload import PlacementGroup
 
 
 @dataclass(frozen=True)

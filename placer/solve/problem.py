@@ -7,13 +7,21 @@ import bisect
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 
-from .. import reasons as R
-from ..errors import InputError
-from ..fleet import Cluster, Fleet
-from ..podspec import DEFAULT_GPU_RESOURCES
-from ..scheduling import NodeClass, admitted, fits_resources, mismatch, node_classes, pod_demand, runtime_overhead
-from ..workload import Instance, PlacementGroup, PodShape, Workload
-from .policy import Policy, group_policy, policy_reason
+from placer.model import reasons as R
+from placer.model.errors import InputError
+from placer.model.fleet import Cluster, Fleet
+from placer.model.podspec import DEFAULT_GPU_RESOURCES
+from placer.model.workload import Instance, PlacementGroup, PodShape, Workload
+from placer.solve.policy import Policy, group_policy, policy_reason
+from placer.solve.scheduling import (
+    NodeClass,
+    admitted,
+    fits_resources,
+    mismatch,
+    node_classes,
+    pod_demand,
+    runtime_overhead,
+)
 
 GPU_RESOURCES = tuple(DEFAULT_GPU_RESOURCES)
 
@@ -256,7 +264,7 @@ def may_fit(st: ClusterState, g: GroupInfo) -> bool:
 def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     """Place every pod of the group on this cluster or nothing (state unchanged then)."""
     if g.units:
-        from .topology import try_place_topology
+        from placer.solve.topology import try_place_topology
         return try_place_topology(state, g)
     info = state.info
     if not may_fit(state, g):
@@ -305,7 +313,7 @@ def _group_info(index: int, group: PlacementGroup, names: Sequence[str] = GPU_RE
             demand = pod_demand(inst.pod)
             parts.append(Part(w, inst, demand, _pred_key(inst.pod), gpus_of(demand, names), sort_key(demand, names)))
     g = GroupInfo(index, group, group_policy(group), parts)
-    from .topology import tag_parts
+    from placer.solve.topology import tag_parts
     tag_parts(g)
     return g
 
@@ -326,7 +334,7 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
         node_exact = sum(len(cl.nodes) for cl in fleet.clusters if cl.reachable) <= NODE_EXACT_MAX_NODES
     by_name = node_exact or _uses_match_fields(ginfos + cinfos)
     clusters = list(fleet.clusters)
-    from .topology import missing_key, needs_node_classes
+    from placer.solve.topology import missing_key, needs_node_classes
     infos = {c: ClusterInfo(c, cl, by_name or needs_node_classes(cl, ginfos + cinfos), gpu_names)
              for c, cl in enumerate(clusters) if cl.reachable}
     names = {cl.name: c for c, cl in enumerate(clusters)}
@@ -338,7 +346,7 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
         for c, cl in enumerate(clusters):
             reason = policy[c] or missing.get(cl.name) or missing_key(g, cl)
             if reason is None and c in infos:
-                from .explain import static_reason
+                from placer.solve.explain import static_reason
                 reason = static_reason(g, infos[c])
             if reason is None:
                 g.eligible.append(c)

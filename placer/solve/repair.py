@@ -16,9 +16,9 @@ from typing import Literal, Mapping, overload
 
 from ortools.sat.python import cp_model_helper as cmh
 
-from ..scheduling import fits_resources
-from .greedy import greedy_order
-from .problem import ClusterState, GroupInfo, PodAssign, Problem, may_fit, try_place, undo
+from placer.solve.greedy import greedy_order
+from placer.solve.problem import ClusterState, GroupInfo, PodAssign, Problem, may_fit, try_place, undo
+from placer.solve.scheduling import fits_resources
 
 PACK_MAX_VARS = 4000          # larger exact checks are skipped (best fit decides alone)
 PACK_EFFORT = 0.2             # CP-SAT deterministic seconds per exact check
@@ -93,7 +93,7 @@ def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: fl
             lin.coeffs.extend([a for a, _ in terms])
             lin.domain.extend([0, st.free[i].get(r, 0)])
     if g.units and not maximize:
-        from .topology import pack_domains
+        from placer.solve.topology import pack_domains
         pack_domains(m, g, st, xs)
     if maximize:
         m.objective.vars.extend(range(len(xs)))

@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from .. import reasons as R
-from ..fleet import Cluster, Node
-from ..topology import TopologyChoice
-from ..workload import PlacementGroup
-from .problem import ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, may_fit
+from placer.model import reasons as R
+from placer.model.fleet import Cluster, Node
+from placer.model.topology import TopologyChoice
+from placer.model.workload import PlacementGroup
+from placer.solve.problem import ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, may_fit
 
 HOSTNAME = "kubernetes.io/hostname"
 INF = 2**62
@@ -225,7 +225,7 @@ def compact(problem: Problem, result: dict[int, tuple[int, PodAssign]], deadline
     holds it); kept when it spans fewer domains. GPUs and clusters never change."""
     import time
 
-    from .repair import states_of
+    from placer.solve.repair import states_of
     by_idx = {g.index: g for g in problem.groups}
     todo = sorted((by_idx[gi] for gi in result if any(not u.required for u in by_idx[gi].units)),
                   key=lambda g: (-g.priority, g.key))

@@ -21,9 +21,9 @@ from typing import Any, Mapping
 
 from kubernetes.client.rest import ApiException
 
-from placer.catalog import Catalog
-from placer.interpret import _paths, definition_for, object_name
-from placer.workload import Instance, Workload
+from placer.definitions.catalog import Catalog
+from placer.definitions.interpret import _paths, definition_for, object_name
+from placer.model.workload import Instance, Workload
 
 from .cluster import Cluster, container
 

@@ -15,11 +15,11 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from placer.catalog import Catalog
+from placer.definitions.catalog import Catalog
+from placer.inputs.manifests import load_groups
 from placer.kube import Kube
-from placer.manifests import load_groups
-from placer.plan import Plan
-from placer.submit import submit
+from placer.model.plan import Plan
+from placer.ops.submit import submit
 
 from .cluster import BoundPod, Cluster, NodeSpec
 from .pods import materialise

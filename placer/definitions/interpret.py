@@ -1,0 +1,479 @@
+"""Object + definition -> Workload; and rewriting every pod template of an object.
+
+Pure functions: no I/O. One fused jq program call per object; the rest is assembling
+frozen values and parsing quantities exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import threading
+from typing import Any, Iterable, Mapping, Sequence
+
+import orjson
+
+from placer.definitions.catalog import Catalog, CompiledDefinition
+from placer.definitions.program import NOT_A_PATH, PATCHABLE, Columns, diagnose
+from placer.definitions.topology_requests import with_topology
+from placer.model.errors import EvaluationError, InputError, UnknownKind
+from placer.model.podspec import (
+    DEFAULT_GPU_RESOURCES,
+    SEQUENCES,
+    constraint_problem,
+    effective_requests,
+    gpu_count,
+    shape_problem,
+    value_kind,
+)
+from placer.model.selectors import label_selector_parts
+from placer.model.workload import Gang, Instance, Phase, PodShape, Workload
+
+PATCH_KEYS = PATCHABLE
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or meta.get("generateName") or "?"
+    return f"{obj.get('kind', '?')} {meta.get('namespace') or 'default'}/{name}"
+
+
+def definition_for(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> CompiledDefinition:
+    api, kind = obj.get("apiVersion"), obj.get("kind")
+    found = catalog.lookup(str(api), str(kind))
+    if found is None:
+        raise UnknownKind(f"no workload definition for {api}/{kind}; add one to a catalog directory "
+                          f"(--catalog DIR) or register it with `placer catalog apply`", source=source)
+    return found
+
+
+def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
+              gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, source: str | None = None) -> Workload:
+    compiled = definition_for(obj, catalog, source)
+    return _interpret(obj, compiled, json_text(_jq_view(obj)), gpu_resources, source)
+
+
+class Interpreter:
+    """`interpret` for a long-lived caller that keeps re-reading the same objects (the
+    daemon lists every placed object each planning round): results are remembered by what
+    jq sees of the object, and `sweep()`, called once per round, forgets what was not asked
+    for in the last two rounds, so memory follows the working set. Thread-safe."""
+
+    def __init__(self, catalog: Catalog, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES):
+        self.catalog, self.gpu_resources = catalog, tuple(gpu_resources)
+        self._current: dict[tuple[int, str], Workload] = {}
+        self._previous: dict[tuple[int, str], Workload] = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def __call__(self, obj: Mapping[str, Any], source: str | None = None) -> Workload:
+        compiled = definition_for(obj, self.catalog, source)
+        text = json_text(_jq_view(obj))
+        key = (id(compiled), text)          # the catalog is fixed, so is each definition's id
+        with self._lock:
+            found = self._current.get(key) or self._previous.pop(key, None)
+            if found is not None:
+                self._current[key] = found
+                self.hits += 1
+        if found is None:
+            found = _interpret(obj, compiled, text, self.gpu_resources, source)
+            with self._lock:
+                self._current[key] = found
+                self.misses += 1
+        else:       # same content: only what jq does not see (last-applied, managedFields) differs
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            found = dataclasses.replace(found, annotations=dict(annotations), source=source, obj=obj)
+        return found
+
+    def sweep(self) -> None:
+        with self._lock:
+            self._previous, self._current = self._current, {}
+
+
+def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
+               gpu_resources: Sequence[str], source: str | None) -> Workload:
+    defn = compiled.definition
+    columns = compiled.layout.columns
+    n = len(columns)
+    try:
+        out = _first(compiled.program, text)
+        if len(out) != n + 3 or len(out[n]) != 3:   # gangs, suspend or a status rule's reason or
+            _uneven()                               # message yielded no value or several
+        for i in range(n):
+            width = columns[i].width
+            for row in out[i]:
+                if len(row) != width:
+                    _uneven()
+    except ValueError as e:
+        err = diagnose(defn, obj, str(e), object_name(obj))
+        err.source = source
+        raise err from None
+    at = _Where(compiled, obj, source)
+    meta = obj.get("metadata") or {}
+    for key in ("labels", "annotations"):
+        if not isinstance(meta.get(key) or {}, dict):
+            raise at.invalid(f"metadata.{key}: expected a map, got {value_kind(meta[key])}")
+    instances = [_instance(at, i, columns[i], row, gpu_resources) for i in range(n) for row in out[i]]
+    phase, reason, message = out[n]
+    suspended = out[n + 1]
+    return Workload(
+        api_version=obj["apiVersion"], kind=obj["kind"],
+        namespace=meta.get("namespace") or "default", name=meta.get("name") or meta.get("generateName") or "",
+        definition=defn.name, phase=Phase(phase), reason=_text(reason), message=_text(message),
+        instances=tuple(instances),
+        gangs=with_topology(_gangs(at, out[n + 2], instances), meta.get("annotations") or {}, instances,
+                            object_name(obj), source),
+        labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
+        suspended=None if suspended is None else bool(suspended),
+        source=source, obj=obj)
+
+
+class _Where:
+    """What an interpretation error names: the definition, the object and its source. The
+    object's name is only built when an error needs it."""
+
+    __slots__ = ("compiled", "obj", "source")
+
+    def __init__(self, compiled: CompiledDefinition, obj: Mapping[str, Any], source: str | None):
+        self.compiled, self.obj, self.source = compiled, obj, source
+
+    def bad(self, field: str, expr: str, msg: str) -> EvaluationError:
+        return EvaluationError(msg, definition=self.compiled.name, field=field, expression=expr,
+                               obj=object_name(self.obj), source=self.source)
+
+    def invalid(self, msg: str) -> InputError:
+        return InputError(msg, obj=object_name(self.obj), source=self.source)
+
+
+def json_text(value: Any) -> str:
+    """`value` as JSON text for jq. orjson is several times faster than the json module the
+    jq binding would use; json remains the fallback for what orjson refuses (integers
+    beyond 64 bits), so both accept the same input."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value)
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _jq_view(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object as jq sees it: without managedFields and kubectl's last-applied copy, which
+    live objects carry (often several KB) and no definition reads. A shallow copy, only
+    when there is something to drop."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    annotations = meta.get("annotations")
+    bulky = isinstance(annotations, dict) and LAST_APPLIED in annotations
+    if "managedFields" not in meta and not bulky:
+        return obj
+    meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    if bulky and isinstance(annotations, dict):
+        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return {**obj, "metadata": meta}
+
+
+def _first(program: Any, text: str) -> Any:
+    """The program's one output; none (an expression yielded `empty`) is an error like jq's."""
+    try:
+        return program.input_text(text).first()
+    except StopIteration:
+        raise ValueError("the program produced no output: an expression yielded no value") from None
+
+
+def _uneven() -> bool:
+    # an expression yielded no value or several, so a row is misaligned: diagnose names it
+    raise ValueError("an expression produced no value or several")
+
+
+def _text(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+MAX_COUNT = 2**31 - 1       # Kubernetes replica counts are int32; the solver's model is int64
+MAX_GANGS = 100_000         # per workload: a bound on names made from counts, far above real use
+
+
+def _count(at: _Where, i: int, field: str, value: Any) -> int:
+    if type(value) is int and 0 <= value <= MAX_COUNT:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+        expr = getattr(at.compiled.definition.components[i], field) or "(default)"
+        raise at.bad(f"components[{i}].{field}", expr,
+                     f"expected a non-negative integer up to {MAX_COUNT} (an int32), got {value!r}")
+    return value
+
+
+def _instance(at: _Where, i: int, c: Columns, row: list[Any], gpu_resources: Sequence[str]) -> Instance:
+    comp = at.compiled.definition.components[i].name
+    replicas = 1 if c.replicas is None else _count(at, i, "replicas", row[c.replicas])
+    ppr = 1 if c.ppr is None else _count(at, i, "podsPerReplica", row[c.ppr])
+    effective = replicas
+    if c.min is not None and row[c.min] is not None:
+        effective = max(effective, _count(at, i, "minReplicas", row[c.min]))
+    if c.max is not None and row[c.max] is not None:
+        effective = min(effective, _count(at, i, "maxReplicas", row[c.max]))
+    instance = str(row[0])
+    if effective * ppr > MAX_COUNT:
+        raise at.invalid(f"{comp}/{instance}: {effective} replicas x {ppr} pods each is more than {MAX_COUNT} pods")
+    shape = _pod_shape(at, row, c, comp, instance)
+    labels, expressions = _selector(at, i, None if c.sel is None else row[c.sel])
+    return Instance(component=comp, instance=instance, replicas=effective, pods_per_replica=ppr,
+                    pods=effective * ppr, pod=shape, gpus_per_pod=gpu_count(shape.requests, gpu_resources),
+                    selector=labels, selector_expressions=expressions)
+
+
+def _selector(at: _Where, i: int, raw: Any):
+    """A podSelector result: a label map, or a LabelSelector {matchLabels, matchExpressions}."""
+    try:
+        return label_selector_parts(raw)
+    except ValueError as e:
+        raise at.bad(f"components[{i}].podSelector", at.compiled.definition.components[i].podSelector or "",
+                     str(e)) from None
+
+
+def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str) -> PodShape:
+    tpl = row[c.tpl] if c.tpl is not None else None
+    spec = meta = None
+    if isinstance(tpl, dict):
+        spec, meta = tpl.get("spec"), tpl.get("metadata")
+    spec = spec or (row[c.spec] if c.spec is not None else None) or {}
+    meta = meta or (row[c.meta] if c.meta is not None else None) or {}
+    resources = None
+    try:
+        containers = _containers(spec)
+        if c.fields:            # fields override the template's: work on copies
+            spec, meta = dict(spec), dict(meta)
+            main = None
+            for field, col in c.fields:
+                value = row[col]
+                if value is None:
+                    continue
+                if field in ("labels", "annotations"):
+                    meta[field] = value
+                elif field == "resources":
+                    resources = value
+                elif field == "mainContainer":
+                    main = value
+                else:
+                    spec[field] = value
+            containers = _containers(spec)
+            if resources is not None:
+                containers = _with_main_resources(list(containers), resources, main)
+        requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"),
+                                      spec.get("resources"))
+        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or {}
+        node_selector, terms = spec.get("nodeSelector") or {}, affinity.get("nodeSelectorTerms") or ()
+        tolerations, labels = spec.get("tolerations") or (), meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        # what dict()/tuple() would silently misread (a string as a list of characters)
+        if not (type(node_selector) is dict and type(labels) is dict and type(annotations) is dict
+                and type(terms) in SEQUENCES and type(tolerations) in SEQUENCES):
+            raise TypeError
+        scheduler, priority = spec.get("schedulerName"), spec.get("priorityClassName")
+        runtime = spec.get("runtimeClassName")
+        if not all(v is None or type(v) is str for v in (scheduler, priority, runtime)):
+            raise TypeError
+        problem = constraint_problem(node_selector, terms, tolerations) if node_selector or terms or tolerations else None
+    except InputError as e:
+        raise at.invalid(f"{comp}/{instance}: {e.message}") from None
+    except (AttributeError, TypeError, ValueError, KeyError):
+        raise at.invalid(f"{comp}/{instance}: {shape_problem(spec, meta, resources)}") from None
+    if problem:
+        raise at.invalid(f"{comp}/{instance}: {problem}")
+    return PodShape(
+        requests=requests, node_selector=dict(node_selector), affinity_terms=tuple(terms),
+        tolerations=tuple(tolerations), labels=dict(labels), annotations=dict(annotations),
+        scheduler_name=scheduler, priority_class_name=priority, runtime_class=runtime or None,
+        overhead_set=bool(spec.get("overhead")))
+
+
+def _containers(spec: Mapping[str, Any]) -> Sequence[Any]:
+    containers = spec.get("containers")
+    if containers is None:
+        return ()
+    if type(containers) not in SEQUENCES:     # `containers: {}` is not "no containers"
+        raise TypeError
+    return containers
+
+
+def _with_main_resources(containers: list[dict], resources: Any, main: str | None) -> list[dict]:
+    """Merge a ResourceRequirements over the main container's (or make the only container);
+    a null entry leaves the container's own value."""
+    resources = resources or {}
+    idx = next((k for k, c in enumerate(containers) if c.get("name") == main), 0) if containers else None
+    if idx is None:
+        return [{"name": main or "main", "resources": resources}]
+    merged = dict(containers[idx])
+    old = merged.get("resources") or {}
+    merged["resources"] = {part: {**(old.get(part) or {}),
+                                  **{k: v for k, v in (resources.get(part) or {}).items() if v is not None}}
+                           for part in ("requests", "limits")}
+    return containers[:idx] + [merged] + containers[idx + 1:]
+
+
+def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang]:
+    """Gangs from the gangs expression's list; an entry with `names` or `namePattern` stands
+    for one gang per name with the same members (per-replica gangs, built once in jq and here)."""
+    expr = at.compiled.definition.gangs or ""
+    if not isinstance(raw, list):
+        raise at.bad("gangs", expr, "expected a list of gangs")
+    by_key = {(inst.component, inst.instance): inst for inst in instances} if raw else {}
+    made = 0
+    for g in raw:
+        try:
+            names = _gang_names(g)
+            members, pods, gpus = [], 0, 0
+            for m in g["members"]:
+                inst = by_key.get((m["component"], m["instance"]))
+                if inst is None:
+                    raise KeyError(f"{m['component']}/{m['instance']}")
+                n = inst.pods if m.get("pods") is None else int(m["pods"])
+                members.append((inst.component, inst.instance, n))
+                pods += n
+                gpus += n * inst.gpus_per_pod
+            min_member = int(g["minMember"]) if g.get("minMember") is not None else pods
+            window = int(g["window"]) if g.get("window") is not None else None
+        except (KeyError, TypeError, ValueError) as e:
+            raise at.bad("gangs", expr, f"bad gang {g!r}: {type(e).__name__} {e}") from None
+        frozen = tuple(members)
+        made += len(names)
+        if made > MAX_GANGS:
+            raise at.bad("gangs", expr, f"more than {MAX_GANGS} gangs")
+        for gang_name in names:
+            yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus, window=window)
+
+
+_NAME_KEYS = ("name", "names", "namePattern")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _gang_names(g: Mapping[str, Any]) -> list[str]:
+    """An entry's gang names: `name`, `names` (a list), or `namePattern` (parts: a string is
+    copied, an integer n stands for each index 0..n-1; every combination, leftmost slowest).
+    jq spends about a microsecond per `tostring` and per string it joins, so per-replica
+    names are cheaper made here. `lowercase: true` lowercases ASCII letters as jq's
+    `ascii_downcase` does (which costs jq about 2.5 µs per character)."""
+    given = [k for k in _NAME_KEYS if k in g]
+    if len(given) != 1:
+        raise ValueError(f"give one of {', '.join(_NAME_KEYS)}" + (f", not {' and '.join(given)}" if given else ""))
+    if "name" in g:
+        names = [str(g["name"])]
+    elif "names" in g:
+        if not isinstance(g["names"], list):
+            raise TypeError("names must be a list")
+        names = [str(n) for n in g["names"]]
+    else:
+        names = _expand(g["namePattern"])
+    if g.get("lowercase"):
+        names = [n.translate(_ASCII_LOWER) for n in names]
+    return names
+
+
+def _expand(pattern: Any) -> list[str]:
+    if not isinstance(pattern, list):
+        raise TypeError("namePattern must be a list of strings and counts")
+    total = 1
+    for part in pattern:
+        if type(part) is int and part >= 0:
+            total *= part
+        elif not isinstance(part, str):
+            raise ValueError(f"namePattern part {part!r} is neither a string nor a count")
+    if total > MAX_GANGS:
+        raise ValueError(f"namePattern makes more than {MAX_GANGS} gangs")
+    names = [""]
+    for part in pattern:
+        names = [n + part for n in names] if isinstance(part, str) else [n + str(i) for n in names for i in range(part)]
+    return names
+
+
+# --- mutation ----------------------------------------------------------------------
+
+def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping[str, Any],
+                        source: str | None = None) -> dict[str, Any]:
+    """A copy of `obj` with `patch` applied to every instance's pod template:
+    labels/annotations/nodeSelector merged, tolerations appended once, schedulerName set.
+    Nothing else changes."""
+    unknown = set(patch) - set(PATCH_KEYS)
+    if unknown:
+        raise InputError(f"pod template patch: unknown keys {sorted(unknown)}; allowed: {', '.join(PATCH_KEYS)}",
+                         source=source)
+    compiled = definition_for(obj, catalog, source)
+    name = object_name(obj)
+    per_component = _paths(compiled, obj, name, source)[:-1]
+    result = copy.deepcopy(dict(obj))
+    for i, rows in enumerate(per_component):
+        comp = compiled.definition.components[i]
+        for row in rows:
+            for key, value in patch.items():
+                path = _target_path(row, key)
+                if path is None or NOT_A_PATH in path:
+                    why = "no path for it" if path is None else "an expression that is not a path; add write:"
+                    raise EvaluationError(
+                        f"cannot write {key}: the definition gives {why}",
+                        definition=compiled.name, field=f"components[{i}].pod", expression=comp.name,
+                        obj=name, source=source)
+                _apply(result, path, key, value)
+    return result
+
+
+def _target_path(row: Mapping[str, Any], key: str) -> list[Any] | None:
+    """The absolute path a patch key writes to, from the paths program's row."""
+    written = row.get(f"f.{key}")
+    if written == NOT_A_PATH:
+        return [NOT_A_PATH]
+    if written is not None:
+        return written
+    meta = spec = None
+    template = row.get("template")
+    if isinstance(template, list):
+        meta, spec = template + ["metadata"], template + ["spec"]
+    else:
+        spec = row.get("spec") if isinstance(row.get("spec"), list) else None
+        meta = row.get("metadata") if isinstance(row.get("metadata"), list) else None
+    parent = meta if key in ("labels", "annotations") else spec
+    return None if parent is None else parent + [key]
+
+
+def _apply(obj: dict, path: list[Any], key: str, value: Any) -> None:
+    parent = obj
+    for part in path[:-1]:
+        nxt = parent[part] if isinstance(parent, list) else parent.get(part)
+        if nxt is None:
+            nxt = {}
+            parent[part] = nxt
+        parent = nxt
+    last = path[-1]
+    current = parent.get(last) if isinstance(parent, dict) else parent[last]
+    if key in ("labels", "annotations", "nodeSelector"):
+        parent[last] = {**(current or {}), **{str(k): str(v) for k, v in value.items()}}
+    elif key == "tolerations":
+        merged = list(current or [])
+        merged += [t for t in value if t not in merged]
+        parent[last] = merged
+    else:
+        parent[last] = value
+
+
+def _paths(compiled: CompiledDefinition, obj: Mapping[str, Any], name: str, source: str | None) -> list[Any]:
+    try:
+        return _first(compiled.paths_program, json_text(obj))
+    except ValueError as e:
+        raise EvaluationError(str(e).split("\n")[0], definition=compiled.name, field="paths",
+                              expression="path(...)", obj=name, source=source) from None
+
+
+def suspend_path(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> list[Any] | None:
+    """Where the object's suspend field lives (its definition's `suspend.path`), or None
+    when the definition has none."""
+    compiled = definition_for(obj, catalog, source)
+    if compiled.definition.suspend is None:
+        return None
+    path = _paths(compiled, obj, object_name(obj), source)[-1]
+    return list(path) if path else None

@@ -1,0 +1,266 @@
+"""Fuse a definition's jq expressions into one compiled program.
+
+Evaluating one program per object is several times faster than one call per expression
+(each jq call re-serialises the whole object). jq builds objects slowly (about a
+microsecond per key), so the program emits positional arrays holding only the fields the
+definition sets; Python applies the defaults. When the fused program fails, `diagnose`
+replays the expressions one by one to name the field and expression that broke.
+
+Output of the fused program, per object:
+    [rows of component 0, rows of component 1, ..., status, suspended, gangs]
+where a row is `[id, <value of each field in Layout.keys order>]` and status is
+`[phase, reason, message]`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jq
+
+from placer.definitions.schema import Component, Definition, FieldExpr, PodFields, StatusRule
+from placer.model.errors import DefinitionError, EvaluationError
+
+POD_FIELDS = tuple(PodFields.model_fields)
+PATCHABLE = ("labels", "annotations", "nodeSelector", "tolerations", "schedulerName")
+NOT_A_PATH = "<not a path expression>"
+
+_DEFAULT_ID = '(if $key == null then "0" else ($key | tostring) end)'
+# output key -> (definition field, default applied in jq for $instances rows)
+_COUNTS = {"replicas": ("replicas", "1"), "min": ("minReplicas", "null"),
+           "max": ("maxReplicas", "null"), "ppr": ("podsPerReplica", "1")}
+
+
+def _read(f: str | FieldExpr | None) -> str | None:
+    return f.read if isinstance(f, FieldExpr) else f
+
+
+def _write(f: str | FieldExpr | None) -> str | None:
+    return (f.write or None) if isinstance(f, FieldExpr) else f
+
+
+def component_fields(comp: Component) -> dict[str, tuple[str, str]]:
+    """Output key -> (field path in the definition, jq expression), for the fields the
+    component sets; `id` always comes first."""
+    pod = comp.pod
+    fields = {"id": ("instanceId", comp.instanceId or _DEFAULT_ID)}
+    for key, (field, _) in _COUNTS.items():
+        if getattr(comp, field):
+            fields[key] = (field, getattr(comp, field))
+    for key, field, expr in (("sel", "podSelector", comp.podSelector), ("tpl", "pod.template", pod.template),
+                             ("spec", "pod.spec", pod.spec), ("meta", "pod.metadata", pod.metadata)):
+        if expr:
+            fields[key] = (field, expr)
+    for name in POD_FIELDS if pod.fields else ():
+        expr = _read(getattr(pod.fields, name))
+        if expr:
+            fields[f"f.{name}"] = (f"pod.fields.{name}", expr)
+    return fields
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Column of each field in one component's rows (None: the definition does not set it,
+    Python applies the default)."""
+
+    width: int
+    replicas: int | None
+    min: int | None
+    max: int | None
+    ppr: int | None
+    sel: int | None
+    tpl: int | None
+    spec: int | None
+    meta: int | None
+    fields: tuple[tuple[str, int], ...]       # pod field name -> column, for `pod.fields`
+
+    @classmethod
+    def of(cls, keys: tuple[str, ...]) -> "Columns":
+        col = {k: n for n, k in enumerate(keys)}
+        return cls(len(keys), col.get("replicas"), col.get("min"), col.get("max"), col.get("ppr"),
+                   col.get("sel"), col.get("tpl"), col.get("spec"), col.get("meta"),
+                   tuple((k[2:], n) for k, n in col.items() if k.startswith("f.")))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each field sits in a component's rows."""
+
+    keys: tuple[tuple[str, ...], ...]         # per component: output keys in row order
+    columns: tuple[Columns, ...]              # the same, as column numbers per field
+
+
+def layout(defn: Definition) -> Layout:
+    keys = tuple(tuple(component_fields(c)) for c in defn.components)
+    return Layout(keys, tuple(Columns.of(k) for k in keys))
+
+
+def _instances(comp: Component) -> str:
+    return comp.instances or "."
+
+
+def _lets(defn: Definition) -> str:
+    return "".join(f"({expr}) as ${name} | " for name, expr in defn.let.items())
+
+
+def _rule(rule: StatusRule) -> str:
+    out = f'[{json.dumps(rule.phase)}, (({rule.reason or "null"}) // $c.reason), (({rule.message or "null"}) // $c.message)]'
+    if rule.condition:
+        return (f'($conds[{json.dumps(rule.condition)}] as $c | if $c != null and $c.status == '
+                f'{json.dumps(rule.conditionStatus)} then {out} else empty end)')
+    return f"(null as $c | if ({rule.when}) then {out} else empty end)"
+
+
+# The last condition of each type, indexed once per object (training operators append).
+_CONDS = ('(reduce ((.status.conditions // []) | .[]? | select(type == "object" and (.type | type) == "string"))'
+          ' as $x ({}; . + {($x.type): $x})) as $conds | ')
+_NO_STATUS = '(if ((.status // {}) | length) == 0 then ["Pending", "NotStarted", "no status reported yet"] else empty end)'
+_UNKNOWN = '["Unknown", "", "no status rule matched"]'
+
+
+def _uses_conds(rule: StatusRule) -> bool:
+    return any("$conds" in (e or "") for e in (rule.when, rule.reason, rule.message))
+
+
+def _gang_rows(defn: Definition, keys: Layout) -> str:
+    """`$instances` for the gang expression, built only when it uses them."""
+    rows = []
+    for i, comp in enumerate(defn.components):
+        cols = keys.columns[i]
+        get = {k: default if getattr(cols, k) is None else f".[{getattr(cols, k)}]"
+               for k, (_, default) in _COUNTS.items()}
+        rows.append(f'($c[{i}][] | {{component: {json.dumps(comp.name)}, instance: .[0], replicas: {get["replicas"]},'
+                    f' podsPerReplica: {get["ppr"]}, pods: (({get["replicas"]}) as $r | ({get["min"]}) as $lo'
+                    f' | ({get["max"]}) as $hi | (if $lo != null and $r < $lo then $lo else $r end) as $r'
+                    f' | (if $hi != null and $r > $hi then $hi else $r end) * {get["ppr"]})}})')
+    return f"[{', '.join(rows)}] as $instances | "
+
+
+def build_program(defn: Definition) -> str:
+    keys = layout(defn)
+    comps = []
+    for i, comp in enumerate(defn.components):
+        fields = component_fields(comp).values()
+        row = ", ".join(f"({expr})" for _, expr in fields)
+        if any("$key" in expr or "$path" in expr for _, expr in fields):
+            comps.append(f"[path({_instances(comp)}) as $path | ($path | if length > 0 then .[-1] else null end)"
+                         f" as $key | $root | getpath($path) | [{row}]]")
+        else:       # path tracking costs jq several steps per instance: only when used
+            comps.append(f"[{_instances(comp)} | [{row}]]")
+    rules = ", ".join([*(_rule(r) for r in defn.status.rules), _NO_STATUS, _UNKNOWN])
+    conds = _CONDS if any(r.condition or _uses_conds(r) for r in defn.status.rules) else ""
+    suspended = f"(({defn.suspend.path}) // false)" if defn.suspend else "null"
+    gangs = defn.gangs or "[]"
+    instances = _gang_rows(defn, keys) if defn.gangs and "$instances" in defn.gangs else ""
+    return (f". as $root | {_lets(defn)}[{', '.join(comps)}] as $c | {instances}"
+            f"$c + [({conds}first({rules})), {suspended}, ({gangs})]")
+
+
+def build_paths_program(defn: Definition) -> str:
+    """Absolute paths of every instance's pod template parts, per component, then the
+    path of the suspend field: what mutation writes through."""
+    comps = []
+    for comp in defn.components:
+        pod = comp.pod
+        parts = {k: (v, False) for k, v in (("template", pod.template), ("spec", pod.spec),
+                                            ("metadata", pod.metadata)) if v}
+        for n in PATCHABLE if pod.fields else ():
+            f = getattr(pod.fields, n)
+            written = _write(f)
+            if written:
+                parts[f"f.{n}"] = (written, isinstance(f, FieldExpr) and f.writeFrom == "object")
+        # absolute paths; a field whose expression is no path expression can be read but not
+        # written: mark it, and fail only if a patch needs it
+        entries = ", ".join(
+            f'{json.dumps(k)}: (try ({"$root | " if from_object else ""}[path({v})]'
+            f' | if length > 0 then {"" if from_object else "$path + "}.[0] else null end) catch "{NOT_A_PATH}")'
+            for k, (v, from_object) in parts.items())
+        comps.append(f'[path({_instances(comp)}) as $path | ($path | if length > 0 then .[-1] else null end)'
+                     f' as $key | $root | getpath($path) | {{{entries}}}]' if entries else "[]")
+    suspend = f"([path({defn.suspend.path})] | first // null)" if defn.suspend else "null"
+    return f". as $root | {_lets(defn)}[" + ", ".join(comps) + f"] + [{suspend}]"
+
+
+def compile_program(text: str, name: str) -> Any:
+    try:
+        return jq.compile(text)
+    except ValueError as e:  # a bug in fusing, or expressions that only clash when fused
+        first = str(e).split(" at <top-level>")[0].split("\n")[0].removeprefix("jq: error: ")
+        raise DefinitionError(f"definition {name}: each expression compiles alone, but not together in "
+                              f"placer's fused program ({first}); please report this") from None
+
+
+def _eval(expr: str, value: Any, lets: dict[str, Any], **args: Any) -> Any:
+    return jq.compile(expr, args={"root": None, "key": None, "path": None, "instances": None, "conds": None,
+                                  **lets, **args}
+                      ).input_value(value).all()
+
+
+def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> EvaluationError:
+    """Find the first expression of `defn` that fails on `obj` (slow path, errors only)."""
+    def fail(field: str, expr: str, msg: str) -> EvaluationError:
+        return EvaluationError(msg.split("\n")[0], definition=defn.name, field=field, expression=expr, obj=objname)
+
+    lets: dict[str, Any] = {}
+    for name, expr in defn.let.items():
+        try:
+            lets[name] = _eval(expr, obj, lets, root=obj)[0]
+        except ValueError as e:
+            return fail(f"let.{name}", expr, str(e))
+        except IndexError:
+            return fail(f"let.{name}", expr, "produced no value")
+    for i, comp in enumerate(defn.components):
+        inst = _instances(comp)
+        try:
+            paths = _eval(f"[path({inst})]", obj, lets, root=obj)[0]
+        except ValueError as e:
+            return fail(f"components[{i}].instances", inst, str(e))
+        for p in paths:
+            key = p[-1] if p else None
+            element = _getpath(obj, p)
+            for field, expr in component_fields(comp).values():
+                try:
+                    values = _eval(expr, element, lets, root=obj, key=key, path=p)
+                except ValueError as e:
+                    return fail(f"components[{i}].{field}", expr, str(e))
+                if len(values) != 1:
+                    return fail(f"components[{i}].{field}", expr, f"produced {len(values)} values, expected one")
+    conds = _conditions(obj)
+    for j, rule in enumerate(defn.status.rules):
+        for field in ("when", "reason", "message"):
+            expr = getattr(rule, field)
+            if expr:
+                try:
+                    values = _eval(expr, obj, lets, root=obj, conds=conds)
+                except ValueError as e:
+                    return fail(f"status.rules[{j}].{field}", expr, str(e))
+                if field != "when" and len(values) > 1:
+                    return fail(f"status.rules[{j}].{field}", expr, f"produced {len(values)} values, expected one")
+    for field, whole in (("suspend.path", defn.suspend.path if defn.suspend else None), ("gangs", defn.gangs)):
+        if whole:
+            try:
+                values = _eval(whole, obj, lets, root=obj, instances=[])
+            except ValueError as e:
+                return fail(field, whole, str(e))
+            if len(values) > 1 or field == "gangs" and not values:
+                return fail(field, whole, f"produced {len(values)} values, expected one")
+    return EvaluationError(error.split("\n")[0], definition=defn.name, field="<program>",
+                           expression="(fused program)", obj=objname)
+
+
+def _conditions(obj: Any) -> dict[str, Any]:
+    """`$conds` as the fused program builds it: the last condition of each type."""
+    status = obj.get("status") if isinstance(obj, dict) else None
+    found = status.get("conditions") if isinstance(status, dict) else None
+    return {c["type"]: c for c in (found if isinstance(found, list) else ())
+            if isinstance(c, dict) and isinstance(c.get("type"), str)}
+
+
+def _getpath(obj: Any, path: list[Any]) -> Any:
+    for part in path:
+        if obj is None:
+            return None
+        obj = obj[part] if isinstance(obj, list) and isinstance(part, int) else (obj or {}).get(part)
+    return obj

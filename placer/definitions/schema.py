@@ -1,0 +1,321 @@
+"""Workload definitions: the schema of `catalog/*.yaml`, validated strictly.
+
+A definition says, with jq expressions, where a workload type keeps its pod templates,
+counts, pod selectors, status and gangs. Every expression is compiled when the
+definition loads (so a typo fails at load, naming its field), and `placer.definitions.program`
+fuses all of a definition's expressions into one jq program per definition for speed.
+
+Expression contexts (the jq variables available):
+- `$root`: the whole object, everywhere.
+- component `instances`: evaluated on the object; must be a *path expression* (e.g.
+  `.spec.replicatedJobs[]`, `.spec.services[]`, `.spec.transformer | select(. != null)`),
+  each output is one instance; absent means the object itself is the single instance.
+- every other component expression: `.` is the instance element, `$key` its key in the
+  parent (array index or map key; null for the object itself).
+- status rules, suspend: `.` is the object.
+- gangs: `.` is the object, `$instances` the interpreted instances
+  (`[{component, instance, replicas, podsPerReplica, pods}]`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import jq
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
+
+from placer.model.errors import DefinitionError
+
+# Which jq variables each kind of expression may use.
+_COMPONENT_VARS = ("root", "key", "path")
+_OBJECT_VARS = ("root",)
+_GANG_VARS = ("root", "instances")
+_STATUS_VARS = ("root", "conds")             # $conds: condition type -> its last condition
+
+
+def _nonempty(expr: str) -> str:
+    # Syntax is checked per definition in one jq compile (see check_expressions): one
+    # compile per expression costs about a millisecond each, hundreds per catalog.
+    if not isinstance(expr, str) or not expr.strip():
+        raise ValueError("expected a non-empty jq expression")
+    # a trailing jq comment would swallow what follows the expression once placer embeds
+    # it in a larger program: end it with a newline
+    return expr + "\n" if "#" in expr and not expr.endswith("\n") else expr
+
+
+def _first_line(text: str) -> str:
+    return " ".join(text.split("\n")[0].split())
+
+
+Expr = Annotated[str, AfterValidator(_nonempty)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Match(_Strict):
+    apiVersion: str
+    kind: str
+
+
+class FieldExpr(_Strict):
+    """A pod field read by one expression and written (by mutation) through a path,
+    relative to the instance element, or with `writeFrom: object` relative to the whole
+    object (to reach a parent's field: `getpath($path[:-2]) | .schedulerName`)."""
+
+    read: Expr
+    write: Expr | None = None
+    writeFrom: Literal["instance", "object"] = "instance"
+
+
+PodField = Expr | FieldExpr
+
+
+class PodFields(_Strict):
+    """Pod fields scattered in the object (or overriding a template's). Each is a jq
+    expression over the instance element; a plain string is both read and (when it is a
+    path expression) written."""
+
+    containers: PodField | None = None
+    initContainers: PodField | None = None
+    # ResourceRequirements of the main container (a vendor's own resource struct can be
+    # mapped here to real resource names, e.g. Dynamo v1alpha1 `resources.limits.gpu`)
+    resources: PodField | None = None
+    mainContainer: Expr | None = None        # name of the main container; default: the first
+    nodeSelector: PodField | None = None
+    tolerations: PodField | None = None
+    affinity: PodField | None = None
+    labels: PodField | None = None
+    annotations: PodField | None = None
+    schedulerName: PodField | None = None
+    priorityClassName: PodField | None = None
+
+
+class PodTemplate(_Strict):
+    """Where a component's pod template lives, in one of three forms:
+    `template` (a PodTemplateSpec), `spec` (+ optional `metadata`), or `fields` alone."""
+
+    template: Expr | None = None
+    spec: Expr | None = None
+    metadata: Expr | None = None
+    fields: PodFields | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "PodTemplate":
+        if self.template and (self.spec or self.metadata):
+            raise ValueError("give either template, or spec (+ metadata), not both")
+        if not (self.template or self.spec or self.fields):
+            raise ValueError("give one of template, spec, fields")
+        if self.metadata and not self.spec:
+            raise ValueError("metadata goes with spec")
+        return self
+
+
+class Component(_Strict):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    instances: Expr | None = None
+    instanceId: Expr | None = None
+    pod: PodTemplate
+    replicas: Expr | None = None              # default 1
+    minReplicas: Expr | None = None
+    maxReplicas: Expr | None = None
+    podsPerReplica: Expr | None = None        # default 1
+    podSelector: Expr | None = None           # -> {label: value}
+
+
+PhaseName = Literal["Pending", "Initializing", "Running", "Completed", "Failed"]
+
+
+class StatusRule(_Strict):
+    """First matching rule wins. `condition` matches the last condition of that type
+    (training operators append), with `conditionStatus` (default "True")."""
+
+    phase: PhaseName
+    when: Expr | None = None
+    condition: str | None = None
+    conditionStatus: Literal["True", "False", "Unknown"] = "True"
+    reason: Expr | None = None
+    message: Expr | None = None
+
+    @model_validator(mode="after")
+    def _one_test(self) -> "StatusRule":
+        if bool(self.when) == bool(self.condition):
+            raise ValueError("give exactly one of when, condition")
+        return self
+
+
+class Status(_Strict):
+    rules: list[StatusRule] = []
+
+
+class Suspend(_Strict):
+    path: Expr                                # path expression; truthy = suspended
+
+
+# jq variables the engine binds itself; a `let` may not shadow them
+RESERVED_VARS = frozenset({"root", "key", "path", "instances", "c", "conds", "x", "r", "lo", "hi"})
+
+
+def _let_names(lets: dict[str, str]) -> dict[str, str]:
+    for name in lets:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in RESERVED_VARS:
+            raise ValueError(f"let name {name!r} must be an identifier other than {', '.join(sorted(RESERVED_VARS))}")
+    return _by_dependency(lets)
+
+
+def _by_dependency(lets: dict[str, str]) -> dict[str, str]:
+    """The lets in an order where each comes after the lets it uses, else as written. A
+    definition stored in the cluster (WorkloadDefinition) comes back with its keys sorted
+    (the API server keeps objects as Go maps), so the written order cannot be relied on."""
+    uses = {n: {m for m in lets if m != n and re.search(rf"\${m}\b", str(e))} for n, e in lets.items()}
+    ordered: dict[str, str] = {}
+    while len(ordered) < len(lets):
+        ready = next((n for n in lets if n not in ordered and uses[n] <= ordered.keys()), None)
+        if ready is None:
+            cycle = sorted(n for n in lets if n not in ordered)
+            raise ValueError(f"lets {', '.join(cycle)} use each other in a cycle")
+        ordered[ready] = lets[ready]
+    return ordered
+
+
+class Definition(_Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")]
+    description: str = ""
+    matches: Annotated[list[Match], Field(min_length=1)]
+    # values computed once per object (`.` is the object) and bound as $name in every
+    # later expression: for what several components or rules need (a version, a mode)
+    let: Annotated[dict[str, Expr], AfterValidator(_let_names)] = {}
+    components: Annotated[list[Component], Field(min_length=1)]
+    status: Status = Status()
+    gangs: Expr | None = None                 # -> [{name | names, members:[{component, instance, pods?}], minMember?}]
+    suspend: Suspend | None = None
+    # a pod label whose value tells apart the gangs that share one pod template (the
+    # groups of a LeaderWorkerSet): lets a topology hand-off keep each gang in one domain
+    gangPodLabel: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_components(self) -> "Definition":
+        names = [c.name for c in self.components]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate component names: {', '.join(sorted(dup))}")
+        return self
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "FieldExpr") or str(part).startswith("function-"):
+            continue                          # pydantic's union-branch labels
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<root>"
+
+
+def parse_definition(data: Any, source: str) -> Definition:
+    """Validate a definition document; errors read `source: path.to.field: message`."""
+    if not isinstance(data, dict):
+        raise DefinitionError("a definition must be a mapping", source=source)
+    try:
+        defn = Definition.model_validate(data)
+    except ValidationError as e:
+        first = _best_error(e.errors())
+        msg = re.sub(r"^Value error, ", "", first["msg"])
+        raise DefinitionError(f"{_loc(first['loc'])}: {msg}", source=source) from None
+    check_expressions(defn, source)
+    return defn
+
+
+def _best_error(errors: list[ErrorDetails]) -> ErrorDetails:
+    # Union fields report one error per branch; the extra-field one is the informative one.
+    for err in errors:
+        if err["type"] == "extra_forbidden":
+            return err
+    return errors[0]
+
+
+def expressions(defn: Definition) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(field path, expression, variables it may use) for every expression."""
+    out: list[tuple[str, str, tuple[str, ...]]] = []
+    lets: tuple[str, ...] = ()
+    for name, expr in defn.let.items():
+        out.append((f"let.{name}", expr, _OBJECT_VARS + lets))
+        lets += (name,)
+    obj_vars, comp_vars, gang_vars = _OBJECT_VARS + lets, _COMPONENT_VARS + lets, _GANG_VARS + lets
+    for i, comp in enumerate(defn.components):
+        at = f"components[{i}]"
+        if comp.instances:
+            out.append((f"{at}.instances", comp.instances, obj_vars))
+        for name in ("instanceId", "replicas", "minReplicas", "maxReplicas", "podsPerReplica", "podSelector"):
+            if getattr(comp, name):
+                out.append((f"{at}.{name}", getattr(comp, name), comp_vars))
+        for name in ("template", "spec", "metadata"):
+            if getattr(comp.pod, name):
+                out.append((f"{at}.pod.{name}", getattr(comp.pod, name), comp_vars))
+        for name, value in (comp.pod.fields or PodFields()):
+            if isinstance(value, FieldExpr):
+                out.append((f"{at}.pod.fields.{name}.read", value.read, comp_vars))
+                if value.write:
+                    out.append((f"{at}.pod.fields.{name}.write", value.write, comp_vars))
+            elif value:
+                out.append((f"{at}.pod.fields.{name}", value, comp_vars))
+    for j, rule in enumerate(defn.status.rules):
+        for name in ("when", "reason", "message"):
+            if getattr(rule, name):
+                out.append((f"status.rules[{j}].{name}", getattr(rule, name), _STATUS_VARS + lets))
+    if defn.suspend:
+        out.append(("suspend.path", defn.suspend.path, obj_vars))
+    if defn.gangs:
+        out.append(("gangs", defn.gangs, gang_vars))
+    return out
+
+
+def _as_program(exprs: list[tuple[str, str, tuple[str, ...]]]) -> str:
+    # Each expression becomes its own function, so it must parse on its own (no
+    # unbalanced parentheses leaking into its neighbours) and use only its variables;
+    # each is called, since jq only resolves the variables of functions in use.
+    defs = "".join(f"def _e{n}({'; '.join('$' + v for v in variables)}): {expr}\n;\n"
+                   for n, (_, expr, variables) in enumerate(exprs))
+    calls = ", ".join(f"_e{n}({'; '.join('.' for _ in variables)})" for n, (_, _, variables) in enumerate(exprs))
+    return f"{defs}({calls or 'empty'}) | empty"
+
+
+def check_expressions(defn: Definition, source: str) -> None:
+    """Compile every expression of the definition; one jq compile in the common case."""
+    exprs = expressions(defn)
+    try:
+        jq.compile(_as_program(exprs))
+        return
+    except ValueError:
+        pass
+    for one in exprs:                             # slow path: find the culprit
+        field, expr, variables = one
+        try:
+            jq.compile(_as_program([one]))
+        except ValueError as e:
+            raise DefinitionError(f"{field}: jq does not compile {expr.strip()!r}: "
+                                  f"{user_error(expr, variables) or _first_line(str(e))}", source=source) from None
+    raise DefinitionError("expressions do not compile together", source=source)
+
+
+_JQ_ERROR = re.compile(r"jq: error: (?P<msg>.*?) at <top-level>, line (?P<line>\d+), column (?P<col>\d+)")
+
+
+def user_error(expr: str, variables: tuple[str, ...]) -> str | None:
+    """jq's complaint about `expr` with line and column in the user's own text (not in the
+    program placer wraps it in): its variables are bound on a line of their own first."""
+    try:
+        jq.compile("".join(f"null as ${v} | " for v in variables) + "\n" + expr)
+        return None
+    except ValueError as e:
+        m = _JQ_ERROR.search(str(e))
+        if not m:
+            return _first_line(str(e)).removeprefix("jq: error: ")
+        line, col = int(m["line"]) - 1, int(m["col"])
+        where = f"line {line}, column {col}" if "\n" in expr.strip() else f"column {col}"
+        return f"{m['msg']} at {where}"

@@ -1,0 +1,346 @@
+"""The clusters file: which clusters placer places onto, live or simulated.
+
+    hub: {context: hub, stagingNamespace: placer-staging}      # optional
+    clusters:
+    - {name: east, context: kind-east, labels: {region: us-east}}   # live: inventoried
+    - name: west                                                     # simulated: nodes inline
+      labels: {region: us-west}
+      nodes:
+      - {namePrefix: h100-, count: 16, allocatable: {nvidia.com/gpu: 8, cpu: "96", memory: 1Ti, pods: 110},
+         used: {nvidia.com/gpu: 3}, labels: {...}, taints: [{key: k, value: v, effect: NoSchedule}]}
+
+Validated strictly (unknown fields are errors naming their path). Which clusters a
+command uses (this file, the kubeconfig's contexts, or the bundled example fleet) is
+decided in one place: `placer.inputs.targets.resolve_clusters`.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal, Mapping
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
+
+from placer.model.documents import decode, load_yaml
+from placer.model.errors import InputError
+from placer.model.fleet import Cluster, Node, Taint
+from placer.model.quantity import canonical
+from placer.model.topology import label_key_problem, label_value_problem
+
+ENV = "PLACER_CLUSTERS"
+DEFAULT_NAME = "clusters.yaml"
+EXAMPLE_NAME = "clusters.example.yaml"
+# baseline, not restricted: it forbids what lets a pod take over its node (privileged,
+# host namespaces and paths, added capabilities) yet admits ordinary GPU workloads, which
+# rarely set runAsNonRoot and seccompProfile as restricted demands.
+DEFAULT_POD_SECURITY: Final = "baseline"
+CLUSTERS_MAX_VALUES = 20_000_000     # a fleet written node by node is large, and still bounded
+
+_NATIVE = {"cpu", "memory", "pods", "ephemeral-storage"}
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _resource_name(name: str) -> str:
+    if name in _NATIVE or name.startswith("hugepages-") or "/" in name:
+        return name
+    raise ValueError(f"unknown resource {name!r}: use cpu, memory, pods, ephemeral-storage, "
+                     "hugepages-<size> or a domain-prefixed name such as nvidia.com/gpu")
+
+
+# Bounds that keep every sum the solver forms within CP-SAT's 64-bit integers
+# (MAX_NODES x MAX_AMOUNT < 2^63) and far above any real node (32 TiB, 35 billion GPUs).
+MAX_AMOUNT = 2**45
+MAX_GROUP_NODES = 100_000
+MAX_NODES = 200_000
+
+
+def _quantity_map(value: dict[str, Any]) -> dict[str, Any]:
+    for name, q in value.items():
+        try:
+            amount = canonical(name, q)
+        except InputError as e:
+            raise ValueError(f"{name}: {e.message}") from None
+        if not 0 <= amount <= MAX_AMOUNT:
+            raise ValueError(f"{name}: {q!r} is out of range (0 to {MAX_AMOUNT} per node)")
+    return value
+
+
+ResourceName = Annotated[str, AfterValidator(_resource_name)]
+Resources = Annotated[dict[ResourceName, int | float | str], AfterValidator(_quantity_map)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaintSpec(_Strict):
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class NodeGroup(_Strict):
+    """`count` identical nodes named `namePrefix0..N-1`, or a single node `name`."""
+
+    name: str | None = None
+    namePrefix: str | None = None
+    count: int = Field(default=1, ge=1, le=MAX_GROUP_NODES)
+    allocatable: Resources
+    used: Resources = Field(default_factory=dict)
+    # a value may hold `{index}`, `{index // N}` or `{index % N}` (chained, e.g.
+    # `{index // 18 % 4}`), `index` being the node's position in the group: racks and
+    # NVLink cliques of hundreds of nodes in one line (`example.com/rack: "rack-{index // 18}"`)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[TaintSpec] = Field(default_factory=list)
+    unschedulable: bool = False
+    ready: bool = True
+
+    @model_validator(mode="after")
+    def _patterns(self) -> "NodeGroup":
+        for key, value in self.labels.items():
+            problem = label_pattern_problem(value)
+            if problem:
+                raise ValueError(f"labels: {key}: {problem}")
+        return self
+
+    def node_labels(self, index: int) -> dict[str, str]:
+        """The labels of the group's node at `index`, patterns expanded."""
+        return {k: expand_label(v, index) if "{" in v else v for k, v in self.labels.items()}
+
+    @model_validator(mode="after")
+    def _naming(self) -> "NodeGroup":
+        if (self.name is None) == (self.namePrefix is None):
+            raise ValueError("give exactly one of name (a single node) or namePrefix (with count)")
+        if self.name is not None and self.count != 1:
+            raise ValueError("count applies to namePrefix; a node given by name is one node")
+        return self
+
+    def node_names(self) -> list[str]:
+        if self.name is not None:
+            return [self.name]
+        return [f"{self.namePrefix}{i}" for i in range(self.count)]
+
+
+class PodTemplatePatch(_Strict):
+    """Applied to every pod template of objects created on the cluster (hand-off to its
+    own scheduler or queue)."""
+
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    schedulerName: str | None = None
+    nodeSelector: dict[str, str] | None = None
+    tolerations: list[dict[str, Any]] | None = None
+
+
+class ObjectPatch(_Strict):
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+def _topology_levels(levels: list[str]) -> list[str]:
+    for i, key in enumerate(levels):
+        problem = label_key_problem(key)
+        if problem:
+            raise ValueError(f"[{i}]: {problem}")
+        if key in levels[:i]:
+            raise ValueError(f"[{i}]: {key!r} is given twice; list each level once, widest first")
+    return levels
+
+
+class ClusterEntry(_Strict):
+    name: str
+    context: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    nodes: list[NodeGroup] | None = None
+    podTemplatePatch: PodTemplatePatch | None = None
+    objectPatch: ObjectPatch | None = None
+    suspend: Literal["unsuspend", "omit", "keep"] | None = None
+    # the Pod Security level placer enforces on namespaces it creates there, and checks
+    # workloads against before creating them
+    podSecurity: Literal["privileged", "baseline", "restricted"] = DEFAULT_POD_SECURITY
+    # topology levels, node label keys from the widest to the narrowest; for a live cluster
+    # without them, its Kueue Topology objects (if any) give them
+    topology: Annotated[list[str], AfterValidator(_topology_levels)] | None = None
+    # how a chosen domain reaches the cluster: `affinity` (default) writes a node affinity
+    # into the pod templates; `kueue` leaves Kueue's podset annotations for Kueue's TAS
+    topologyHandoff: Literal["affinity", "kueue"] | None = None
+
+    @model_validator(mode="after")
+    def _kind(self) -> "ClusterEntry":
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"name {self.name!r}: use lower-case letters, digits, '-' and '.'")
+        if self.context and self.nodes is not None:
+            raise ValueError("give either context (a live cluster) or nodes (a simulated one), not both")
+        if not self.context and self.nodes is None:
+            raise ValueError("give context (a live cluster) or nodes (a simulated one)")
+        return self
+
+    @property
+    def live(self) -> bool:
+        return bool(self.context)
+
+
+def context_entry(context: str) -> ClusterEntry:
+    """A kubeconfig context taken as a live cluster when there is no clusters file. Not
+    validated: context names (EKS ARNs, GKE's project_zone_name) need not be DNS-like."""
+    return ClusterEntry.model_construct(name=context, context=context, labels={}, nodes=None,
+                                        podTemplatePatch=None, objectPatch=None, suspend=None,
+                                        podSecurity=DEFAULT_POD_SECURITY, topology=None, topologyHandoff=None)
+
+
+def as_entry(value: Any) -> ClusterEntry:
+    """A clusters-file entry from a model or a plain mapping (as tests and libraries write them)."""
+    if isinstance(value, ClusterEntry):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return ClusterEntry.model_validate(value)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = f"{_loc(err['loc'])}: " if err["loc"] else ""
+            got = f" (got {err['input']!r})" if err["loc"] else ""
+            msg = err["msg"].removeprefix("Value error, ")
+            raise InputError(f"cluster entry {value.get('name', '?')}: {where}{msg}{got}") from None
+    raise TypeError(f"not a cluster entry: {value!r}")
+
+
+class Hub(_Strict):
+    context: str
+    stagingNamespace: str = "placer-staging"
+    secrets: bool = False           # Secrets in the staging namespace follow their groups (needs read access)
+
+
+class ClustersFile(_Strict):
+    hub: Hub | None = None
+    clusters: list[ClusterEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "ClustersFile":
+        seen: set[str] = set()
+        for i, c in enumerate(self.clusters):
+            if c.name in seen:
+                raise ValueError(f"clusters[{i}].name: duplicate cluster name {c.name!r}")
+            seen.add(c.name)
+        total = sum(g.count for c in self.clusters for g in c.nodes or ())
+        if total > MAX_NODES:
+            raise ValueError(f"{total:,} simulated nodes: at most {MAX_NODES:,} in one clusters file")
+        return self
+
+    def entry(self, name: str) -> ClusterEntry | None:
+        return next((c for c in self.clusters if c.name == name), None)
+
+    def without_live(self) -> "ClustersFile":
+        return ClustersFile(hub=None, clusters=[c for c in self.clusters if not c.live])
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("function-after", "[key]") or str(part).startswith(("function-", "int", "float", "str")):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _message(e: ErrorDetails) -> str:
+    if e["type"] == "extra_forbidden":
+        return "unknown field"
+    msg = str(e["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.removeprefix(prefix)
+    return msg
+
+
+def parse_clusters(data: Any, source: str) -> ClustersFile:
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping with a `clusters:` list", source=source)
+    try:
+        return ClustersFile.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = _loc(e["loc"])
+        raise InputError(f"{where}: {_message(e)}" if where else _message(e), source=source) from None
+
+
+def read_clusters_file(path: str | Path) -> ClustersFile:
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read clusters file: {e.strerror or e}", source=source) from None
+    docs = list(load_yaml(decode(raw, source), source, max_values=CLUSTERS_MAX_VALUES))
+    if len(docs) > 1:
+        raise InputError(f"line {docs[1][1]}: a clusters file is one YAML document", source=source)
+    return parse_clusters(docs[0][0] if docs else None, source)
+
+
+def example_path() -> Path:
+    """The bundled example: installed as package data, or at the root of a checkout."""
+    try:
+        res = resources.files("placer") / "_data" / EXAMPLE_NAME
+        if res.is_file():
+            return Path(str(res))
+    except (ModuleNotFoundError, FileNotFoundError):  # pragma: no cover
+        pass
+    return Path(__file__).resolve().parents[2] / EXAMPLE_NAME
+
+
+# --- to the fleet ------------------------------------------------------------------------
+
+def _taint(t: TaintSpec) -> Taint:
+    return Taint(t.key, t.value, t.effect)
+
+
+def simulated_cluster(entry: ClusterEntry) -> Cluster:
+    """A cluster whose nodes are given inline."""
+    nodes: list[Node] = []
+    seen: set[str] = set()
+    for group in entry.nodes or ():
+        alloc = {r: canonical(r, q) for r, q in group.allocatable.items()}
+        used = {r: canonical(r, q) for r, q in group.used.items()}
+        taints = tuple(_taint(t) for t in group.taints)
+        patterned = any("{" in v for v in group.labels.values())
+        for index, name in enumerate(group.node_names()):
+            if name in seen:
+                raise InputError(f"cluster {entry.name}: duplicate node name {name!r}")
+            seen.add(name)
+            labels = group.node_labels(index) if patterned else dict(group.labels)
+            nodes.append(Node(name, alloc, used, labels, taints, group.unschedulable, group.ready))
+    return Cluster(entry.name, dict(entry.labels), tuple(nodes), topology=tuple(entry.topology or ()))
+
+
+_PATTERN = re.compile(r"\{\s*index((?:\s*(?://|%)\s*\d+)*)\s*\}")
+_STEP = re.compile(r"(//|%)\s*(\d+)")
+
+
+def expand_label(value: str, index: int) -> str:
+    """`value` with each `{index ...}` replaced by the node's index through its steps."""
+    def one(m: re.Match) -> str:
+        n = index
+        for op, k in _STEP.findall(m.group(1)):
+            n = n // int(k) if op == "//" else n % int(k)
+        return str(n)
+    return _PATTERN.sub(one, value)
+
+
+def label_pattern_problem(value: str) -> str | None:
+    """Why a node group's label value (possibly a pattern) is not a label value, or None."""
+    if "{" in value:
+        for m in _PATTERN.finditer(value):
+            if any(int(k) == 0 for _, k in _STEP.findall(m.group(1))):
+                return f"{value!r}: division or remainder by 0"
+        rest = _PATTERN.sub("0", value)
+        if "{" in rest or "}" in rest:
+            return (f"{value!r}: a pattern is {{index}}, {{index // N}} or {{index % N}} "
+                    "(steps may be chained: {index // 18 % 4})")
+        problem = label_value_problem(rest)
+        return f"{value!r} makes {problem}" if problem else None
+    return None         # plain values are taken as given, as before patterns existed

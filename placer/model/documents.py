@@ -1,0 +1,133 @@
+"""What placer accepts from a file or stdin: UTF-8 text whose documents are plain,
+bounded JSON data, as the API server would accept them.
+
+YAML can say more than JSON (binary, sets, non-string keys, timestamps, .inf/.nan,
+aliases that expand exponentially), and both can nest without end. Everything placer
+reads from users passes through `load_yaml`/`load_json` and `check_tree`, so the rest
+of placer sees only dicts with string keys, lists, strings, finite numbers, booleans
+and None, and each bad value is one `InputError` naming its file, line and field.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from typing import Any, Iterator
+
+import yaml
+
+from placer.model.errors import InputError
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# No real manifest nests past ~40 levels (CRD schemas included) or holds more than a few
+# thousand values; the API server caps a request at 3 MiB. These bounds stop nesting and
+# alias bombs long before they cost memory or a RecursionError.
+MAX_DEPTH = 100
+MAX_VALUES = 1_000_000
+INT64 = (-(2**63), 2**63 - 1)
+
+_TYPE_NAMES = {bytes: "binary data (!!binary)", set: "a set (!!set)", frozenset: "a set",
+               tuple: "a tuple", complex: "a complex number"}
+
+
+def decode(data: bytes, source: str) -> str:
+    """UTF-8 text (a BOM is dropped, as kubectl does), or one line naming the bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise InputError(f"line {line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+                         source=source) from None
+
+
+def _path(parts: tuple[Any, ...]) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int) or "." in p or "/" in p:      # limits[nvidia.com/gpu], as kubectl names it
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else p
+    return out or "(document)"
+
+
+def check_tree(value: Any, source: str, line: int, *, max_values: int = MAX_VALUES) -> Any:
+    """Check a decoded document in place (timestamps become strings, as kubectl's YAML
+    reader makes them) and return it. Iterative, so depth costs no Python stack; shared
+    (aliased) subtrees are counted each time they occur, as serialising would."""
+    count = 0
+    stack: list[tuple[Any, Any, Any, tuple[Any, ...]]] = [(value, None, None, ())]
+    while stack:
+        v, parent, key, path = stack.pop()
+        count += 1
+        if count > max_values:
+            raise InputError(f"line {line}: document too large: more than {max_values:,} values "
+                             "(after expanding YAML aliases)", source=source)
+        if len(path) > MAX_DEPTH:
+            raise InputError(f"line {line}: {_path(path[:8])}...: nested deeper than {MAX_DEPTH} levels",
+                             source=source)
+        t = type(v)
+        if t is dict:
+            for k, item in v.items():
+                if type(k) is not str:
+                    raise InputError(f"line {line}: {_path(path)}: key {k!r} is not a string", source=source)
+                stack.append((item, v, k, path + (k,)))
+        elif t is list:
+            for i, item in enumerate(v):
+                stack.append((item, v, i, path + (i,)))
+        elif t is str or t is bool or v is None:
+            continue
+        elif t is int:
+            if not INT64[0] <= v <= INT64[1]:
+                raise InputError(f"line {line}: {_path(path)}: {v} is out of range for a 64-bit integer",
+                                 source=source)
+        elif t is float:
+            if not math.isfinite(v):
+                raise InputError(f"line {line}: {_path(path)}: {v} is not a finite number", source=source)
+        elif t in (datetime.date, datetime.datetime):
+            parent[key] = _timestamp(v)      # root is never a timestamp: documents are mappings
+        else:
+            what = _TYPE_NAMES.get(t, type(v).__name__)
+            raise InputError(f"line {line}: {_path(path)}: {what} is not a JSON value", source=source)
+    return value
+
+
+def _timestamp(v: datetime.date) -> str:
+    if isinstance(v, datetime.datetime):
+        text = v.isoformat()
+        return text.replace("+00:00", "Z") if v.tzinfo else text + "Z"
+    return v.isoformat()
+
+
+def load_yaml(text: str, source: str, *, max_values: int = MAX_VALUES) -> Iterator[tuple[Any, int]]:
+    """Each document of a YAML stream with its 1-based starting line, checked."""
+    loader = _Loader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            line = node.start_mark.line + 1
+            yield check_tree(loader.construct_document(node), source, line, max_values=max_values), line
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise InputError(f"malformed YAML{where}: {getattr(e, 'problem', None) or e}", source=source) from None
+    except RecursionError:
+        raise InputError(f"malformed YAML: nested deeper than {MAX_DEPTH} levels", source=source) from None
+    finally:
+        loader.dispose()
+
+
+def load_json(text: str, source: str, *, max_values: int = MAX_VALUES) -> Any:
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"malformed JSON (line {e.lineno}): {e.msg}", source=source) from None
+    except RecursionError:
+        raise InputError(f"malformed JSON: nested deeper than {MAX_DEPTH} levels", source=source) from None
+    return check_tree(data, source, 1, max_values=max_values)
+
+
+def _no_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity; JSON (and the API server) does not
+    raise json.JSONDecodeError(f"{name} is not valid JSON", name, 0)

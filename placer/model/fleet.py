@@ -1,0 +1,80 @@
+"""The fleet as an immutable snapshot: clusters, their nodes, free capacity.
+
+Fed either by a clusters file's inline (simulated) nodes or by live inventory
+(`placer.fleetview.inventory`); the solver only ever sees these frozen values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"          # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    allocatable: Mapping[str, int]          # canonical units (cpu in millicores)
+    used: Mapping[str, int] = field(default_factory=dict)   # already requested by bound pods
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+    def free(self, resource: str) -> int:
+        return max(0, self.allocatable.get(resource, 0) - self.used.get(resource, 0))
+
+    def free_all(self) -> dict[str, int]:
+        return {r: self.free(r) for r in self.allocatable}
+
+
+@dataclass(frozen=True)
+class RuntimeClass:
+    """What a RuntimeClass adds to every pod that names it (the API server's RuntimeClass
+    admission writes it into the pod): its overhead (canonical units), and its scheduling
+    nodeSelector (merged into the pod's) and tolerations (added to the pod's)."""
+
+    name: str
+    overhead: Mapping[str, int] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    nodes: tuple[Node, ...] = ()
+    context: str | None = None              # kubeconfig context for live clusters
+    error: str | None = None                # why it could not be inventoried (unreachable...)
+    # capacity promised to placed workloads whose pods are not all bound yet (totals, for
+    # display); the solver receives those workloads themselves as committed demand
+    reserved: Mapping[str, int] = field(default_factory=dict)
+    # the cluster's RuntimeClasses by name; None when not known (a simulated cluster)
+    runtime_classes: Mapping[str, RuntimeClass] | None = None
+    # topology levels as node label keys, widest first (zone, block, rack, clique, host)
+    topology: tuple[str, ...] = ()
+
+    @property
+    def reachable(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    clusters: tuple[Cluster, ...]
+    taken_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def cluster(self, name: str) -> Cluster | None:
+        return next((c for c in self.clusters if c.name == name), None)

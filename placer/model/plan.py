@@ -1,0 +1,159 @@
+"""A plan: where each placed workload's pods go, why the rest could not go anywhere.
+
+Plain frozen data produced by `placer.solve.solve`; `to_dict()` renders the JSON
+contract of `placer plan -o json` (keys fixed by the issue; extra keys are additive).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from placer.model.reasons import Reason
+from placer.model.topology import TopologyChoice
+from placer.model.workload import WorkloadRef
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One workload of a placed group: its cluster and its pods per node."""
+
+    workload: str                                   # ns/name
+    kind: str
+    group: str
+    cluster: str
+    gpus: int
+    pods: int
+    priority: int
+    # node -> "<component>/<instance>" -> pod count
+    nodes: Mapping[str, Mapping[str, int]]
+    ref: WorkloadRef | None = None                  # the identity; `workload` is for people
+    topology: tuple[TopologyChoice, ...] = ()       # each gang's chosen domain(s)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
+               "cluster": self.cluster, "gpus": self.gpus, "pods": self.pods,
+               "priority": self.priority,
+               "nodes": {n: dict(per) for n, per in self.nodes.items()}}
+        if self.topology:
+            out["topology"] = [t.to_dict() for t in self.topology]
+        return out
+
+    def is_(self, workload: "str | WorkloadRef") -> bool:
+        return _is(self.workload, self.ref, workload)
+
+
+@dataclass(frozen=True)
+class Unplaced:
+    workload: str
+    kind: str
+    group: str
+    gpus: int
+    pods: int
+    priority: int
+    reasons: Mapping[str, Reason]                    # cluster -> first reason
+    ref: WorkloadRef | None = None
+    # what would make it fit (placer.solve.options.Option), best first; None: not searched
+    options: tuple[Any, ...] | None = None
+    options_incomplete: str | None = None            # why the search for options stopped short
+
+    def is_(self, workload: "str | WorkloadRef") -> bool:
+        return _is(self.workload, self.ref, workload)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
+               "gpus": self.gpus, "pods": self.pods, "priority": self.priority,
+               "reasons": {c: r.render() for c, r in self.reasons.items()},
+               "reasonCodes": {c: r.code for c, r in self.reasons.items()}}
+        if self.options is not None:
+            out["options"] = [o.to_dict() for o in self.options]
+        if self.options_incomplete:
+            out["optionsIncomplete"] = self.options_incomplete
+        return out
+
+
+def _ref_dict(ref: WorkloadRef | None) -> dict[str, Any]:
+    return {"ref": ref.to_dict()} if ref is not None else {}
+
+
+def _is(short: str, ref: WorkloadRef | None, wanted: "str | WorkloadRef") -> bool:
+    """A plan entry matches a WorkloadRef exactly, or a string given as `ns/name` or as
+    the ref's text (`ns/Kind.group/name`)."""
+    if isinstance(wanted, WorkloadRef):
+        return ref == wanted if ref is not None else short == wanted.short
+    return wanted == short or (ref is not None and wanted == str(ref))
+
+
+def disambiguate(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`workload` stays `ns/name` where that names one workload of the list; where a Job
+    and a Deployment share it, it becomes the full reference `ns/Kind.group/name`."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e["workload"]] = counts.get(e["workload"], 0) + 1
+    for e in entries:
+        ref = e.get("ref")
+        if counts[e["workload"]] > 1 and ref:
+            e["workload"] = str(WorkloadRef(ref["apiGroup"], ref["kind"], ref["namespace"], ref["name"]))
+    return entries
+
+
+@dataclass(frozen=True)
+class Summary:
+    workloads: int
+    placed: int
+    gpus_requested: int
+    gpus_placed: int
+    solve_seconds: float
+    optimal: bool
+    status: str                       # optimal | feasible | greedy (fallback) | trivial
+    groups: int = 0
+    groups_placed: int = 0
+    # the wall-clock limit ended the search before its deterministic effort: the plan is
+    # valid but may differ between runs
+    time_limit_hit: bool = False
+    timings: Mapping[str, float] = field(default_factory=dict)    # phase -> seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workloads": self.workloads, "placed": self.placed,
+                "gpusRequested": self.gpus_requested, "gpusPlaced": self.gpus_placed,
+                "solveSeconds": round(self.solve_seconds, 3), "optimal": self.optimal,
+                "status": self.status, "groups": self.groups, "groupsPlaced": self.groups_placed,
+                "timeLimitHit": self.time_limit_hit,
+                "timings": {k: round(v, 3) for k, v in self.timings.items()}}
+
+
+@dataclass(frozen=True)
+class Plan:
+    placements: tuple[Placement, ...]
+    unplaced: tuple[Unplaced, ...]
+    summary: Summary
+    # committed groups (already placed elsewhere, pods not bound yet) as accounted for
+    committed: tuple[Placement, ...] = ()
+    # committed groups that no longer fit their cluster: key -> why
+    overcommitted: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def all_placed(self) -> bool:
+        return not self.unplaced
+
+    def placement(self, workload: str | WorkloadRef) -> Placement | None:
+        """By WorkloadRef, or by `ns/name` (the first match) or the ref's text."""
+        return next((p for p in self.placements if p.is_(workload)), None)
+
+    def cluster_of(self, workload: str | WorkloadRef) -> str | None:
+        p = self.placement(workload)
+        return p.cluster if p else None
+
+    def unplaced_entry(self, workload: str | WorkloadRef) -> Unplaced | None:
+        return next((u for u in self.unplaced if u.is_(workload)), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        entries = disambiguate([p.to_dict() for p in self.placements] + [u.to_dict() for u in self.unplaced])
+        n = len(self.placements)
+        out: dict[str, Any] = {"placements": entries[:n], "unplaced": entries[n:],
+                               "summary": self.summary.to_dict()}
+        if self.committed:
+            out["committed"] = [p.to_dict() for p in self.committed]
+        if self.overcommitted:
+            out["overcommitted"] = dict(self.overcommitted)
+        return out

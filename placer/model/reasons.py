@@ -1,0 +1,306 @@
+"""Why a workload does not fit a cluster: every reason, as data, in one place.
+
+The solver attaches one of these per (unplaced group, cluster); `render()` gives the
+plain-words form with numbers shown by `placer plan`, `code` a stable identifier for
+machines. Add a reason here, never as an ad-hoc string elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from placer.model.quantity import format_quantity
+
+GPU_WORDS = {"nvidia.com/gpu": "GPU", "amd.com/gpu": "AMD GPU"}
+
+
+def amount(resource: str, value: int) -> str:
+    """`4 GPUs`, `1 GPU`, `32 CPU`, `64Gi memory`, `3 pod slots`."""
+    if resource in GPU_WORDS:
+        word = GPU_WORDS[resource]
+        return f"{value} {word}" + ("" if value == 1 else "s")
+    if resource == "cpu":
+        return f"{format_quantity('cpu', value)} CPU"
+    if resource == "pods":
+        return f"{value} pod slot" + ("" if value == 1 else "s")
+    return f"{format_quantity(resource, value)} {resource}"
+
+
+def _pods(n: int) -> str:
+    return f"{n} pod" + ("" if n == 1 else "s")
+
+
+def _where(match: str) -> str:
+    return f" on nodes matching {match}" if match else ""
+
+
+def _of(workload: str, instance: str) -> str:
+    """An instance, with its workload when the group has several."""
+    return f"{workload} {instance}" if workload else instance
+
+
+class Reason:
+    code = "reason"
+
+    def render(self) -> str:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+@dataclass(frozen=True)
+class Unreachable(Reason):
+    error: str
+    code = "Unreachable"
+
+    def render(self) -> str:
+        # the inventory's own wording may already say "unreachable (...)"
+        return self.error if self.error.startswith("unreachable") else f"unreachable ({self.error})"
+
+
+@dataclass(frozen=True)
+class PinnedElsewhere(Reason):
+    pinned_to: str
+    code = "PinnedElsewhere"
+
+    def render(self) -> str:
+        return f"pinned to {self.pinned_to} by placer.dev/cluster"
+
+
+@dataclass(frozen=True)
+class UnknownPin(Reason):
+    pinned_to: str
+    code = "UnknownPin"
+
+    def render(self) -> str:
+        return f"pinned to {self.pinned_to} by placer.dev/cluster, which is not in the fleet"
+
+
+@dataclass(frozen=True)
+class ConflictingPins(Reason):
+    pins: tuple[tuple[str, str], ...]           # (workload, cluster)
+    code = "ConflictingPins"
+
+    def render(self) -> str:
+        listed = ", ".join(f"{w} -> {c}" for w, c in self.pins)
+        return f"its workloads are pinned to different clusters ({listed})"
+
+
+@dataclass(frozen=True)
+class ExcludedBySelector(Reason):
+    selector: str
+    code = "ExcludedBySelector"
+
+    def render(self) -> str:
+        return f"excluded by cluster-selector {self.selector}"
+
+
+@dataclass(frozen=True)
+class NoSchedulableNodes(Reason):
+    code = "NoSchedulableNodes"
+
+    def render(self) -> str:
+        return "has no schedulable nodes"
+
+
+@dataclass(frozen=True)
+class NoMatchingNodes(Reason):
+    """No schedulable node passes the pods' selector/affinity/taint predicates."""
+
+    instance: str
+    constraint: str          # nodeSelector | affinity | taint
+    detail: str              # e.g. `gpu=h100`, or the untolerated taint
+    workload: str = ""       # set when the group has several workloads
+    # only among the nodes with room for one pod (the nodes it may use have none)
+    among_roomy: bool = False
+    code = "NoMatchingNodes"
+
+    def render(self) -> str:
+        who = _of(self.workload, self.instance)
+        if self.constraint == "taint":
+            where = "the nodes with room for one" if self.among_roomy else "the nodes they select"
+            return f"pods of {who} do not tolerate taint {self.detail} on {where}"
+        what = "nodeSelector" if self.constraint == "nodeSelector" else "required node affinity"
+        node = "node with room for one of its pods" if self.among_roomy else "schedulable node"
+        return f"no {node} matches the {what} of {who} ({self.detail})"
+
+
+@dataclass(frozen=True)
+class UnknownRuntimeClass(Reason):
+    """The pods name a RuntimeClass the cluster does not have, or whose scheduling
+    nodeSelector contradicts theirs: its API server refuses them."""
+
+    instance: str
+    runtime_class: str
+    conflict: str = ""        # the nodeSelector key both set, differently
+    code = "UnknownRuntimeClass"
+
+    def render(self) -> str:
+        if self.conflict:
+            return (f"pods of {self.instance} set nodeSelector {self.conflict} differently from their "
+                    f"RuntimeClass {self.runtime_class}")
+        return f"pods of {self.instance} use RuntimeClass {self.runtime_class}, which the cluster does not have"
+
+
+@dataclass(frozen=True)
+class PodTooLarge(Reason):
+    """A single pod exceeds what any matching node has even when empty."""
+
+    instance: str
+    resource: str
+    per_pod: int
+    largest: int
+    match: str
+    workload: str = ""
+    code = "PodTooLarge"
+
+    def render(self) -> str:
+        return (f"a pod of {_of(self.workload, self.instance)} needs {amount(self.resource, self.per_pod)}; the largest node"
+                f"{' matching ' + self.match if self.match else ''} has {amount(self.resource, self.largest)} allocatable")
+
+
+@dataclass(frozen=True)
+class NoRoomForPod(Reason):
+    """Nodes match and each has some of every resource, but none has room for one pod:
+    no single node has all of the pod's requests free at once."""
+
+    instance: str
+    demand: str              # e.g. `4 GPUs, 40 CPU`
+    match: str
+    workload: str = ""
+    code = "NoRoomForPod"
+
+    def render(self) -> str:
+        return (f"no schedulable node{' matching ' + self.match if self.match else ''} has room for one pod of "
+                f"{_of(self.workload, self.instance)} ({self.demand} on one node)")
+
+
+@dataclass(frozen=True)
+class InsufficientCapacity(Reason):
+    """The pods of one instance cannot all find room among the free capacity."""
+
+    pods: int
+    resource: str
+    per_pod: int
+    match: str
+    largest_free: int
+    total_free: int
+    code = "InsufficientCapacity"
+
+    def render(self) -> str:
+        block = "largest free block is" if self.resource in GPU_WORDS else "most free on one node is"
+        return (f"needs {_pods(self.pods)} x {amount(self.resource, self.per_pod)}{_where(self.match)}; "
+                f"{block} {amount(self.resource, self.largest_free)} "
+                f"({amount(self.resource, self.total_free)} free)")
+
+
+@dataclass(frozen=True)
+class DoesNotFitTogether(Reason):
+    """Each part fits on its own but not all pods of the group at once."""
+
+    pods: int
+    fitting: int
+    gpus: int
+    free_gpus: int
+    code = "DoesNotFitTogether"
+
+    def render(self) -> str:
+        return (f"needs {_pods(self.pods)} ({amount('nvidia.com/gpu', self.gpus)}) at once; only "
+                f"{self.fitting} fit together ({amount('nvidia.com/gpu', self.free_gpus)} free)")
+
+
+@dataclass(frozen=True)
+class CapacityTaken(Reason):
+    """It would fit on the cluster as it is; the plan gave the room to others: to
+    higher-priority workloads (without which it would not fit), or else to workloads of its
+    own or lower priority. `by` names workloads."""
+
+    by: tuple[str, ...]
+    higher_priority: bool
+    # per workload of `by`, its placement group when that holds several workloads ("" if not)
+    groups: tuple[str, ...] = ()
+    code = "CapacityTaken"
+
+    def render(self) -> str:
+        named = [f"{w} (group {g})" if g else w for w, g in zip(self.by, self.groups or ("",) * len(self.by))]
+        names = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        if self.higher_priority:
+            return f"fits alone, but its capacity went to higher-priority {names}"
+        if not self.by:
+            return "fits alone, but the solver found no room for it next to the rest of the plan"
+        return f"fits alone, but its capacity went to {names} (more GPUs placed overall)"
+
+
+@dataclass(frozen=True)
+class Unexplained(Reason):
+    """The time limit ended before this cluster's reason was worked out (no claim made)."""
+
+    code = "Unexplained"
+
+    def render(self) -> str:
+        return "not explained: the time limit ended first (placer plan --time-limit)"
+
+
+# --- topology (issue 14) ---------------------------------------------------------------------
+
+def _request(required: bool) -> str:
+    return "requires" if required else "prefers"
+
+
+@dataclass(frozen=True)
+class TopologyKeyMissing(Reason):
+    """A gang asks for a topology level the cluster does not have: not among its topology
+    levels and on none of its nodes. A preferred level excludes the cluster too."""
+
+    key: str
+    required: bool
+    gang: str
+    workload: str = ""       # set when the group has several workloads
+    code = "TopologyKeyMissing"
+
+    def render(self) -> str:
+        who = f"{self.workload} gang {self.gang}" if self.workload else f"gang {self.gang}"
+        return (f"{who} {_request(self.required)} topology level {self.key}, which the cluster does not have "
+                f"(not in its topology, on none of its nodes)")
+
+
+@dataclass(frozen=True)
+class TopologyDomainTooSmall(Reason):
+    """A required gang fits in no single domain of its level. The numbers are for its
+    biggest pods alone: how many fit in the roomiest domain and in the whole cluster."""
+
+    key: str
+    pods: int                # pods the request covers
+    single: int              # = pods when they are all one kind, else 0
+    resource: str
+    per_pod: int             # of `resource`, for the biggest pod kind
+    largest: int             # such pods that fit in the roomiest domain
+    total: int               # such pods that fit on the whole cluster
+    cluster: str
+    gpus: int = 0
+    code = "TopologyDomainTooSmall"
+
+    def render(self) -> str:
+        if self.single:
+            need = f"needs {_pods(self.pods)} x {amount(self.resource, self.per_pod)} inside one {self.key}"
+            such = "such pods"
+        else:
+            need = (f"needs {_pods(self.pods)} ({amount('nvidia.com/gpu', self.gpus)}) inside one {self.key}")
+            such = f"of its pods of {amount(self.resource, self.per_pod)}"
+        return (f"{need}; the largest free {self.key} has room for {self.largest} {such} "
+                f"({self.cluster} has room for {self.total} in all)")
+
+
+@dataclass(frozen=True)
+class TopologyDoesNotFit(Reason):
+    """All the group's pods fit the cluster at once, but not with each required gang inside
+    one domain of its level."""
+
+    keys: tuple[str, ...]
+    pods: int
+    code = "TopologyDoesNotFit"
+
+    def render(self) -> str:
+        return (f"its {_pods(self.pods)} fit the cluster, but no choice of one "
+                f"{' / '.join(self.keys)} per gang holds them all at once")

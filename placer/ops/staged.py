@@ -1,0 +1,58 @@
+"""What `placer plan` plans with no files: the pending objects of the hub's staging namespace.
+
+Read through `placer.kube` (every catalog kind the hub serves, in the staging namespace),
+skipping objects the daemon already placed (annotation `placer.dev/placed-cluster`; a
+user's pin `placer.dev/cluster` does not mean placed); definitions
+registered on the hub override the catalog's. Objects sharing `placer.dev/group` form one
+placement group (`<namespace>/<group>`, as the daemon keys them); every other object is
+its own group.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from placer.definitions.catalog import Catalog
+from placer.definitions.interpret import interpret
+from placer.fleetview.registry import with_cluster_definitions
+from placer.kube import Kube
+from placer.model.errors import NotFound
+from placer.model.names import ANN_GROUP, PLACED_CLUSTER
+from placer.model.podspec import DEFAULT_GPU_RESOURCES
+from placer.model.workload import PlacementGroup, Workload
+
+
+def _pending(obj: dict) -> bool:
+    meta = obj.get("metadata") or {}
+    return not (meta.get("annotations") or {}).get(PLACED_CLUSTER) and not meta.get("deletionTimestamp")
+
+
+def group_objects(workloads: Sequence[Workload]) -> list[PlacementGroup]:
+    order: dict[str, list[Workload]] = {}
+    for w in workloads:
+        group = (w.annotations or {}).get(ANN_GROUP)
+        order.setdefault(f"{w.namespace}/{group}" if group else w.key, []).append(w)
+    return [PlacementGroup(key, tuple(ws)) for key, ws in order.items()]
+
+
+def staging_groups(context: str, namespace: str, catalog: Catalog, *, kubeconfig: str | None = None,
+                   kube: Kube | None = None, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+                   warn: Callable[[str], None] = lambda m: None) -> list[PlacementGroup]:
+    """The staging namespace's pending workloads, grouped, in (kind, name) order."""
+    kube = kube or Kube(kubeconfig)
+    client = kube.client(context, cluster="hub")
+    catalog = with_cluster_definitions(catalog, client, warn)
+    workloads: list[Workload] = []
+    for api_version, kind in catalog.kinds():
+        try:
+            res = client.resource_for(api_version, kind)
+        except NotFound:
+            continue                                   # the hub does not serve this kind
+        items = sorted(client.list(res, namespace).items, key=lambda o: (o.get("metadata") or {}).get("name", ""))
+        for obj in items:
+            if _pending(obj):
+                name = (obj.get("metadata") or {}).get("name", "?")
+                workloads.append(interpret(obj, catalog, gpu_resources=gpu_resources,
+                                           source=f"hub {namespace}/{kind.lower()}/{name}"))
+    from placer.inputs.priority import read_classes, with_priorities
+    return with_priorities(group_objects(workloads), read_classes(kube, [context]))

@@ -1,0 +1,163 @@
+"""The independent verifier: re-checks a plan against the fleet, pod by pod.
+
+It shares nothing with the solver's model (no classes, no aggregates, no quotas): it
+walks the plan's concrete assignments and the fleet's nodes and asks the scheduling
+predicates directly. Any disagreement is a solver bug and raises VerificationError.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, NoReturn, Sequence
+
+from placer.model.errors import VerificationError
+from placer.model.fleet import Fleet, Node
+from placer.model.names import ANN_CLUSTER, ANN_SELECTOR
+from placer.model.plan import Placement, Plan
+from placer.model.selectors import parse_label_selector, selector_matches
+from placer.model.workload import PlacementGroup, Workload
+from placer.solve.scheduling import admitted, mismatch, pod_demand, runtime_overhead
+
+UNLIMITED_PODS = 10**15
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _fail(msg: str, cluster: str | None = None, obj: str | None = None) -> NoReturn:
+    raise VerificationError(f"plan rejected by verifier: {msg}", cluster=cluster, obj=obj)
+
+
+def _check_policy(w: Workload, cluster_name: str, cluster_labels: Mapping[str, str]) -> None:
+    ann = w.annotations or {}
+    pin = ann.get(ANN_CLUSTER)
+    if pin and str(pin).strip() != cluster_name:
+        _fail(f"pinned to {pin} but placed on {cluster_name}", cluster_name, w.key)
+    sel = ann.get(ANN_SELECTOR)
+    if sel and not selector_matches(parse_label_selector(str(sel)), cluster_labels):
+        _fail(f"cluster-selector {sel} does not match", cluster_name, w.key)
+
+
+def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
+           committed: Sequence[tuple[PlacementGroup, str]] = ()) -> None:
+    workloads = {w.ref: (g, w) for g in groups for w in g.workloads}
+    cwl = {w.ref: w for g, _ in committed for w in g.workloads}
+    _ref = _ref_in([*workloads, *cwl])
+    placed = {_ref(p): p for p in plan.placements}
+    unplaced = {_ref(u) for u in plan.unplaced}
+    if len(placed) != len(plan.placements):
+        _fail("a workload is placed twice")
+    for key in list(placed) + list(unplaced):
+        if key not in workloads:
+            _fail("the plan names a workload that was not asked for", obj=str(key))
+    for key in workloads:
+        if (key in placed) == (key in unplaced):
+            _fail("every workload must be either placed or unplaced, once", obj=str(key))
+    for g in groups:
+        clusters = {placed[w.ref].cluster for w in g.workloads if w.ref in placed}
+        if len(clusters) > 1 or (clusters and any(w.ref not in placed for w in g.workloads)):
+            _fail(f"group {g.key} is split ({sorted(clusters)})", obj=g.key)
+
+    load: dict[tuple[str, str], dict[str, int]] = {}
+    for p in plan.placements:
+        _check_placement(fleet, p, workloads[_ref(p)][1], load, check_policy=True)
+    for p in plan.committed:
+        if _ref(p) not in cwl:
+            _fail("the plan names a committed workload that was not given", obj=p.workload)
+        _check_placement(fleet, p, cwl[_ref(p)], load, check_policy=False)
+
+    for (cname, nname), used in load.items():
+        node = _node(fleet, cname, nname)
+        for r, v in used.items():
+            free = UNLIMITED_PODS if r == "pods" and "pods" not in node.allocatable else node.free(r)
+            if v > free:
+                _fail(f"node {nname} is over-committed on {r}: {v} requested, {free} free", cname)
+
+
+def _ref_in(known) -> "Callable[[Any], Any]":
+    """A plan entry's identity: its WorkloadRef; an entry made without one (by hand) is
+    taken by its `ns/name` among the `known` refs."""
+    by_short: dict[str, Any] = {}
+    for r in known:
+        by_short.setdefault(r.short, r)
+
+    def ref(entry):
+        return entry.ref if entry.ref is not None else by_short.get(entry.workload, entry.workload)
+    return ref
+
+
+def _node(fleet: Fleet, cname: str, nname: str) -> Node:
+    node = _nodes(fleet).get((cname, nname))
+    if node is None:
+        _fail(f"node {nname} does not exist", cname)
+    return node
+
+
+def _nodes(fleet: Fleet) -> dict[tuple[str, str], Node]:
+    """Nodes by (cluster, name), built once per fleet snapshot (they are frozen)."""
+    index = _BY_NAME.get(id(fleet))
+    if index is None or index[0] is not fleet:
+        index = (fleet, {(c.name, n.name): n for c in fleet.clusters for n in c.nodes})
+        _BY_NAME.clear()
+        _BY_NAME[id(fleet)] = index
+    return index[1]
+
+
+_BY_NAME: dict[int, tuple[Fleet, dict[tuple[str, str], Node]]] = {}
+
+
+def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, check_policy: bool) -> None:
+    cluster = fleet.cluster(p.cluster)
+    if cluster is None:
+        _fail("placed on a cluster that is not in the fleet", p.cluster, w.key)
+    if not cluster.reachable:
+        _fail(f"placed on an unreachable cluster ({cluster.error})", p.cluster, w.key)
+    if check_policy:
+        _check_policy(w, cluster.name, cluster.labels)
+    instances = {i.key: i for i in w.instances}
+    counts: dict[str, int] = {}
+    for nname, per in p.nodes.items():
+        node = _node(fleet, p.cluster, nname)
+        for ikey, n in per.items():
+            inst = instances.get(ikey)
+            if inst is None:
+                _fail(f"unknown instance {ikey}", p.cluster, w.key)
+            if n <= 0:
+                _fail(f"non-positive pod count for {ikey} on {nname}", p.cluster, w.key)
+            shape = admitted(inst.pod, cluster.runtime_classes)
+            if shape is None:
+                _fail(f"pods of {ikey} are refused by the cluster's RuntimeClass admission", p.cluster, w.key)
+            why = mismatch(shape, node)
+            if why is not None:
+                _fail(f"pods of {ikey} cannot run on {nname} ({why})", p.cluster, w.key)
+            counts[ikey] = counts.get(ikey, 0) + n
+            slot = load.setdefault((p.cluster, nname), {})
+            extra = runtime_overhead(inst.pod, cluster.runtime_classes)
+            if extra is None:
+                _fail(f"pods of {ikey} use RuntimeClass {inst.pod.runtime_class}, which the cluster does not have",
+                      p.cluster, w.key)
+            demand = pod_demand(inst.pod)
+            for r, v in extra.items():              # the pods the admission gives the overhead
+                demand[r] = demand.get(r, 0) + v
+            for r, v in demand.items():
+                slot[r] = slot.get(r, 0) + v * n
+    for ikey, inst in instances.items():
+        if counts.get(ikey, 0) != inst.pods:
+            _fail(f"{ikey} has {counts.get(ikey, 0)} pods assigned, needs {inst.pods}", p.cluster, w.key)
+    _check_topology(fleet, p, w)
+
+
+def _check_topology(fleet: Fleet, p: Placement, w: Workload) -> None:
+    """Each required topology request: the pods it covers on nodes sharing one value of its
+    key (the node's label; a node's host is its name when it carries no host label)."""
+    for gang in w.gangs:
+        members = {f"{c}/{i}" for c, i, _ in gang.members}
+        for req in gang.topology:
+            if not req.required:
+                continue
+            covered = {k for k in members if req.covers(*k.split("/", 1))}
+            values = set()
+            for nname, per in p.nodes.items():
+                if covered & set(per):
+                    node = _node(fleet, p.cluster, nname)
+                    values.add(node.labels.get(req.key) or (nname if req.key == HOSTNAME else None))
+            if len(values) > 1 or None in values:
+                _fail(f"gang {gang.name} requires one {req.key} but uses {sorted(map(str, values))}",
+                      p.cluster, w.key)
