@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from placer.actuate.compare import contains, demand
 from placer.model.fleet import Cluster, Fleet
 from placer.model.names import ANN_CLUSTER, CLUSTER_NAME_LABEL
 from placer.model.plan import Placement, Plan
@@ -207,16 +208,6 @@ def on_copy_gone(cluster: str, last_phase: str | None) -> CopyGone:
     return CopyGone(True, f"the copy on {cluster} was deleted by someone else; placing it again")
 
 
-def contains(have: Any, want: Any) -> bool:
-    """Whether `have` holds every field `want` states, with the same value (lists item by
-    item): what server-side apply of `want` would leave unchanged."""
-    if isinstance(want, dict):
-        return isinstance(have, dict) and all(k in have and contains(have[k], v) for k, v in want.items())
-    if isinstance(want, list):
-        return isinstance(have, list) and len(have) == len(want) and all(map(contains, have, want))
-    return have == want or str(have) == str(want)
-
-
 def drifted(desired: Mapping[str, Any], copy: Mapping[str, Any]) -> list[str]:
     """The top-level spec fields placer sets that differ on the copy (empty: no drift).
     Fields placer does not set are someone else's and never count."""
@@ -224,12 +215,6 @@ def drifted(desired: Mapping[str, Any], copy: Mapping[str, Any]) -> list[str]:
     if not isinstance(want, dict):
         return []
     return sorted(k for k, v in want.items() if not contains((have or {}).get(k), v))
-
-
-def demand(w: Workload) -> tuple:
-    """What placement depends on: per instance, pods, requests and node constraints."""
-    return tuple((i.key, i.pods, tuple(sorted(i.pod.requests.items())), tuple(sorted(i.pod.node_selector.items())),
-                  repr(i.pod.affinity_terms), repr(i.pod.tolerations)) for i in w.instances)
 
 
 @dataclass(frozen=True)
@@ -253,5 +238,5 @@ def edit_fits(cluster: Cluster, new: Workload, committed: Sequence[tuple[Placeme
     return EditFit(False, reasons[0] if reasons else f"does not fit {cluster.name}")
 
 
-__all__ = ["Create", "CopyGone", "Decision", "EditFit", "PendingGroup", "Snapshot", "Unplace", "contains",
-           "decide", "demand", "drifted", "edit_fits", "on_copy_gone", "with_policy"]
+__all__ = ["Create", "CopyGone", "Decision", "EditFit", "PendingGroup", "Snapshot", "Unplace",
+           "decide", "drifted", "edit_fits", "on_copy_gone", "with_policy"]

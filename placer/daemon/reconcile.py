@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 from placer import actuate as A
+from placer.actuate.compare import demand
 from placer.actuate.topology import choices_of
 from placer.daemon import decide as DC
 from placer.daemon.events import FAILED, NORMAL, WARNING
@@ -222,7 +223,7 @@ class Reconcile(Reschedule):
             old = self.interpret(remote, f"{cluster}/{ref}")
         except PlacerError:
             old = None
-        if old is None or DC.demand(old) != DC.demand(workload):
+        if old is None or demand(old) != demand(workload):
             fit = self.edit_fits(ref, workload, old, cluster)
             if not fit.fits:
                 text = f"spec edit not forwarded: {fit.reason}"
@@ -385,6 +386,10 @@ class Reconcile(Reschedule):
             return None
 
     def group_key(self, ref: WorkloadRef, staging: Mapping[str, Any]) -> str:
+        # Deliberately not inputs/grouping's key (files, the bare annotation, namespace/name):
+        # the daemon's groups are `namespace/annotation` (companions_of splits it back) and a
+        # lone workload is its full ref, so a Job and a JobSet of one name stay apart; the key
+        # is written on the copies (the group label), so changing it would orphan companions.
         group = ann_of(staging).get(ANN_GROUP)
         return f"{ref.namespace}/{group}" if group else str(ref)
 

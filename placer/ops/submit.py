@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from placer import actuate as A
+from placer.actuate.compare import contains, demand
 from placer.actuate.topology import choices_by_workload, choices_of
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import interpret
@@ -169,21 +170,6 @@ def check_cluster(cluster: str | None, entries: Sequence[Any], *, dry_run: bool 
         raise InputError(f"--cluster {cluster}: no such cluster (known: {', '.join(names)})")
 
 
-def _demand(w: Workload) -> tuple:
-    """What placement depends on: per instance, pods, requests and node constraints."""
-    return tuple((i.key, i.pods, tuple(sorted(i.pod.requests.items())), tuple(sorted(i.pod.node_selector.items())),
-                  repr(i.pod.affinity_terms), repr(i.pod.tolerations)) for i in w.instances)
-
-
-def _contains(have: Any, want: Any) -> bool:
-    """Whether applying `want` over `have` would change nothing that `want` states."""
-    if isinstance(want, dict):
-        return isinstance(have, dict) and all(k in have and _contains(have[k], v) for k, v in want.items())
-    if isinstance(want, list):
-        return isinstance(have, list) and len(have) == len(want) and all(map(_contains, have, want))
-    return have == want or str(have) == str(want)
-
-
 @dataclass
 class _PlacedGroup:
     """A group whose workloads are all placed on one cluster, with its new objects."""
@@ -214,10 +200,10 @@ def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: M
             live = have.get(A.workload_key(obj))
             if live is None:
                 continue                                # a companion: the apply itself tells
-            changed = changed or not _contains(live, obj)
+            changed = changed or not contains(live, obj)
             new = interpret(obj, catalog, gpu_resources=gpu_resources)
             old = interpret(live, catalog, gpu_resources=gpu_resources)
-            demand_changed = demand_changed or _demand(new) != _demand(old)
+            demand_changed = demand_changed or demand(new) != demand(old)
         out.append(_PlacedGroup(g, cluster, objects, changed, demand_changed))
     return out
 
