@@ -128,10 +128,6 @@ class ClusterWorkers:
         with self._lock:
             return self._inflight.get(key)
 
-    def inflight(self) -> dict[Hashable, str]:
-        with self._lock:
-            return dict(self._inflight)
-
     def idle(self) -> bool:
         with self._lock:
             return not self._inflight

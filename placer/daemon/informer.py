@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from placer.kube import NO_RETRY, KubeClient, Resource
 from placer.model.errors import Forbidden, NotFound, PlacerError
@@ -256,6 +256,3 @@ def _newer(current: dict | None, candidate: Mapping[str, Any]) -> bool:
     have, got = _rv(current), _rv(candidate)
     return have >= 0 and got >= 0 and have > got
 
-
-def all_synced(informers: Iterable[Informer]) -> bool:
-    return all(i.synced.is_set() for i in informers)
