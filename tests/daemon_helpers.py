@@ -151,6 +151,21 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "c
         time.sleep(interval)
 
 
+def wait_progress(count: Callable[[], int], target: int, stall: float = 20.0, what: str = "progress",
+                  interval: float = 0.02) -> None:
+    """Until `count()` reaches `target`, failing only when it has not moved for `stall`
+    seconds: no total budget, so a slow (loaded) machine that keeps making progress passes,
+    and a daemon that stopped making it still fails."""
+    last, since = count(), time.monotonic()
+    while last < target:
+        time.sleep(interval)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > stall:
+            raise AssertionError(f"no progress for {stall:.0f}s waiting for {what} ({last} of {target})")
+
+
 def gpu_nodes(prefix: str, count: int, gpus: int = 8) -> list[dict]:
     return [gpu_node(f"{prefix}{i}", gpus=gpus) for i in range(count)]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from placer import daemon as D
 from placer.daemon import FakeClock
-from tests.daemon_helpers import STAGING, Env, jobset, wait_for
+from tests.daemon_helpers import STAGING, Env, jobset, wait_for, wait_progress
 from tests.kubeapi.builders import gpu_node
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -171,12 +171,14 @@ def test_a_refusing_target_does_not_stall_the_healthy_one(env):
         for n in names:
             env.create(jobset(n, pods=1, gpus=1))
         # alpha has 16 GPUs: it keeps placing while beta refuses every connection
-        wait_for(lambda: sum(1 for n in names if _placed(env, jobset(n)) == "alpha") == 16, timeout=20,
-                 what="the healthy cluster filled")
+        # judged by progress (one more placed on alpha), not by a total budget
+        wait_progress(lambda: sum(1 for n in names if _placed(env, jobset(n)) == "alpha"), 16,
+                      what="the healthy cluster filled")
         assert not [n for c, n in _all_copies(env) if c == "beta"]
     finally:
         env.fleet["beta"].up()
-    wait_for(lambda: all(_placed(env, jobset(n)) for n in names), timeout=30, what="the rest placed on beta")
+    wait_progress(lambda: sum(1 for n in names if _placed(env, jobset(n))), len(names), stall=30,
+                  what="the rest placed on beta")
     assert d.wait_idle(10)
     copies = [n for _, n in _all_copies(env)]
     assert sorted(copies) == names
