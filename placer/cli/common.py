@@ -113,12 +113,6 @@ def check_number(option: str, value: float | int | None, *, minimum: float = 0, 
         raise InputError(f"{option} {value}: must be a finite number, {bound}")
 
 
-def check_output(output: str, allowed: tuple[str, ...] = ("table", "json", "yaml")) -> str:
-    from placer.cli.output import parse_output
-    parse_output(output, allowed)
-    return output
-
-
 def emit(data: object, output: str) -> None:
     """Machine-readable output on stdout, exactly as data (no rich markup)."""
     import json
