@@ -26,7 +26,7 @@ from generate import GPU, make_fleet, make_workloads  # noqa: E402
 from plan import GPU_NAMES, SCENARIOS  # noqa: E402
 
 from placer import solve as S  # noqa: E402
-from placer.cli.plan import OPTIONS_END  # noqa: E402
+from placer.ops.plan import OPTIONS_END  # noqa: E402
 from placer.solve.options import Running, what_would_fit  # noqa: E402
 
 

@@ -138,7 +138,8 @@ def test_jsonpath_and_name_outputs_of_plan():
 # --- defect 10 -----------------------------------------------------------------------------
 
 def test_plan_table_reads_at_80_columns(tmp_path):
-    from placer.cli.plan import plan_files, render_table
+    from placer.cli.plan import render_table
+    from placer.ops.plan import plan_files
 
     (tmp_path / "big.yaml").write_text(job("huge-training-run", 64, "research-team"))
     (tmp_path / "small.yaml").write_text(job("small", 1, "ml"))
@@ -217,7 +218,7 @@ def test_plan_svg_names_every_cluster_and_workload(tmp_path):
 def test_svg_cells_follow_the_plan(tmp_path):
     """On a one-node cluster the cells are exactly: used before, the workload's, free."""
     from placer.cli.picture import render
-    from placer.cli.plan import plan_files
+    from placer.ops.plan import plan_files
 
     (tmp_path / "c.yaml").write_text(
         "clusters:\n- name: solo\n  nodes:\n  - {name: n0, allocatable: {nvidia.com/gpu: 8, cpu: '64', "

@@ -11,10 +11,6 @@ import importlib
 
 from placer.cli.common import app, main  # noqa: F401
 
-# Command modules register themselves on `app` when imported.
+# Command modules register themselves on `app` when imported; a missing one is an error.
 for _name in ("describe", "catalog", "plan", "clusters", "submit", "daemon", "get", "delete", "version"):
-    try:
-        importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as e:  # a command not built yet
-        if e.name != f"{__name__}.{_name}":
-            raise
+    importlib.import_module(f"{__name__}.{_name}")

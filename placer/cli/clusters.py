@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.markup import escape
@@ -10,10 +10,12 @@ from rich.table import Table
 
 from placer.cli.common import app, err, out, run
 from placer.cli.output import OUTPUT_HELP, emit, parse_output
-from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
-from placer.fleetview.inventory import ClusterSummary, summarize
-from placer.model.fleet import Cluster
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
+from placer.fleetview.inventory import ClusterSummary
 from placer.model.selectors import format_labels
+
+if TYPE_CHECKING:                 # placer.ops.clusters brings the Kubernetes client: loaded when used
+    from placer.ops.clusters import ClustersResult
 
 
 @app.command()
@@ -28,54 +30,35 @@ def clusters(
     """Per cluster: reachable or why not, nodes ready/total, GPUs allocatable/free,
     the largest free GPU block on one node, GPU products."""
     fmt = run(lambda: parse_output(output))
-    snapshots = run(lambda: cluster_snapshots(clusters_file, kubeconfig, context, all_contexts))
-    summaries = [summarize(c, source) for c, source in snapshots]
+    result = run(lambda: _snapshots(clusters_file, kubeconfig, context, all_contexts))
+    summaries = result.summaries
     if fmt.tabular:
         out.print(render_table(summaries, wide=fmt.wide))
     else:
         emit({"clusters": [s.to_json() for s in summaries]}, fmt, names=[f"cluster/{s.name}" for s in summaries])
     if svg:
         from placer.cli.picture import fleet_svg
-        from placer.model.fleet import Fleet
-        run(lambda: fleet_svg(Fleet(tuple(c for c, _ in snapshots)), None, svg, title="placer clusters"))
+        run(lambda: fleet_svg(result.fleet, None, svg, title="placer clusters"))
         err.print(f"wrote {escape(svg)}", style="dim")
 
 
-def cluster_summaries(clusters_file: str | None, kubeconfig: str | None, contexts: List[str] | None = None,
-                      all_contexts: bool = False) -> list[ClusterSummary]:
-    """Live clusters inventoried concurrently, simulated ones from the file, in file order."""
-    return [summarize(c, source) for c, source in cluster_snapshots(clusters_file, kubeconfig, contexts, all_contexts)]
+def _snapshots(clusters_file: str | None, kubeconfig: str | None, contexts: List[str],
+               all_contexts: bool) -> ClustersResult:
+    # the use case brings the Kubernetes client: loaded when the command runs, not at CLI start
+    from placer.ops.clusters import cluster_snapshots
+    from placer.ops.context import Scope, open_context
+
+    scope = Scope(clusters_file, kubeconfig, tuple(contexts), all_contexts)
+    with open_context(scope, warn=_warn, notice=_note) as ctx:
+        return cluster_snapshots(ctx)
 
 
-def cluster_snapshots(clusters_file: str | None, kubeconfig: str | None, contexts: List[str] | None = None,
-                      all_contexts: bool = False) -> list[tuple[Cluster, str]]:
-    """Each cluster's snapshot and whether it is live or simulated, in file order."""
-    entries = resolve(clusters_file, kubeconfig, contexts, all_contexts).clusters
-    live = _live_with_reserved(entries, kubeconfig) if any(e.context for e in entries) else {}
-    return [(live[e.name], "live") if e.context else (_simulated(e), "simulated") for e in entries]
+def _warn(message: str) -> None:
+    err.print(f"warning: {message}", markup=False, highlight=False)
 
 
-def _live_with_reserved(entries: list[Any], kubeconfig: str | None) -> dict[str, Cluster]:
-    """Live snapshots with `reserved` filled in: capacity promised to workloads placer
-    placed whose pods are not all bound yet (read in the same pass as the inventory)."""
-    from placer.actuate import read_live
-    from placer.definitions.catalog import load_catalog
-    from placer.fleetview.registry import with_fleet_definitions
-    from placer.kube import Kube
-
-    kube = Kube(kubeconfig)
-    try:
-        catalog = with_fleet_definitions(load_catalog(), kube, [e.context for e in entries if e.context],
-                                         lambda m: err.print(f"warning: {m}", markup=False, highlight=False))
-        return dict(read_live(kube, entries, catalog).clusters)
-    finally:
-        kube.close()
-
-
-def _simulated(entry: Any) -> Cluster:
-    from placer.inputs.clusters_file import simulated_cluster
-
-    return simulated_cluster(entry)
+def _note(message: str) -> None:
+    err.print(f"note: {message}", markup=False, highlight=False)
 
 
 def render_table(summaries: list[ClusterSummary], *, wide: bool = False) -> Table:

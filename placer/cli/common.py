@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sys
@@ -99,24 +98,6 @@ def gpu_resources(names: list[str] | None) -> tuple[str, ...]:
         return tuple(names)
     env = os.environ.get("PLACER_GPU_RESOURCES", "")
     return tuple(n.strip() for n in env.split(",") if n.strip()) or DEFAULT_GPU_RESOURCES
-
-
-def check_number(option: str, value: float | int | None, *, minimum: float = 0, inclusive: bool = False) -> None:
-    """A numeric option: finite and above `minimum` (or at it, when `inclusive`). NaN fails
-    every comparison, so it is caught here rather than read as 'no limit'."""
-    if value is None:
-        return
-    ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
-    if not ok:
-        from placer.model.errors import InputError
-        bound = f"at least {minimum:g}" if inclusive else ("positive" if minimum == 0 else f"above {minimum:g}")
-        raise InputError(f"{option} {value}: must be a finite number, {bound}")
-
-
-def check_output(output: str, allowed: tuple[str, ...] = ("table", "json", "yaml")) -> str:
-    from placer.cli.output import parse_output
-    parse_output(output, allowed)
-    return output
 
 
 def emit(data: object, output: str) -> None:

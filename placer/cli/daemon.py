@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from placer.cli.common import CATALOG_HELP, app, check_number, run
+from placer.cli.common import CATALOG_HELP, app, run
+from placer.ops.checks import check_number
 
 
 @app.command()

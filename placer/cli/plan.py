@@ -6,153 +6,24 @@ import sys
 import textwrap
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.markup import escape
 from rich.text import Text
 
-from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, check_number, err, gpu_resources, out, run
+from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
 from placer.cli.output import OUTPUT_HELP, emit, parse_output
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 from placer.cli.topology_view import topology_lines
-from placer.model.errors import InputError
 from placer.model.plan import Placement, Plan, Unplaced
+from placer.ops.checks import DEFAULT_TIME_LIMIT
 from placer.ops.preview import dry_run_mode
 
-DEFAULT_TIME_LIMIT = 10.0
-MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
+if TYPE_CHECKING:                 # placer.ops.plan brings the Kubernetes client and the solver: loaded when used
+    from placer.ops.plan import PlanResult
+
 MAX_NODES_SHOWN = 4
-OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
-
-
-@dataclass(frozen=True)
-class PlanResult:
-    plan: Plan
-    clusters_source: str
-    fleet: Any = None                    # the snapshot planned against (for the picture)
-    gpus_per_pod: Any = None             # (workload ref, component/instance) -> GPUs per pod
-    gpu_resources: tuple[str, ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.plan.all_placed else 3
-
-
-def plan_files(files: list[str], *, clusters: str | None = None, kubeconfig: str | None = None,
-               contexts: tuple[str, ...] = (), all_contexts: bool = False,
-               time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: list[str] | None = None,
-               gpu: tuple[str, ...] | None = None, workers: int | None = None,
-               effort: float | None = None, announce=None, progress=None, notice=None,
-               namespace: str | None = None) -> PlanResult:
-    """Resolve the clusters (one rule for every command), load the files' placement groups
-    (with no files: the pending objects of the hub's staging namespace), and plan them on
-    the fleet as `submit` sees it: promised capacity counted, workloads already placed set
-    aside (`placer.fleetview.view`)."""
-    from placer.definitions.catalog import load_catalog
-    from placer.fleetview.view import plan_groups, read_fleet, split_already_placed
-    from placer.inputs.targets import resolve_clusters
-    from placer.model.podspec import DEFAULT_GPU_RESOURCES
-    from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
-
-    check_number("--time-limit", time_limit)
-    check_number("--effort", effort)
-    check_number("--workers", workers, minimum=1, inclusive=True)
-    gpu = tuple(gpu or DEFAULT_GPU_RESOURCES)
-    timings: dict[str, float] = {}
-    t = started = time.monotonic()
-    targets = resolve_clusters(clusters, kubeconfig=kubeconfig, contexts=contexts, all_contexts=all_contexts)
-    timings["clusters"] = time.monotonic() - t
-    t = time.monotonic()
-    if targets.notice and notice:
-        notice(targets.notice)
-    if not files and namespace:
-        raise InputError(f"-n {namespace}: applies to the objects of -f files; the namespace planned without "
-                         "files is the hub's stagingNamespace of the clusters file")
-    if not files and targets.hub is None:
-        raise InputError("nothing to plan: pass -f FILE or -f DIR with the workloads to plan. To plan what waits "
-                         "in a hub's staging namespace instead, use a clusters file with a hub: section "
-                         f"(context, stagingNamespace). Clusters in use: {targets.description}.")
-    if progress:
-        progress("reading workloads")
-    catalog = load_catalog(catalog_dirs or ())
-    kube = None
-    if targets.live:
-        from placer.fleetview.registry import with_fleet_definitions
-        from placer.kube import Kube
-        kube = Kube(kubeconfig)
-        catalog = with_fleet_definitions(catalog, kube, [e.context for e in targets.live],
-                                         announce or (lambda m: None))
-    timings["catalog"] = time.monotonic() - t
-    t = time.monotonic()
-    if files:
-        from placer.inputs.manifests import load_groups
-        groups = load_groups(files, catalog, gpu_resources=gpu, namespace=namespace,
-                             priority_classes=_cluster_priority_classes(targets, kube, kubeconfig))
-        for note in dict.fromkeys(n for g in groups for n in g.notes):
-            if announce:
-                announce(note)
-    else:
-        from placer.ops.staged import staging_groups
-        hub = targets.hub
-        assert hub is not None, "no files and no hub was refused above"
-        if announce:
-            announce(f"planning the pending objects of namespace {hub.stagingNamespace} on hub context {hub.context}")
-        groups = staging_groups(hub.context, hub.stagingNamespace, catalog, kubeconfig=kubeconfig,
-                                gpu_resources=gpu, warn=announce or (lambda m: None))
-    timings["load"] = time.monotonic() - t
-    t = time.monotonic()
-    if progress:
-        progress(f"inventorying {len(targets.clusters)} clusters")
-    try:
-        view = read_fleet(targets.clusters, kube, catalog, gpu_resources=gpu)
-    finally:
-        if kube is not None:
-            kube.close()
-    timings["fleet"] = time.monotonic() - t
-    for c in view.fleet.clusters:
-        if c.error and announce:                  # said even when everything fits elsewhere
-            announce(f"{c.name}: {c.error}; planning without it")
-    pending, already, split = split_already_placed(groups, view.placed)
-    if announce:
-        for a in already:
-            announce(f"{a.workload}: already placed on {a.cluster}" + (f" by plan {a.plan}" if a.plan else ""))
-        for key, why in split.items():
-            announce(f"group {key}: {why}; left out")
-    # --time-limit bounds the whole plan: reading files and clusters comes out of it
-    left = max(MIN_SOLVE_SECONDS, time_limit - (time.monotonic() - started))
-    plan = plan_groups(view, pending, catalog, solve=solve, gpu_resources=gpu, time_limit=left,
-                       workers=workers or DEFAULT_WORKERS, effort=effort or DEFAULT_EFFORT, progress=progress)
-    if plan.unplaced:
-        from placer.ops.options import plan_with_options
-        if progress:
-            progress("searching what would make the rest fit")
-        t = time.monotonic()
-        plan = plan_with_options(plan, view, pending, groups, catalog, gpu_resources=gpu,
-                                 deadline=started + time_limit * OPTIONS_END)
-        timings["options"] = time.monotonic() - t
-    summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
-    per_pod = {(w.ref, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}
-    return PlanResult(replace(plan, summary=summary), targets.description, view.fleet, per_pod, gpu)
-
-
-def _cluster_priority_classes(targets, kube, kubeconfig: str | None):
-    """PriorityClasses and WorkloadPriorityClasses of the hub and the live clusters, when
-    there are any (a simulated fleet has none: classes then come from the files)."""
-    contexts = ([targets.hub.context] if targets.hub else []) + [e.context for e in targets.live]
-    if not contexts:
-        return None
-    from placer.inputs.priority import read_classes
-    from placer.kube import Kube
-
-    own = kube is None
-    kube = kube or Kube(kubeconfig)
-    try:
-        return read_classes(kube, contexts)
-    finally:
-        if own:
-            kube.close()
 
 
 @app.command()
@@ -188,6 +59,8 @@ def plan(
     fmt = run(lambda: parse_output(output))
 
     def go() -> PlanResult:
+        from placer.ops.plan import plan_files  # heavy (client, solver): loaded when the command runs
+
         status = err.status("planning...") if tty else nullcontext()
         with status as st:
             update = (lambda msg: st.update(escape(msg))) if st is not None else None

@@ -12,9 +12,9 @@ from rich.table import Table
 
 from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
 from placer.cli.output import OUTPUT_HELP, Output, emit, emit_documents, parse_output
-from placer.cli.plan import DEFAULT_TIME_LIMIT  # the solver's default, as for plan
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
 from placer.model.errors import InputError
+from placer.ops.checks import DEFAULT_TIME_LIMIT  # the solver's default, as for plan
 from placer.ops.preview import dry_run_mode
 
 if TYPE_CHECKING:                 # placer.ops.submit brings the Kubernetes client and the solver: loaded when used

@@ -10,11 +10,14 @@ its own group.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import interpret
 from placer.fleetview.registry import with_cluster_definitions
+from placer.inputs.grouping import group
+from placer.inputs.priority import read_classes, with_priorities
 from placer.kube import Kube
 from placer.model.errors import NotFound
 from placer.model.names import ANN_GROUP, PLACED_CLUSTER
@@ -28,11 +31,16 @@ def _pending(obj: dict) -> bool:
 
 
 def group_objects(workloads: Sequence[Workload]) -> list[PlacementGroup]:
-    order: dict[str, list[Workload]] = {}
-    for w in workloads:
-        group = (w.annotations or {}).get(ANN_GROUP)
-        order.setdefault(f"{w.namespace}/{group}" if group else w.key, []).append(w)
-    return [PlacementGroup(key, tuple(ws)) for key, ws in order.items()]
+    """The staged workloads grouped by `inputs.grouping` (no companions: the hub holds
+    workloads only, so only `placer.dev/group` ties them). The keys differ on purpose:
+    files key a group by its file, staged objects have none, so a group is keyed as the
+    daemon keys it (`<namespace>/<group>`, else the workload's `namespace/name`)."""
+    return [dataclasses.replace(g, key=_staged_key(g.workloads[0])) for g in group(workloads, ())]
+
+
+def _staged_key(w: Workload) -> str:
+    value = (w.annotations or {}).get(ANN_GROUP)
+    return f"{w.namespace}/{value}" if value else w.key
 
 
 def staging_groups(context: str, namespace: str, catalog: Catalog, *, kubeconfig: str | None = None,
@@ -54,5 +62,4 @@ def staging_groups(context: str, namespace: str, catalog: Catalog, *, kubeconfig
                 name = (obj.get("metadata") or {}).get("name", "?")
                 workloads.append(interpret(obj, catalog, gpu_resources=gpu_resources,
                                            source=f"hub {namespace}/{kind.lower()}/{name}"))
-    from placer.inputs.priority import read_classes, with_priorities
     return with_priorities(group_objects(workloads), read_classes(kube, [context]))

@@ -42,10 +42,10 @@ from placer.model.plan import Placement, Plan
 from placer.model.podspec import DEFAULT_GPU_RESOURCES
 from placer.model.topology import TopologyChoice
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
+from placer.ops.checks import DEFAULT_TIME_LIMIT
 from placer.ops.delete import remove_objects
 from placer.solve import solve
 
-DEFAULT_TIME_LIMIT = 10.0
 __all__ = ["SIMULATED", "Already", "pin", "pin_groups", "submit", "SubmitResult"]
 
 # what happened to a workload that was already placed

@@ -1,0 +1,182 @@
+"""`placer plan`: where would these workloads go, and why not the rest.
+
+Resolve the clusters (one rule for every command), load the files' placement groups
+(with no files: the pending objects of the hub's staging namespace), and plan them on
+the fleet as `submit` sees it: promised capacity counted, workloads already placed set
+aside (`placer.fleetview.view`). Nothing is changed anywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Callable, Sequence
+
+from placer.fleetview.view import FleetView, plan_groups, read_fleet, split_already_placed
+from placer.inputs.manifests import load_groups
+from placer.inputs.priority import read_classes
+from placer.inputs.targets import Targets
+from placer.model.errors import InputError
+from placer.model.plan import Plan
+from placer.model.workload import PlacementGroup
+from placer.ops.checks import DEFAULT_TIME_LIMIT, check_number
+from placer.ops.context import Context, Scope, open_context
+from placer.ops.options import plan_with_options
+from placer.ops.staged import staging_groups
+from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
+
+MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
+OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
+
+Say = Callable[[str], None]
+
+
+def _quiet(message: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: Plan
+    clusters_source: str
+    fleet: Any = None                    # the snapshot planned against (for the picture)
+    gpus_per_pod: Any = None             # (workload ref, component/instance) -> GPUs per pod
+    gpu_resources: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.plan.all_placed else 3
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to plan and how long: files (none: the hub's staging namespace)."""
+
+    files: tuple[str, ...] = ()
+    namespace: str | None = None
+    time_limit: float = DEFAULT_TIME_LIMIT
+    workers: int | None = None
+    effort: float | None = None
+    started: float = field(default_factory=time.monotonic)   # --time-limit counts from here
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Where a plan says what it does: notes (`announce`), a status line (`progress`)."""
+
+    announce: Say = _quiet
+    progress: Say | None = None
+
+
+def plan_files(files: Sequence[str], *, clusters: str | None = None, kubeconfig: str | None = None,
+               contexts: tuple[str, ...] = (), all_contexts: bool = False,
+               time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: Sequence[str] | None = None,
+               gpu: tuple[str, ...] | None = None, workers: int | None = None,
+               effort: float | None = None, announce: Say | None = None, progress: Say | None = None,
+               notice: Say | None = None, namespace: str | None = None) -> PlanResult:
+    """The use case of `placer plan`: check the numbers, build the Context once, plan."""
+    check_number("--time-limit", time_limit)
+    check_number("--effort", effort)
+    check_number("--workers", workers, minimum=1, inclusive=True)
+    request = PlanRequest(tuple(files), namespace, time_limit, workers, effort)
+    hooks = Hooks(announce or _quiet, progress)
+    scope = Scope(clusters, kubeconfig, tuple(contexts), all_contexts, tuple(catalog_dirs or ()),
+                  *([tuple(gpu)] if gpu else []))
+    timings: dict[str, float] = {}
+    with open_context(scope, warn=hooks.announce, notice=notice,
+                      check=partial(_check, request, hooks, timings)) as ctx:
+        timings["catalog"] = time.monotonic() - request.started - timings["clusters"]
+        return plan_in(ctx, request, hooks, timings)
+
+
+def _check(request: PlanRequest, hooks: Hooks, timings: dict[str, float], targets: Targets) -> None:
+    """Refused before anything is read: -n without files, no files and no hub."""
+    timings["clusters"] = time.monotonic() - request.started
+    if not request.files and request.namespace:
+        raise InputError(f"-n {request.namespace}: applies to the objects of -f files; the namespace planned "
+                         "without files is the hub's stagingNamespace of the clusters file")
+    if not request.files and targets.hub is None:
+        raise InputError("nothing to plan: pass -f FILE or -f DIR with the workloads to plan. To plan what waits "
+                         "in a hub's staging namespace instead, use a clusters file with a hub: section "
+                         f"(context, stagingNamespace). Clusters in use: {targets.description}.")
+    if hooks.progress:
+        hooks.progress("reading workloads")
+
+
+def plan_in(ctx: Context, request: PlanRequest, hooks: Hooks, timings: dict[str, float] | None = None
+            ) -> PlanResult:
+    """Plan the request's groups on the Context's fleet (with options for what does not fit)."""
+    timings = dict(timings or {})
+    t = time.monotonic()
+    groups = _groups(ctx, request, hooks)
+    timings["load"] = time.monotonic() - t
+    t = time.monotonic()
+    view = _fleet(ctx, hooks)
+    timings["fleet"] = time.monotonic() - t
+    pending = _pending(view, groups, hooks.announce)
+    plan = _solve(ctx, view, pending, groups, request, hooks, timings)
+    summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
+    per_pod = {(w.ref, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}
+    return PlanResult(replace(plan, summary=summary), ctx.targets.description, view.fleet, per_pod,
+                      ctx.gpu_resources)
+
+
+def _groups(ctx: Context, request: PlanRequest, hooks: Hooks) -> list[PlacementGroup]:
+    """The files' groups, or the pending objects of the hub's staging namespace."""
+    if request.files:
+        groups = load_groups(list(request.files), ctx.catalog, gpu_resources=ctx.gpu_resources,
+                             namespace=request.namespace, priority_classes=cluster_priority_classes(ctx))
+        for note in dict.fromkeys(n for g in groups for n in g.notes):
+            hooks.announce(note)
+        return groups
+    hub = ctx.targets.hub
+    assert hub is not None, "no files and no hub was refused by _check"
+    hooks.announce(f"planning the pending objects of namespace {hub.stagingNamespace} on hub context {hub.context}")
+    return staging_groups(hub.context, hub.stagingNamespace, ctx.catalog, kube=ctx.kube,
+                          gpu_resources=ctx.gpu_resources, warn=hooks.announce)
+
+
+def cluster_priority_classes(ctx: Context):
+    """PriorityClasses and WorkloadPriorityClasses of the hub and the live clusters, when
+    there are any (a simulated fleet has none: classes then come from the files)."""
+    hub = ctx.targets.hub
+    contexts = ([hub.context] if hub else []) + [e.context for e in ctx.live]
+    return read_classes(ctx.kube, contexts) if contexts else None
+
+
+def _fleet(ctx: Context, hooks: Hooks) -> FleetView:
+    if hooks.progress:
+        hooks.progress(f"inventorying {len(ctx.entries)} clusters")
+    view = read_fleet(ctx.entries, ctx.kube, ctx.catalog, gpu_resources=ctx.gpu_resources)
+    for c in view.fleet.clusters:
+        if c.error:                                # said even when everything fits elsewhere
+            hooks.announce(f"{c.name}: {c.error}; planning without it")
+    return view
+
+
+def _pending(view: FleetView, groups: Sequence[PlacementGroup], announce: Say) -> list[PlacementGroup]:
+    pending, already, split = split_already_placed(groups, view.placed)
+    for a in already:
+        announce(f"{a.workload}: already placed on {a.cluster}" + (f" by plan {a.plan}" if a.plan else ""))
+    for key, why in split.items():
+        announce(f"group {key}: {why}; left out")
+    return pending
+
+
+def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups: Sequence[PlacementGroup],
+           request: PlanRequest, hooks: Hooks, timings: dict[str, float]) -> Plan:
+    # --time-limit bounds the whole plan: reading files and clusters comes out of it
+    left = max(MIN_SOLVE_SECONDS, request.time_limit - (time.monotonic() - request.started))
+    plan = plan_groups(view, pending, ctx.catalog, solve=solve, gpu_resources=ctx.gpu_resources, time_limit=left,
+                       workers=request.workers or DEFAULT_WORKERS, effort=request.effort or DEFAULT_EFFORT,
+                       progress=hooks.progress)
+    if not plan.unplaced:
+        return plan
+    if hooks.progress:
+        hooks.progress("searching what would make the rest fit")
+    t = time.monotonic()
+    plan = plan_with_options(plan, view, pending, groups, ctx.catalog, gpu_resources=ctx.gpu_resources,
+                             deadline=request.started + request.time_limit * OPTIONS_END)
+    timings["options"] = time.monotonic() - t
+    return plan
