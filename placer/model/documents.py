@@ -109,13 +109,27 @@ def load_yaml(text: str, source: str, *, max_values: int = MAX_VALUES) -> Iterat
             line = node.start_mark.line + 1
             yield check_tree(loader.construct_document(node), source, line, max_values=max_values), line
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise InputError(f"malformed YAML{where}: {getattr(e, 'problem', None) or e}", source=source) from None
+        raise yaml_input_error(e, source) from None
     except RecursionError:
         raise InputError(f"malformed YAML: nested deeper than {MAX_DEPTH} levels", source=source) from None
     finally:
         loader.dispose()
+
+
+# The libyaml of PyYAML 6.0.4's wheels stops at 1000 levels with this problem, before
+# check_tree sees the document: the same fault as placer's depth guard, so it reads the same.
+LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+
+
+def yaml_input_error(e: yaml.YAMLError, source: str) -> InputError:
+    """The one-line InputError for a YAML reader's error (the line is 1-based)."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e)
+    if LIBYAML_TOO_DEEP in problem:
+        at = f"line {mark.line + 1}: " if mark else ""
+        return InputError(f"{at}nested deeper than {MAX_DEPTH} levels", source=source)
+    where = f" (line {mark.line + 1})" if mark else ""
+    return InputError(f"malformed YAML{where}: {problem}", source=source)
 
 
 def load_json(text: str, source: str, *, max_values: int = MAX_VALUES) -> Any:
