@@ -68,29 +68,40 @@ def check_tree(value: Any, source: str, line: int, *, max_values: int = MAX_VALU
             raise InputError(f"line {line}: {_path(path[:8])}...: nested deeper than {MAX_DEPTH} levels",
                              source=source)
         t = type(v)
-        if t is dict:
-            for k, item in v.items():
-                if type(k) is not str:
-                    raise InputError(f"line {line}: {_path(path)}: key {k!r} is not a string", source=source)
-                stack.append((item, v, k, path + (k,)))
-        elif t is list:
-            for i, item in enumerate(v):
-                stack.append((item, v, i, path + (i,)))
-        elif t is str or t is bool or v is None:
-            continue
-        elif t is int:
-            if not INT64[0] <= v <= INT64[1]:
-                raise InputError(f"line {line}: {_path(path)}: {v} is out of range for a 64-bit integer",
-                                 source=source)
-        elif t is float:
-            if not math.isfinite(v):
-                raise InputError(f"line {line}: {_path(path)}: {v} is not a finite number", source=source)
+        if t is dict or t is list:
+            stack.extend(_children(v, path, source, line))
         elif t in (datetime.date, datetime.datetime):
             parent[key] = _timestamp(v)      # root is never a timestamp: documents are mappings
         else:
-            what = _TYPE_NAMES.get(t, type(v).__name__)
-            raise InputError(f"line {line}: {_path(path)}: {what} is not a JSON value", source=source)
+            _check_scalar(v, path, source, line)
     return value
+
+
+def _children(v: dict | list, path: tuple[Any, ...], source: str,
+              line: int) -> Iterator[tuple[Any, Any, Any, tuple[Any, ...]]]:
+    """(item, its container, its key, its path) for each item of a mapping or a list."""
+    items = v.items() if isinstance(v, dict) else enumerate(v)
+    for k, item in items:
+        if type(k) is not str and isinstance(v, dict):
+            raise InputError(f"line {line}: {_path(path)}: key {k!r} is not a string", source=source)
+        yield item, v, k, path + (k,)
+
+
+def _check_scalar(v: Any, path: tuple[Any, ...], source: str, line: int) -> None:
+    """A leaf is a string, a boolean, None, a 64-bit integer or a finite float."""
+    t = type(v)
+    if t is str or t is bool or v is None:
+        return
+    if t is int:
+        if not INT64[0] <= v <= INT64[1]:
+            raise InputError(f"line {line}: {_path(path)}: {v} is out of range for a 64-bit integer",
+                             source=source)
+    elif t is float:
+        if not math.isfinite(v):
+            raise InputError(f"line {line}: {_path(path)}: {v} is not a finite number", source=source)
+    else:
+        what = _TYPE_NAMES.get(t, type(v).__name__)
+        raise InputError(f"line {line}: {_path(path)}: {what} is not a JSON value", source=source)
 
 
 def _timestamp(v: datetime.date) -> str:
