@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from placer.cli import app
+from placer.model import documents
+from placer.model.documents import yaml_input_error
 
 runner = CliRunner()
 
@@ -133,6 +135,47 @@ def test_bad_clusters_file_is_one_line_and_exit_2(tmp_path, content, expected):
     (tmp_path / "c.yaml").write_text(content)
     result = runner.invoke(app, ["plan", "--clusters", str(tmp_path / "c.yaml"), "-f", str(tmp_path / "job.yaml")])
     one_line_exit_2(result, "c.yaml", *expected)
+
+
+def libyaml_too_deep(line: int) -> yaml.scanner.ScannerError:
+    """What the libyaml of PyYAML 6.0.4's wheels raises past 1000 levels (0-based marks)."""
+    mark = yaml.error.Mark("<file>", 0, line - 1, 0, None, None)
+    return yaml.scanner.ScannerError("while increasing flow level", mark, "exceeded maximum nesting depth", mark)
+
+
+def test_libyaml_nesting_limit_reads_as_placers_own_depth_guard():
+    err = yaml_input_error(libyaml_too_deep(8), "bad.yaml")
+    assert (err.message, err.source, err.exit_code) == ("line 8: nested deeper than 100 levels", "bad.yaml", 2)
+
+
+def test_libyaml_nesting_limit_is_one_line_and_exit_2_with_either_loader(tmp_path, monkeypatch):
+    # whether or not this PyYAML has the C loader, or its libyaml a nesting limit: the loader
+    # that has one raises its error here, and the user gets placer's line
+    class TooDeep(yaml.SafeLoader):
+        def __init__(self, text):
+            super().__init__(text)
+            self.manifest = "too-deep" in text           # the fleet and the catalog read as usual
+
+        def check_node(self):
+            if self.manifest:
+                raise libyaml_too_deep(8)
+            return super().check_node()
+
+    monkeypatch.setattr(documents, "_Loader", TooDeep)
+    path = tmp_path / "bad.yaml"
+    path.write_text(job(name="too-deep"))
+    for command in ("plan", "describe"):
+        one_line_exit_2(runner.invoke(app, [command, "-f", str(path)]), "bad.yaml",
+                        "line 8: nested deeper than 100 levels")
+
+
+@pytest.mark.parametrize("flow", [True, False], ids=["flow", "block"])
+def test_nesting_past_libyamls_limit_is_placers_line(tmp_path, flow):
+    deep = 1500                       # past libyaml's 1000 where it has a limit, past ours always
+    nested = ("[" * deep + "]" * deep) if flow else "".join("  " * i + "-\n" for i in range(deep)) + "  " * deep + "x"
+    path = tmp_path / "bad.yaml"
+    path.write_text(job() + "---\nx: " + ("" if flow else "\n") + nested + "\n")
+    one_line_exit_2(runner.invoke(app, ["plan", "-f", str(path)]), "bad.yaml", "nested deeper than 100 levels")
 
 
 # --- fuzzing: whatever the bytes, an answer or one line, never a traceback ---------------

@@ -68,29 +68,40 @@ def check_tree(value: Any, source: str, line: int, *, max_values: int = MAX_VALU
             raise InputError(f"line {line}: {_path(path[:8])}...: nested deeper than {MAX_DEPTH} levels",
                              source=source)
         t = type(v)
-        if t is dict:
-            for k, item in v.items():
-                if type(k) is not str:
-                    raise InputError(f"line {line}: {_path(path)}: key {k!r} is not a string", source=source)
-                stack.append((item, v, k, path + (k,)))
-        elif t is list:
-            for i, item in enumerate(v):
-                stack.append((item, v, i, path + (i,)))
-        elif t is str or t is bool or v is None:
-            continue
-        elif t is int:
-            if not INT64[0] <= v <= INT64[1]:
-                raise InputError(f"line {line}: {_path(path)}: {v} is out of range for a 64-bit integer",
-                                 source=source)
-        elif t is float:
-            if not math.isfinite(v):
-                raise InputError(f"line {line}: {_path(path)}: {v} is not a finite number", source=source)
+        if t is dict or t is list:
+            stack.extend(_children(v, path, source, line))
         elif t in (datetime.date, datetime.datetime):
             parent[key] = _timestamp(v)      # root is never a timestamp: documents are mappings
         else:
-            what = _TYPE_NAMES.get(t, type(v).__name__)
-            raise InputError(f"line {line}: {_path(path)}: {what} is not a JSON value", source=source)
+            _check_scalar(v, path, source, line)
     return value
+
+
+def _children(v: dict | list, path: tuple[Any, ...], source: str,
+              line: int) -> Iterator[tuple[Any, Any, Any, tuple[Any, ...]]]:
+    """(item, its container, its key, its path) for each item of a mapping or a list."""
+    items = v.items() if isinstance(v, dict) else enumerate(v)
+    for k, item in items:
+        if type(k) is not str and isinstance(v, dict):
+            raise InputError(f"line {line}: {_path(path)}: key {k!r} is not a string", source=source)
+        yield item, v, k, path + (k,)
+
+
+def _check_scalar(v: Any, path: tuple[Any, ...], source: str, line: int) -> None:
+    """A leaf is a string, a boolean, None, a 64-bit integer or a finite float."""
+    t = type(v)
+    if t is str or t is bool or v is None:
+        return
+    if t is int:
+        if not INT64[0] <= v <= INT64[1]:
+            raise InputError(f"line {line}: {_path(path)}: {v} is out of range for a 64-bit integer",
+                             source=source)
+    elif t is float:
+        if not math.isfinite(v):
+            raise InputError(f"line {line}: {_path(path)}: {v} is not a finite number", source=source)
+    else:
+        what = _TYPE_NAMES.get(t, type(v).__name__)
+        raise InputError(f"line {line}: {_path(path)}: {what} is not a JSON value", source=source)
 
 
 def _timestamp(v: datetime.date) -> str:
@@ -109,13 +120,27 @@ def load_yaml(text: str, source: str, *, max_values: int = MAX_VALUES) -> Iterat
             line = node.start_mark.line + 1
             yield check_tree(loader.construct_document(node), source, line, max_values=max_values), line
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise InputError(f"malformed YAML{where}: {getattr(e, 'problem', None) or e}", source=source) from None
+        raise yaml_input_error(e, source) from None
     except RecursionError:
         raise InputError(f"malformed YAML: nested deeper than {MAX_DEPTH} levels", source=source) from None
     finally:
         loader.dispose()
+
+
+# The libyaml of PyYAML 6.0.4's wheels stops at 1000 levels with this problem, before
+# check_tree sees the document: the same fault as placer's depth guard, so it reads the same.
+LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+
+
+def yaml_input_error(e: yaml.YAMLError, source: str) -> InputError:
+    """The one-line InputError for a YAML reader's error (the line is 1-based)."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e)
+    if LIBYAML_TOO_DEEP in problem:
+        at = f"line {mark.line + 1}: " if mark else ""
+        return InputError(f"{at}nested deeper than {MAX_DEPTH} levels", source=source)
+    where = f" (line {mark.line + 1})" if mark else ""
+    return InputError(f"malformed YAML{where}: {problem}", source=source)
 
 
 def load_json(text: str, source: str, *, max_values: int = MAX_VALUES) -> Any:
