@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from placer.definitions.catalog import load_catalog  # noqa: E402
-from placer.definitions.interpret import _jq_view, interpret, json_text  # noqa: E402
+from placer.definitions.interpret import jq_view, interpret, json_text  # noqa: E402
 from placer.inputs.manifests import read_documents  # noqa: E402
 
 
@@ -104,8 +104,8 @@ def main() -> None:
             program = catalog.lookup(objs[0]["apiVersion"], objs[0]["kind"]).program
             runs = {"identity": lambda o: identity.input_value(o).first(),
                     "interpret": lambda o: interpret(o, catalog),
-                    "parse": lambda o: nothing.input_text(json_text(_jq_view(o))).first(),
-                    "program": lambda o: program.input_text(json_text(_jq_view(o))).first()}
+                    "parse": lambda o: nothing.input_text(json_text(jq_view(o))).first(),
+                    "program": lambda o: program.input_text(json_text(jq_view(o))).first()}
             for part, fn in runs.items():
                 best[part][name] = min(best[part][name], measure(fn, objs))
     base = best["identity"]

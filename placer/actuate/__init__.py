@@ -15,7 +15,7 @@ This package re-exports every name the former module `placer/actuate.py` had: ca
 `from placer import actuate as A; A.apply_group(...)` (and tests patch `actuate.apply_group`).
 """
 
-from placer.actuate.apply import AppliedRef, NotOurs, _group_error, _is_ours, apply_group, ensure_namespace, rollback
+from placer.actuate.apply import AppliedRef, NotOurs, apply_group, ensure_namespace, rollback
 from placer.actuate.prepare import (
     MANAGED_SELECTOR,
     SERVER_FIELDS,
@@ -23,12 +23,6 @@ from placer.actuate.prepare import (
     SUSPEND_OMIT,
     SUSPEND_UNSUSPEND,
     Handoff,
-    _check_pod_security,
-    _label,
-    _origin_of,
-    _patch_pods,
-    _plain,
-    _ref_name,
     cluster_label,
     handoff_of,
     key_of,
@@ -37,22 +31,20 @@ from placer.actuate.prepare import (
     new_plan_id,
     planning_view,
     prepare_objects,
+    ref_name,
     set_suspend,
     strip_server_fields,
     workload_key,
     workload_label,
 )
 from placer.fleetview.placed import (
-    _TERMINAL,
     LiveState,
     Placed,
     PlacedRef,
-    _client,
-    _covered,
-    _instance_pods,
-    _live_entries,
+    client_for,
     find_placed,
     index_placed,
+    instance_pods,
     managed_objects,
     outstanding,
     promised,
@@ -68,13 +60,11 @@ __all__ = [
     # prepare
     "MANAGED_SELECTOR", "SERVER_FIELDS", "SUSPEND_KEEP", "SUSPEND_OMIT", "SUSPEND_UNSUSPEND", "Handoff",
     "cluster_label", "handoff_of", "key_of", "label_value", "legacy_key", "new_plan_id", "planning_view",
-    "prepare_objects", "set_suspend", "strip_server_fields", "workload_key", "workload_label",
+    "prepare_objects", "ref_name", "set_suspend", "strip_server_fields", "workload_key", "workload_label",
     # apply
     "AppliedRef", "NotOurs", "apply_group", "ensure_namespace", "rollback",
     # placed
-    "LiveState", "Placed", "PlacedRef", "find_placed", "index_placed", "managed_objects", "outstanding", "promised",
+    "LiveState", "Placed", "PlacedRef", "client_for", "find_placed", "index_placed", "instance_pods", "managed_objects",
+    "outstanding", "promised",
     "read_cluster_state", "read_live", "reserved_by_cluster",
-    # private helpers callers and tests reach
-    "_TERMINAL", "_check_pod_security", "_client", "_covered", "_group_error", "_instance_pods",
-    "_is_ours", "_label", "_live_entries", "_origin_of", "_patch_pods", "_plain", "_ref_name",
 ]

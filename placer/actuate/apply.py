@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from placer.actuate.podsecurity import LABEL as PSA_LABEL
 from placer.actuate.podsecurity import VERSION_LABEL as PSA_VERSION_LABEL
-from placer.actuate.prepare import _ref_name
+from placer.actuate.prepare import ref_name
 from placer.inputs.clusters_file import DEFAULT_POD_SECURITY
 from placer.kube import KubeClient, Resource
 from placer.model.errors import KubeError, NotFound, ServerError, Unreachable
@@ -109,8 +109,8 @@ def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, gro
             except NotFound:
                 existing = None
             if existing is not None and not _is_ours(existing, obj):
-                raise NotOurs(f"{_ref_name(obj)} already exists and was not created by placer for this "
-                              f"workload; not taking it over", cluster=cluster, obj=_ref_name(obj))
+                raise NotOurs(f"{ref_name(obj)} already exists and was not created by placer for this "
+                              f"workload; not taking it over", cluster=cluster, obj=ref_name(obj))
             created = existing is None
             result = client.apply(obj, res, ns, force=force)
         except KubeError as e:

@@ -180,7 +180,7 @@ def _check_pod_security(obj: Mapping[str, Any], level: str, cluster: str, source
         raise PodSecurityRefused(
             f"pod security level {level!r} of the cluster forbids {'; '.join(problems[:3])}{more}; "
             f"set podSecurity for this cluster in the clusters file to allow it", cluster=cluster,
-            obj=_ref_name(obj), source=source)
+            obj=ref_name(obj), source=source)
 
 
 def _patch_pods(obj: dict[str, Any], catalog: Catalog, patch: Mapping[str, Any], tag: str,
@@ -198,7 +198,7 @@ def _patch_pods(obj: dict[str, Any], catalog: Catalog, patch: Mapping[str, Any],
 
 
 
-def _ref_name(obj: Mapping[str, Any]) -> str:
+def ref_name(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
     return f"{obj.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"

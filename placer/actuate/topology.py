@@ -31,7 +31,7 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from placer.definitions.catalog import Catalog
-from placer.definitions.interpret import _paths, _target_path, definition_for, interpret, object_name
+from placer.definitions.interpret import definition_for, interpret, object_name, target_path, template_paths
 from placer.definitions.program import NOT_A_PATH
 from placer.model.errors import InputError
 from placer.model.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, TopologyChoice
@@ -171,7 +171,7 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
     compiled = definition_for(obj, catalog, source)
     name = object_name(obj)
     w = interpret(obj, catalog, source=source)
-    rows = _paths(compiled, obj, name, source)[:-1]
+    rows = template_paths(compiled, obj, name, source)[:-1]
     comps = compiled.definition.components
     by_member: dict[tuple[str, str], tuple[Instance, Mapping[str, Any]]] = {}
     for k, comp in enumerate(comps):
@@ -211,7 +211,7 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
                 if gang_label:
                     members = [by_member[m][0] for g in per_gang for m in
                                ((c, i) for c, i, _ in gangs[g].members if (c, i) in by_member)]
-                    labels = _get(out, _target_path(row, "labels") or [NOT_A_PATH]) or {}
+                    labels = _get(out, target_path(row, "labels") or [NOT_A_PATH]) or {}
                     tagged = workload_label is not None and labels.get(workload_label[0]) == workload_label[1]
                     selector = dict([workload_label]) if tagged and workload_label else _common_labels(members)
                     affinity = with_gang_pod_affinity(affinity, selector, gang_label, key)
@@ -227,7 +227,7 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
 
 def _writable(row: Mapping[str, Any], key: str, definition: str, inst: Instance, name: str,
               source: str | None) -> list[Any]:
-    path = _target_path(row, key)
+    path = target_path(row, key)
     if path is None or NOT_A_PATH in path:
         raise InputError(f"cannot hand the chosen topology domain to {inst.key}: definition {definition} "
                          f"gives no path to its pod template's {key}", obj=name, source=source)

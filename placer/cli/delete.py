@@ -29,7 +29,7 @@ def delete(
     """Delete placed workloads (and their group's companions, with the last of the group)
     from the clusters that hold them. Exit 1 when one was not found (see --ignore-not-found)."""
     def go():
-        from placer.actuate import _client, find_placed
+        from placer.actuate import client_for, find_placed
         from placer.definitions.catalog import load_catalog
         from placer.fleetview.registry import with_fleet_definitions
         from placer.inputs.manifests import expand_paths
@@ -56,12 +56,12 @@ def delete(
             else:
                 ns = namespace or "default"
                 refs = [r for r in placed if r.namespace == ns and r.name == query.name and
-                        any(query.matches(_client(kube, e).resolve(r.kind)) for e in targets.live
+                        any(query.matches(client_for(kube, e).resolve(r.kind)) for e in targets.live
                             if e.name == placed[r].cluster)]
                 if not refs:
                     from placer.model.workload import WorkloadRef
                     refs = [WorkloadRef("", query.type or "", ns, query.name or "")]
-            clients = {e.name: _client(kube, e) for e in targets.live}
+            clients = {e.name: client_for(kube, e) for e in targets.live}
             return delete_placed(refs, placed, clients)
         finally:
             kube.close()

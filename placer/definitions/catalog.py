@@ -160,7 +160,7 @@ def validate_path(path: Path) -> list[tuple[str, str]]:
     return [(str(path), ", ".join(d.name for d in defs) or "no definitions")]
 
 
-def _definition_files(directory: Path) -> list[Path]:
+def definition_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         raise InputError("catalog directory not found", source=str(directory))
     return sorted(p for p in directory.glob("*.y*ml")
@@ -176,7 +176,7 @@ def load_catalog(extra_dirs: Sequence[str | Path] = (), *, builtin: bool = True)
     dirs = ([builtin_catalog_dir()] if builtin else []) + [Path(d) for d in extra_dirs]
     catalog = Catalog({}, frozenset())
     for directory in dirs:
-        defs = [d for path in _definition_files(directory) for d in load_definition_file(path)]
+        defs = [d for path in definition_files(directory) for d in load_definition_file(path)]
         _reject_duplicates(defs)
         catalog = Catalog(catalog.with_definitions(defs).by_gvk,
                           catalog.companion_kinds | _companions(directory))

@@ -51,7 +51,7 @@ def definition_for(obj: Mapping[str, Any], catalog: Catalog, source: str | None 
 def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
               gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, source: str | None = None) -> Workload:
     compiled = definition_for(obj, catalog, source)
-    return _interpret(obj, compiled, json_text(_jq_view(obj)), gpu_resources, source)
+    return _interpret(obj, compiled, json_text(jq_view(obj)), gpu_resources, source)
 
 
 class Interpreter:
@@ -69,7 +69,7 @@ class Interpreter:
 
     def __call__(self, obj: Mapping[str, Any], source: str | None = None) -> Workload:
         compiled = definition_for(obj, self.catalog, source)
-        text = json_text(_jq_view(obj))
+        text = json_text(jq_view(obj))
         key = (id(compiled), text)          # the catalog is fixed, so is each definition's id
         with self._lock:
             found = self._current.get(key) or self._previous.pop(key, None)
@@ -159,7 +159,7 @@ def json_text(value: Any) -> str:
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-def _jq_view(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def jq_view(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object as jq sees it: without managedFields and kubectl's last-applied copy, which
     live objects carry (often several KB) and no definition reads. A shallow copy, only
     when there is something to drop."""
@@ -406,13 +406,13 @@ def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping
                          source=source)
     compiled = definition_for(obj, catalog, source)
     name = object_name(obj)
-    per_component = _paths(compiled, obj, name, source)[:-1]
+    per_component = template_paths(compiled, obj, name, source)[:-1]
     result = copy.deepcopy(dict(obj))
     for i, rows in enumerate(per_component):
         comp = compiled.definition.components[i]
         for row in rows:
             for key, value in patch.items():
-                path = _target_path(row, key)
+                path = target_path(row, key)
                 if path is None or NOT_A_PATH in path:
                     why = "no path for it" if path is None else "an expression that is not a path; add write:"
                     raise EvaluationError(
@@ -423,7 +423,7 @@ def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping
     return result
 
 
-def _target_path(row: Mapping[str, Any], key: str) -> list[Any] | None:
+def target_path(row: Mapping[str, Any], key: str) -> list[Any] | None:
     """The absolute path a patch key writes to, from the paths program's row."""
     written = row.get(f"f.{key}")
     if written == NOT_A_PATH:
@@ -461,7 +461,7 @@ def _apply(obj: dict, path: list[Any], key: str, value: Any) -> None:
         parent[last] = value
 
 
-def _paths(compiled: CompiledDefinition, obj: Mapping[str, Any], name: str, source: str | None) -> list[Any]:
+def template_paths(compiled: CompiledDefinition, obj: Mapping[str, Any], name: str, source: str | None) -> list[Any]:
     try:
         return _first(compiled.paths_program, json_text(obj))
     except ValueError as e:
@@ -475,5 +475,5 @@ def suspend_path(obj: Mapping[str, Any], catalog: Catalog, source: str | None = 
     compiled = definition_for(obj, catalog, source)
     if compiled.definition.suspend is None:
         return None
-    path = _paths(compiled, obj, object_name(obj), source)[-1]
+    path = template_paths(compiled, obj, object_name(obj), source)[-1]
     return list(path) if path else None

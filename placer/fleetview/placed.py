@@ -113,7 +113,7 @@ def _live_entries(entries: Iterable[Any]) -> list[ClusterEntry]:
     return [e for e in map(as_entry, entries) if e.context]
 
 
-def _client(kube: Kube, entry: Any) -> KubeClient:
+def client_for(kube: Kube, entry: Any) -> KubeClient:
     entry = as_entry(entry)
     return kube.client(entry.context, cluster=entry.name)
 
@@ -125,7 +125,7 @@ def find_placed(kube: Kube, entries: Iterable[Any], catalog: Catalog) -> Placed:
 
     def scan(entry: Any) -> list[dict[str, Any]] | PlacerError:
         try:
-            return managed_objects(_client(kube, entry), catalog)
+            return managed_objects(client_for(kube, entry), catalog)
         except PlacerError as e:
             return e
     results = run_concurrently({e.name: partial(scan, e) for e in live},
@@ -168,7 +168,7 @@ def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
     def one(entry: Any):
         name, ctx, labels = entry.name, entry.context, dict(entry.labels or {})
         try:
-            client = _client(kube, entry)
+            client = client_for(kube, entry)
             cluster, pods, managed = read_cluster_state(client, name, catalog, labels=labels, context=ctx)
             return with_topology(cluster, client, getattr(entry, "topology", None)), pods, managed
         except PlacerError as e:
@@ -191,7 +191,7 @@ def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,
 _TERMINAL = Phase.COMPLETED, Phase.FAILED
 
 
-def _instance_pods(inst: Instance, w: Workload, pods: Sequence[Mapping[str, Any]], many: bool,
+def instance_pods(inst: Instance, w: Workload, pods: Sequence[Mapping[str, Any]], many: bool,
                    cache: dict[int, dict[str, int]]) -> list[Mapping[str, Any]]:
     """The pods of one instance: by the definition's pod selector; without one, the pods
     carrying the workload's label, split between instances by their requests."""
@@ -230,7 +230,7 @@ def outstanding(w: Workload, pods: Sequence[Mapping[str, Any]]) -> Workload | No
     many = len(w.instances) > 1
     instances = []
     for inst in w.instances:
-        covered = sum(1 for p in _instance_pods(inst, w, ns_pods, many, cache) if _covered(p))
+        covered = sum(1 for p in instance_pods(inst, w, ns_pods, many, cache) if _covered(p))
         left = max(0, inst.pods - covered)
         if left:
             instances.append(dataclasses.replace(inst, pods=left))

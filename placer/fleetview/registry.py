@@ -38,9 +38,9 @@ def crd_manifest() -> dict[str, Any]:
 
 
 def builtin_definition_files() -> list[Path]:
-    from placer.definitions.catalog import _definition_files, builtin_catalog_dir
+    from placer.definitions.catalog import definition_files, builtin_catalog_dir
 
-    return _definition_files(builtin_catalog_dir())
+    return definition_files(builtin_catalog_dir())
 
 
 # --- writing -----------------------------------------------------------------------

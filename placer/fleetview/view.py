@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import interpret
 from placer.definitions.suspend import planning_view
-from placer.fleetview.placed import LiveState, Placed, PlacedRef, _instance_pods, read_live
+from placer.fleetview.placed import LiveState, Placed, PlacedRef, instance_pods, read_live
 from placer.inputs.clusters_file import as_entry, simulated_cluster
 from placer.kube import Kube
 from placer.model.fleet import Cluster, Fleet
@@ -87,7 +87,7 @@ def freeing(view: FleetView, refs: Iterable[WorkloadRef], catalog: Catalog, *,
     for ref in refs:
         placed = view.placed[ref]
         w = interpret(placed.object, catalog, gpu_resources=gpu_resources, source=placed.key)
-        for pod in _bound_pods(w, view.live.pods.get(placed.cluster, ())):
+        for pod in bound_pods(w, view.live.pods.get(placed.cluster, ())):
             node = freed.setdefault(placed.cluster, {}).setdefault(pod["spec"]["nodeName"], {})
             for r, v in pod_requests(pod.get("spec") or {}).items():
                 node[r] = node.get(r, 0) + v
@@ -98,13 +98,13 @@ def freeing(view: FleetView, refs: Iterable[WorkloadRef], catalog: Catalog, *,
     return FleetView(dataclasses.replace(view.fleet, clusters=clusters), live)
 
 
-def _bound_pods(w: Workload, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def bound_pods(w: Workload, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The workload's pods the inventory counts as using a node (bound, not terminated)."""
     ns_pods = [p for p in pods if ((p.get("metadata") or {}).get("namespace") or "default") == w.namespace]
     cache: dict[int, dict[str, int]] = {}
     seen, out = set(), []
     for inst in w.instances:
-        for p in _instance_pods(inst, w, ns_pods, len(w.instances) > 1, cache):
+        for p in instance_pods(inst, w, ns_pods, len(w.instances) > 1, cache):
             bound = (p.get("spec") or {}).get("nodeName")
             if bound and id(p) not in seen and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 seen.add(id(p))

@@ -55,7 +55,7 @@ def remove_objects(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, 
         if not _ours(have, group_label, wl):
             continue
         client.delete(res, meta["name"], ns, missing_ok=True)
-        out.append(Deleted(client.cluster, A._ref_name({**obj, "metadata": {**meta, "namespace": ns}})))
+        out.append(Deleted(client.cluster, A.ref_name({**obj, "metadata": {**meta, "namespace": ns}})))
     return out
 
 

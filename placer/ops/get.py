@@ -146,7 +146,7 @@ def _row(cluster: str, obj: Mapping[str, Any], catalog: Catalog, query: Query, p
     if query.wide:
         cache: dict = {}
         found = {(p.get("spec") or {}).get("nodeName") for inst in w.instances
-                 for p in A._instance_pods(inst, w, pods.get(ref.namespace, []), len(w.instances) > 1, cache)}
+                 for p in A.instance_pods(inst, w, pods.get(ref.namespace, []), len(w.instances) > 1, cache)}
         nodes = tuple(sorted(n for n in found if n))
     return Row(cluster, ref, w.gpus, w.phase.value, meta.get("creationTimestamp") or "", ann.get(A.PLAN) or "",
                nodes)

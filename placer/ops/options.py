@@ -15,7 +15,7 @@ from placer import actuate as A
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import interpret
 from placer.fleetview.inventory import usage_by_node
-from placer.fleetview.view import FleetView, _bound_pods
+from placer.fleetview.view import FleetView, bound_pods
 from placer.model.errors import PlacerError
 from placer.model.names import ANN_PRIORITY
 from placer.model.plan import Plan
@@ -53,7 +53,7 @@ def running_workloads(view: FleetView, catalog: Catalog, *,
             w = interpret(placed.object, catalog, gpu_resources=gpu_resources, source=placed.key)
         except PlacerError:
             continue
-        pods = _bound_pods(w, view.live.pods.get(placed.cluster, ()))
+        pods = bound_pods(w, view.live.pods.get(placed.cluster, ()))
         claimed.update((placed.cluster, *_pod_key(p)) for p in pods)
         promise = f"promised:{placed.cluster}/{ref}"
         out.append(Running(w.key, w.kind, placed.cluster, _priority(w.annotations, pods), usage_by_node(pods),

@@ -327,7 +327,7 @@ def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_Plac
     done, failed = [], []
     for pg in apply_now:
         try:
-            applied = A.apply_group(A._client(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key,
+            applied = A.apply_group(A.client_for(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key,
                                     pod_security=A.handoff_of(by_name[pg.cluster]).pod_security)
         except PlacerError as e:
             failed.append(Failed(pg.group.key, pg.cluster, _workloads(pg.group), str(e)))
@@ -340,10 +340,10 @@ def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_Plac
             done.append(Updated(str(w.ref), w.kind, pg.cluster, result))
     for pg, target in move:
         try:
-            remove_objects(A._client(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key)
+            remove_objects(A.client_for(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key)
             objects = A.prepare_objects(pg.group, by_name[target], catalog, plan_id=plan_id, cluster=target,
                                         topology=chosen)
-            A.apply_group(A._client(kube, by_name[target]), objects, group_key=pg.group.key,
+            A.apply_group(A.client_for(kube, by_name[target]), objects, group_key=pg.group.key,
                           pod_security=A.handoff_of(by_name[target]).pod_security)
         except PlacerError as e:
             failed.append(Failed(pg.group.key, target, _workloads(pg.group),
@@ -367,7 +367,7 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
         entry = by_name[cluster]
         created, failed = [], []
         try:
-            client = A._client(kube, entry)
+            client = A.client_for(kube, entry)
         except PlacerError as e:
             return [], [Failed(k, cluster, _workloads(by_key[k]), str(e)) for k in keys]
         for key in keys:

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from kubernetes.client.rest import ApiException
 
 from placer.definitions.catalog import Catalog
-from placer.definitions.interpret import _paths, definition_for, object_name
+from placer.definitions.interpret import definition_for, object_name, template_paths
 from placer.model.workload import Instance, Workload
 
 from .cluster import Cluster, container
@@ -122,7 +122,7 @@ def operator_pods(workload: Workload, catalog: Catalog) -> list[dict[str, Any]]:
     the scheduler takes pods of equal priority in creation order)."""
     obj = workload.obj
     compiled = definition_for(obj, catalog)
-    per_component = _paths(compiled, obj, object_name(obj), None)[:-1]
+    per_component = template_paths(compiled, obj, object_name(obj), None)[:-1]
     rows = [row for comp_rows in per_component for row in comp_rows]
     columns = [compiled.layout.columns[i] for i, comp_rows in enumerate(per_component) for _ in comp_rows]
     if len(rows) != len(workload.instances):
