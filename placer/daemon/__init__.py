@@ -3,7 +3,7 @@
 Lease (`leadership`); `core.Daemon` wires them together. `from placer import daemon as D`
 gives the public names."""
 
-from placer.daemon.clock import Clock, FakeClock  # noqa: F401
+from placer.daemon.clock import Clock, FakeClock, TimeSource  # noqa: F401
 from placer.daemon.config import JsonFormatter, config_from_file, parse_duration, run_daemon, setup_logging  # noqa: F401
 from placer.daemon.core import Daemon  # noqa: F401
 from placer.daemon.leadership import LeaderElector, LeaseTiming, NotLeader  # noqa: F401

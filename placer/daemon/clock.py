@@ -1,9 +1,18 @@
-"""The daemon reads time only through a Clock, so that tests can move it forward."""
+"""The daemon reads time only through a Clock, so that tests can move it forward.
+`Clock` and `FakeClock` are plain classes that both satisfy `TimeSource` (no
+inheritance): the daemon's parts are typed against the protocol."""
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Protocol
+
+
+class TimeSource(Protocol):
+    def now(self) -> float: ...
+
+    def wall(self) -> float: ...
 
 
 class Clock:
@@ -17,7 +26,7 @@ class Clock:
         return time.time()
 
 
-class FakeClock(Clock):
+class FakeClock:
     """Real time plus an offset tests move forward (`advance`), so that everything keeps
     flowing while a test jumps over a reschedule delay or a retry interval."""
 

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from placer.daemon.caches import ClusterCache, served_kinds
-from placer.daemon.clock import Clock
+from placer.daemon.clock import Clock, TimeSource
 from placer.daemon.events import Recorder
 from placer.daemon.execute import ClusterWorkers, FencedClient
 from placer.daemon.informer import Informer, WorkQueue
@@ -55,12 +55,12 @@ class Daemon(Planning):
     `step()` themselves, and `wait_idle()` waits until nothing is left to do."""
 
     def __init__(self, config: DaemonConfig, kube: Kube, catalog: Catalog, *,
-                 clock: Clock | None = None, metrics: Metrics | None = None):
+                 clock: TimeSource | None = None, metrics: Metrics | None = None):
         self.config = config
         self.kube = kube
         self.catalog = catalog
         self.interpret = Interpreter(catalog)       # remembers interpretations of unchanged objects
-        self.clock = clock or Clock()
+        self.clock: TimeSource = clock or Clock()
         self.metrics = metrics or Metrics()
         self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
         hub = kube.client(config.hub_context, cluster="hub")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from placer.daemon.caches import ClusterCache
-from placer.daemon.clock import Clock
+from placer.daemon.clock import TimeSource
 from placer.daemon.events import Recorder
 from placer.daemon.execute import ClusterWorkers, FencedClient
 from placer.daemon.informer import Informer, WorkQueue
@@ -86,7 +86,7 @@ class DaemonState:
     kube: Kube
     catalog: Catalog
     interpret: Interpreter
-    clock: Clock
+    clock: TimeSource
     metrics: Metrics
     entries: dict[str, Any]
     leader: LeaderElector
