@@ -10,7 +10,7 @@ from rich.table import Table
 
 from placer.cli.common import app, err, out, run
 from placer.cli.output import OUTPUT_HELP, emit, parse_output
-from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, open_ctx
 from placer.fleetview.inventory import ClusterSummary
 from placer.model.selectors import format_labels
 
@@ -44,21 +44,10 @@ def clusters(
 
 def _snapshots(clusters_file: str | None, kubeconfig: str | None, contexts: List[str],
                all_contexts: bool) -> ClustersResult:
-    # the use case brings the Kubernetes client: loaded when the command runs, not at CLI start
-    from placer.ops.clusters import cluster_snapshots
-    from placer.ops.context import Scope, open_context
+    from placer.ops.clusters import cluster_snapshots  # brings the Kubernetes client: loaded when run
 
-    scope = Scope(clusters_file, kubeconfig, tuple(contexts), all_contexts)
-    with open_context(scope, warn=_warn, notice=_note) as ctx:
+    with open_ctx(clusters_file, kubeconfig, contexts, all_contexts) as ctx:
         return cluster_snapshots(ctx)
-
-
-def _warn(message: str) -> None:
-    err.print(f"warning: {message}", markup=False, highlight=False)
-
-
-def _note(message: str) -> None:
-    err.print(f"note: {message}", markup=False, highlight=False)
 
 
 def render_table(summaries: list[ClusterSummary], *, wide: bool = False) -> Table:

@@ -88,6 +88,15 @@ GPU_HELP = "Resource name counted as GPUs; repeatable (default nvidia.com/gpu, e
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
+def warn(message: str) -> None:
+    """`warning: ...` on stderr, as plain text (names may hold brackets)."""
+    err.print(f"warning: {message}", markup=False, highlight=False)
+
+
+def note(message: str) -> None:
+    err.print(f"note: {message}", markup=False, highlight=False)
+
+
 def gpu_resources(names: list[str] | None) -> tuple[str, ...]:
     from placer.model.podspec import DEFAULT_GPU_RESOURCES
     if names:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from placer.cli.common import CATALOG_HELP, app, err, out, run
+from placer.cli.common import CATALOG_HELP, app, err, out, run, warn
 from placer.cli.output import OUTPUT_HELP, parse_output
 from placer.cli.output import emit as emit_as
-from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, open_ctx
 from placer.model.errors import InputError
+
+if TYPE_CHECKING:                 # placer.ops.get brings the Kubernetes client: loaded when used
+    from placer.ops.get import Row
 
 OUTPUTS = ("table", "wide", "json", "yaml", "name", "jsonpath")
 
@@ -34,33 +37,22 @@ def get(
 ) -> None:
     """What placer placed, on every cluster at once: namespace, name, kind, cluster, GPUs,
     phase, age (wide: nodes and plan). An unreachable cluster is a warning row."""
-    from placer.ops.get import Query
-
-    def go():
-        from placer.definitions.catalog import load_catalog
-        from placer.fleetview.registry import with_fleet_definitions
-        from placer.kube import Kube
-        from placer.ops.get import list_placed
+    def go() -> list[Row]:
+        from placer.ops.get import Query, get_placed  # brings the Kubernetes client: loaded when run
 
         if namespace and all_namespaces:
             raise InputError("give -n NAMESPACE or -A, not both")
         query = Query.parse(what, namespace=None if all_namespaces else (namespace or "default"),
                             selector=selector, wide=fmt.format in ("wide", "json", "yaml", "jsonpath"))
-        targets = resolve(clusters_file, kubeconfig, context, all_contexts)
-        kube = Kube(kubeconfig)
-        try:
-            cat = with_fleet_definitions(load_catalog(catalog), kube, [e.context for e in targets.live],
-                                         lambda m: err.print(f"warning: {m}", markup=False, highlight=False))
-            return list_placed(kube, targets.clusters, cat, query)
-        finally:
-            kube.close()
+        with open_ctx(clusters_file, kubeconfig, context, all_contexts, catalog) as ctx:
+            return get_placed(ctx, query)
 
     fmt = run(lambda: parse_output(output, OUTPUTS))     # one parser, one error text for every command
     rows = run(go)
     warnings = [r for r in rows if r.error is not None]
     placed = [r for r in rows if r.error is None]
     for r in warnings:
-        err.print(f"warning: {r.cluster}: {r.error}", markup=False, highlight=False)
+        warn(f"{r.cluster}: {r.error}")
     if fmt.format in ("json", "yaml", "jsonpath"):
         emit_as({"items": [r.to_dict() for r in placed], "unreachable": {r.cluster: r.error for r in warnings}},
                 fmt)

@@ -133,3 +133,9 @@ def resource_name(obj: Any) -> str:
     group = api.rpartition("/")[0]
     kind = str(obj.get("kind") or "").lower()
     return f"{kind}{'.' + group if group else ''}/{(obj.get('metadata') or {}).get('name')}"
+
+
+def kubectl_name(ref: str) -> str:
+    """`Kind ns/name` (placer's report of an object) -> kubectl's `kind/name`."""
+    kind, _, where = ref.partition(" ")
+    return f"{kind.lower()}/{where.rpartition('/')[2]}"

@@ -3,11 +3,15 @@ clusters (`placer.inputs.targets.resolve_clusters`)."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 import typer
 
-from placer.cli.common import err
+from placer.cli.common import err, note, warn
+
+if TYPE_CHECKING:                 # placer.ops.context brings the Kubernetes client: loaded when a command runs
+    from placer.inputs.targets import Targets
+    from placer.ops.context import Context
 
 CLUSTERS_HELP = ("Clusters file. Default: $PLACER_CLUSTERS, ./clusters.yaml, else the kubeconfig's "
                  "current context (see --context, --all-contexts), else (no kubeconfig at all) the "
@@ -39,3 +43,15 @@ def resolve(clusters: Optional[str], kubeconfig: Optional[str], contexts: List[s
     if targets.notice:
         err.print(f"note: {targets.notice}", markup=False, highlight=False)
     return targets
+
+
+def open_ctx(clusters: Optional[str], kubeconfig: Optional[str], contexts: Sequence[str] = (),
+             all_contexts: bool = False, catalog: Sequence[str] = (), gpu: Sequence[str] | None = None,
+             check: Callable[[Targets], None] | None = None) -> Context:
+    """The command's one Context (`placer.ops.context.open_context`): the clusters' notice
+    and unusable definitions said on stderr; `check` runs on the clusters before anything
+    is read. Close it (`with`) when done."""
+    from placer.ops.context import Scope, open_context
+
+    scope = Scope(clusters, kubeconfig, tuple(contexts), all_contexts, tuple(catalog), *([tuple(gpu)] if gpu else []))
+    return open_context(scope, warn=warn, notice=note, check=check)

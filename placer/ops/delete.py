@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from placer import actuate as A
+from placer.inputs.manifests import expand_paths, read_documents
 from placer.kube import KubeClient
-from placer.model.errors import NotFound
+from placer.model.errors import InputError, NotFound
 from placer.model.workload import WorkloadRef
+from placer.ops.context import Context
+from placer.ops.get import Query
 
 # companions looked up by label when deleting by TYPE/NAME (the file is not at hand)
 CORE_COMPANIONS = ("ConfigMap", "Secret", "Service", "ServiceAccount", "PersistentVolumeClaim")
@@ -105,10 +108,46 @@ class DeleteResult:
                 "refused": dict(self.refused), "unreachable": dict(self.unreachable)}
 
 
+@dataclass(frozen=True)
+class DeleteRequest:
+    """What to delete: the workloads of `files`, or the one named `what` (TYPE/NAME)."""
+
+    what: str | None = None
+    files: tuple[str, ...] = ()
+    namespace: str | None = None
+
+    def check(self) -> None:
+        """Bad input fails before any cluster is read."""
+        if bool(self.what) == bool(self.files):
+            raise InputError("give either -f FILE|DIR or TYPE/NAME")
+        if self.files:
+            expand_paths(list(self.files))
+        elif not Query.parse(self.what).name:
+            raise InputError(f"{self.what}: expected TYPE/NAME (e.g. jobset/train)")
+
+
+def delete(ctx: Context, request: DeleteRequest) -> DeleteResult:
+    """The use case of `placer delete`: find where each workload is placed and remove it."""
+    placed = A.find_placed(ctx.kube, ctx.entries, ctx.catalog)
+    if request.files:
+        refs = refs_in_files(request.files, ctx.catalog, request.namespace)
+    else:
+        refs = _named(ctx, Query.parse(request.what), request.namespace or "default", placed)
+    clients = {e.name: A._client(ctx.kube, e) for e in ctx.live}
+    return delete_placed(refs, placed, clients)
+
+
+def _named(ctx: Context, query: Query, namespace: str, placed: A.Placed) -> list[WorkloadRef]:
+    """The placed workloads of that name whose kind the TYPE names (on the cluster holding
+    them); none: the name as asked, to be reported not found."""
+    refs = [r for r in placed if r.namespace == namespace and r.name == query.name and
+            any(query.matches(A._client(ctx.kube, e).resolve(r.kind)) for e in ctx.live
+                if e.name == placed[r].cluster)]
+    return refs or [WorkloadRef("", query.type or "", namespace, query.name or "")]
+
+
 def refs_in_files(paths: Sequence[str], catalog: Any, namespace: str | None = None) -> list[WorkloadRef]:
     """The workloads of these files (companions follow their workloads)."""
-    from placer.inputs.manifests import read_documents
-
     refs = []
     for d in read_documents(paths):
         obj = d.obj

@@ -23,6 +23,7 @@ from placer.model.errors import InputError, NotFound, PlacerError
 from placer.model.podspec import DEFAULT_GPU_RESOURCES
 from placer.model.selectors import and_selectors
 from placer.model.workload import WorkloadRef
+from placer.ops.context import Context
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,11 @@ class Query:
             return True
         name, _, group = self.type.partition(".")
         return name.lower() in res.names() and (not group or res.group == group)
+
+
+def get_placed(ctx: Context, query: Query) -> list[Row]:
+    """The use case of `placer get`: the query's rows across the Context's live clusters."""
+    return list_placed(ctx.kube, ctx.entries, ctx.catalog, query)
 
 
 def list_placed(kube: Kube, entries: Sequence[Any], catalog: Catalog, query: Query) -> list[Row]:
