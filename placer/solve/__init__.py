@@ -49,10 +49,13 @@ from placer.model.workload import PlacementGroup
 from placer.solve.decode import decode
 from placer.solve.explain import explain_all
 from placer.solve.greedy import BASELINES, greedy
+from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
-from placer.solve.problem import GPU_RESOURCES, GroupInfo, PodAssign, Problem, prepare, rebase, try_place
+from placer.solve.problem import Problem, prepare, rebase
 from placer.solve.repair import repair
+from placer.solve.state import PodAssign, try_place
 from placer.solve.topology import choices, compact, spread
+from placer.solve.verify import verify
 
 # shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
 # explanations at EXPLAIN_END; what is left is verification's
@@ -187,7 +190,6 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
                        seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
     clock.lap("explain")
-    from placer.solve.verify import verify
     verify(fleet, groups, plan, committed=committed)
     clock.lap("verify")
     summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,

@@ -14,7 +14,7 @@ from placer.model.names import ANN_CLUSTER, ANN_SELECTOR
 from placer.model.quantity import format_quantity
 from placer.model.reasons import amount
 from placer.model.workload import Gang, PlacementGroup, Workload, WorkloadRef
-from placer.solve.problem import GPU_RESOURCES, gpus_of
+from placer.solve.groups import GPU_RESOURCES, gpus_of
 
 KIND_ORDER = {"preempt": 0, "wait": 1, "add-nodes": 2, "relax": 3}
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from placer.solve.greedy import greedy_order
+from placer.solve.groups import GroupInfo, expand
 from placer.solve.model import Agg, part_type
-from placer.solve.problem import ClusterState, GroupInfo, PodAssign, Problem, expand, undo
+from placer.solve.problem import Problem
+from placer.solve.state import ClusterState, PodAssign, undo
 
 
 def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: list[int],

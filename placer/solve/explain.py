@@ -2,8 +2,8 @@
 true at node level.
 
 Per cluster, in this order:
-- policy (pins, cluster selectors, reachability) and statics that hold on the cluster as it
-  is: no schedulable node, no node passing the pods' predicates (named by the predicate that
+- policy (pins, exclusions, cluster selectors, reachability; from placer.solve.problem) and
+  statics that hold on the cluster as it is (worked out here): no schedulable node, no node passing the pods' predicates (named by the predicate that
   rules out every schedulable node), a pod larger than any matching node, no matching node
   with room for one pod;
 - the group does not fit the cluster as it is (an exact check): the instance that does not
@@ -24,19 +24,9 @@ from typing import Mapping, Sequence
 from placer.model import reasons as R
 from placer.model.quantity import format_quantity
 from placer.model.workload import PodShape
-from placer.solve.problem import (
-    UNLIMITED,
-    ClusterInfo,
-    ClusterState,
-    GroupInfo,
-    Part,
-    PodAssign,
-    Problem,
-    may_fit,
-    try_place,
-    undo,
-)
-from placer.solve.repair import pack, states_of
+from placer.solve.groups import UNLIMITED, ClusterInfo, GroupInfo, Part, expand
+from placer.solve.problem import Problem, states_of
+from placer.solve.repair import pack
 from placer.solve.scheduling import (
     UNSCHEDULABLE_TAINT,
     describe_constraints,
@@ -45,6 +35,7 @@ from placer.solve.scheduling import (
     matches_node_selector,
     untolerated_taints,
 )
+from placer.solve.state import ClusterState, PodAssign, may_fit, try_place, undo
 from placer.solve.topology import domain_reason
 
 
@@ -146,11 +137,11 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     return pack(st, g, deadline=deadline) is not None
 
 
-def _explain_key(g: GroupInfo) -> tuple:
+def _explain_key(g: GroupInfo, statics: Mapping[int, R.Reason]) -> tuple:
     """Groups with the same pods, priority and per-cluster policy get the same reasons."""
     pods = sorted(((tuple(sorted(p.demand.items())), p.pred_key, p.instance.key, _who(g, p)), p.pods)
                   for p in g.parts)
-    return (g.priority, tuple(g.eligible), tuple(sorted(g.static.items(), key=lambda kv: kv[0])), tuple(pods),
+    return (g.priority, tuple(g.eligible), tuple(sorted(statics.items(), key=lambda kv: kv[0])), tuple(pods),
             tuple(g.units), g.index if g.units else None)
 
 
@@ -188,19 +179,31 @@ class Explainer:
             self.taken[c] = n
 
     def reasons(self, g: GroupInfo) -> dict[str, R.Reason]:
-        key = _explain_key(g)
+        statics = self._statics(g)
+        key = _explain_key(g, statics)
         if key in self.cache:
             return self.cache[key]
         self._advance(g.priority)
         out: dict[str, R.Reason] = {}
         for c, cl in enumerate(self.problem.clusters):
-            if c in g.static:
-                out[cl.name] = g.static[c]
+            if c in statics:
+                out[cl.name] = statics[c]
             elif self.deadline is not None and time.monotonic() >= self.deadline:
                 out[cl.name] = R.Unexplained()             # bounded: no claim rather than a guess
             else:
                 out[cl.name] = self._dynamic(g, c)
         self.cache[key] = out
+        return out
+
+    def _statics(self, g: GroupInfo) -> dict[int, R.Reason]:
+        """Policy reasons from the problem; the statics of every other cluster the group may
+        not use (prepare leaves them out: a group placed on one cluster never needs them)."""
+        out = dict(g.static)
+        for c, info in self.problem.infos.items():
+            if c not in out and c not in g.eligible:
+                why = static_reason(g, info)
+                assert why is not None, "prepare left out a cluster the pods may use"
+                out[c] = why
         return out
 
     def _dynamic(self, g: GroupInfo, c: int) -> R.Reason:
@@ -259,7 +262,6 @@ def _topology_reason(g: GroupInfo, st: ClusterState, deadline: float | None) -> 
 
 def _fit_count(g: GroupInfo, st: ClusterState) -> int:
     """How many of the group's pods best fit places at once (state left unchanged)."""
-    from placer.solve.problem import expand
     done = []
     compat = [st.info.compat(p) for p in g.parts]
     for j in expand(g):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from placer.solve.problem import ClusterState, GroupInfo, PodAssign, Problem, try_place
+from placer.solve.groups import GroupInfo
+from placer.solve.problem import Problem
+from placer.solve.state import ClusterState, PodAssign, try_place
 
 
 def greedy_order(groups: Iterable[GroupInfo]) -> list[GroupInfo]:

@@ -12,7 +12,10 @@ from typing import Callable, Mapping, Sequence
 # the native model and solver of CP-SAT: `cp_model` would import pandas (~0.5 s per run)
 from ortools.sat.python import cp_model_helper as cmh
 
-from placer.solve.problem import UNLIMITED, ClusterInfo, ClusterState, GroupInfo, Part, PodAssign, Problem, sort_key
+from placer.solve.groups import UNLIMITED, ClusterInfo, GroupInfo, Part, sort_key
+from placer.solve.problem import Problem
+from placer.solve.state import ClusterState, PodAssign
+from placer.solve.topology import add_to_model, hint_values
 
 MAX_PATTERNS = 400                 # beyond that a class keeps only necessary GPU constraints
 DEFAULT_WORKERS = max(1, min(8, os.cpu_count() or 1))
@@ -161,7 +164,6 @@ def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
             agg.add(split + [(-cnt, x) for cnt, x in terms], 0, 0)
         for k, items in per_class.items():
             _class_constraints(agg, info, c, k, items, tdemand)
-    from placer.solve.topology import add_to_model
     add_to_model(agg, problem, groups, part_type)
     return agg
 
@@ -294,7 +296,6 @@ def values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], probl
     for o, terms, F in agg.open_defs:
         vals[o] = -(-sum(a * vals[v] for a, v in terms) // F)
     if agg.topo_vars:
-        from placer.solve.topology import hint_values
         hint_values(agg, vals, by_idx, assignment, states_nodes)
     for c, k, r, pats, ys in agg.pattern_defs:
         # each node's multiset of GPU sizes is covered by some maximal pattern

@@ -37,9 +37,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from placer.model.fleet import Cluster, Fleet, Node
 from placer.model.plan import Placement, Plan
 from placer.model.workload import Instance, PlacementGroup
+from placer.solve import solve as default_solve
 from placer.solve.changes import KIND_ORDER, NewNode, Option, Options, Running, Victim, relaxations
+from placer.solve.groups import GPU_RESOURCES, UNLIMITED, gpus_of
 from placer.solve.policy import group_policy, policy_reason
-from placer.solve.problem import GPU_RESOURCES, UNLIMITED, gpus_of
 from placer.solve.removal import Kind, fewest
 from placer.solve.scheduling import admitted, fits_resources, mismatch, pod_demand, runtime_overhead
 
@@ -561,8 +562,7 @@ def what_would_fit(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan, *
     `held_pins`: group keys whose pin placer set (their group already runs there), never
     offered for relaxing; `deadline` (time.monotonic()) bounds the search."""
     if solve is None:
-        from placer.solve import solve as solve_
-        solve = solve_
+        solve = default_solve
     engine = _Engine(fleet, groups, plan, committed, running, gpu_resources, solve, deadline,
                      frozenset(held_pins))
     unplaced = {u.group for u in plan.unplaced}

@@ -17,8 +17,11 @@ from typing import Literal, Mapping, overload
 from ortools.sat.python import cp_model_helper as cmh
 
 from placer.solve.greedy import greedy_order
-from placer.solve.problem import ClusterState, GroupInfo, PodAssign, Problem, may_fit, try_place, undo
+from placer.solve.groups import GroupInfo
+from placer.solve.problem import Problem, states_of
 from placer.solve.scheduling import fits_resources
+from placer.solve.state import ClusterState, PodAssign, may_fit, try_place, undo
+from placer.solve.topology import pack_domains
 
 PACK_MAX_VARS = 4000          # larger exact checks are skipped (best fit decides alone)
 PACK_EFFORT = 0.2             # CP-SAT deterministic seconds per exact check
@@ -93,7 +96,6 @@ def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: fl
             lin.coeffs.extend([a for a, _ in terms])
             lin.domain.extend([0, st.free[i].get(r, 0)])
     if g.units and not maximize:
-        from placer.solve.topology import pack_domains
         pack_domains(m, g, st, xs)
     if maximize:
         m.objective.vars.extend(range(len(xs)))
@@ -131,19 +133,6 @@ def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodA
     for j, i in assign:
         st.take(i, g.parts[j].demand)
     return assign
-
-
-def states_of(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
-              keep=lambda g: True) -> dict[int, ClusterState]:
-    """Free capacity per cluster after the result's placements of the groups `keep` selects."""
-    states = problem.state()
-    by_idx = {g.index: g for g in problem.groups}
-    for gi, (c, assign) in result.items():
-        g = by_idx[gi]
-        if keep(g):
-            for j, i in assign:
-                states[c].take(i, g.parts[j].demand)
-    return states
 
 
 def repair(problem: Problem, result: Result, deadline: float | None = None) -> Result:

@@ -1,0 +1,136 @@
+"""The problem's pieces as the solver sees them: pod kinds of a group (parts), the group
+with its policy and topology units, and a reachable cluster's node classes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from placer.model import reasons as R
+from placer.model.fleet import Cluster
+from placer.model.podspec import DEFAULT_GPU_RESOURCES
+from placer.model.workload import Instance, PlacementGroup, PodShape, Workload
+from placer.solve.policy import Policy
+from placer.solve.scheduling import NodeClass, admitted, fits_resources, mismatch, node_classes
+
+GPU_RESOURCES = tuple(DEFAULT_GPU_RESOURCES)
+
+UNLIMITED = 10**15                 # pod slots on nodes that declare no `pods` allocatable
+MANY_CLASSES = 16                  # a pod that may use more classes is searched node by node
+
+
+
+def gpus_of(demand: Mapping[str, int], names: Sequence[str] = GPU_RESOURCES) -> int:
+    """GPUs of a demand or a free capacity: every resource name configured as a GPU."""
+    return sum(demand.get(r, 0) for r in names)
+
+
+def sort_key(demand: Mapping[str, int], names: Sequence[str] = GPU_RESOURCES) -> tuple:
+    return (-gpus_of(demand, names), -demand.get("cpu", 0), -demand.get("memory", 0))
+
+
+@dataclass
+class Part:
+    """One instance of one workload of a group: `pods` identical pods."""
+
+    workload: Workload
+    instance: Instance
+    demand: dict[str, int]
+    pred_key: tuple
+    gpu: int
+    sort_key: tuple = ()
+    # (group index, part index) when a topology request covers these pods: a type of its own
+    topo: tuple[int, int] | None = None
+
+    @property
+    def pods(self) -> int:
+        return self.instance.pods
+
+
+def pred_key(shape: PodShape) -> tuple:
+    return (tuple(sorted(shape.node_selector.items())), repr(shape.affinity_terms), repr(shape.tolerations),
+            shape.runtime_class)
+
+
+@dataclass
+class GroupInfo:
+    index: int
+    group: PlacementGroup
+    policy: Policy
+    parts: list[Part]
+    rank: int = 0
+    eligible: list[int] = field(default_factory=list)
+    static: dict[int, R.Reason] = field(default_factory=dict)   # why not on cluster (policy/statics)
+    units: list = field(default_factory=list)     # topology requests (placer.solve.domains.Unit)
+
+    @property
+    def key(self) -> str:
+        return self.group.key
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpu * p.pods for p in self.parts)
+
+    @property
+    def pods(self) -> int:
+        return sum(p.pods for p in self.parts)
+
+    @property
+    def priority(self) -> int:
+        return self.policy.priority
+
+
+def _free(node) -> dict[str, int]:
+    free = node.free_all()
+    if "pods" not in node.allocatable:
+        free["pods"] = UNLIMITED
+    return free
+
+
+class ClusterInfo:
+    """A reachable cluster's nodes, classes and which classes each pod kind may use."""
+
+    def __init__(self, index: int, cluster: Cluster, by_name: bool, gpu_names: Sequence[str] = GPU_RESOURCES):
+        self.index = index
+        self.gpu_names = tuple(gpu_names)
+        self.cluster = cluster
+        # cordoned nodes too: a pod that tolerates the cordon may go there (see `mismatch`)
+        self.nodes = [n for n in cluster.nodes if n.ready]
+        self.classes: list[NodeClass] = node_classes(self.nodes, by_name=by_name)
+        pos = {n.name: i for i, n in enumerate(self.nodes)}
+        self.class_nodes = [[pos[n.name] for n in k.nodes] for k in self.classes]
+        self.class_free = [_free(k.sample) for k in self.classes]
+        self._compat: dict[tuple, tuple[int, ...]] = {}
+        self.statics: dict[tuple, R.Reason] = {}          # static reasons by pod kind (explain)
+        self._pred: dict[tuple, tuple[int, ...]] = {}
+        self.domains: dict[str, list[str | None]] = {}   # topology key -> domain per class
+
+    def matching(self, part: Part) -> tuple[int, ...]:
+        """Classes whose nodes pass the pods' selector, affinity and taint predicates."""
+        got = self._pred.get(part.pred_key)
+        if got is None:
+            shape = self.shape(part)
+            got = () if shape is None else tuple(k.index for k in self.classes if mismatch(shape, k.sample) is None)
+            self._pred[part.pred_key] = got
+        return got
+
+    def shape(self, part: Part) -> PodShape | None:
+        """The part's pods as this cluster's RuntimeClass admission leaves them (None: refused)."""
+        return admitted(part.instance.pod, self.cluster.runtime_classes)
+
+    def compat(self, part: Part) -> tuple[int, ...]:
+        """Matching classes on whose (currently free) nodes one such pod fits."""
+        key = (part.pred_key, tuple(sorted(part.demand.items())))
+        got = self._compat.get(key)
+        if got is None:
+            got = tuple(k for k in self.matching(part) if fits_resources(part.demand, self.class_free[k]))
+            self._compat[key] = got
+        return got
+
+
+
+def expand(g: GroupInfo) -> list[int]:
+    """Pod list of a group as part indices, biggest pods first (first-fit decreasing)."""
+    order = sorted(range(len(g.parts)), key=lambda j: (g.parts[j].sort_key, j))
+    return [j for j in order for _ in range(g.parts[j].pods)]
+

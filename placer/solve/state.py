@@ -1,0 +1,268 @@
+"""Mutable free capacity per node of one cluster, and the best-fit placement of a group
+onto it: node by node, or domain by domain for a group with topology units. All or
+nothing: a group that does not fit leaves the state unchanged."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Iterable, Mapping, Sequence
+
+from placer.solve.domains import Unit, by_domain, class_domain, domain_of
+from placer.solve.groups import MANY_CLASSES, ClusterInfo, GroupInfo, expand, gpus_of
+from placer.solve.scheduling import fits_resources
+
+
+class ClusterState:
+    """Mutable free capacity per node of one cluster, indexed for best-fit search."""
+
+    def __init__(self, info: ClusterInfo):
+        self.info = info
+        self.free = [dict(info.class_free[k]) for k in self._class_of_nodes()]
+        self.gpu = [gpus_of(f, info.gpu_names) for f in self.free]
+        self.buckets: list[dict[int, list[int]]] = []
+        for k, members in enumerate(info.class_nodes):
+            b: dict[int, list[int]] = {}
+            for i in members:
+                b.setdefault(self.gpu[i], []).append(i)
+            self.buckets.append(b)
+        self.node_class = [0] * len(info.nodes)
+        for k, members in enumerate(info.class_nodes):
+            for i in members:
+                self.node_class[i] = k
+        self.free_gpus = sum(self.gpu)
+        # every node by free GPUs, in node order: the search when a pod may use many classes
+        self.levels: dict[int, list[int]] = {}
+        for i, lv in enumerate(self.gpu):
+            self.levels.setdefault(lv, []).append(i)
+        self._allowed: dict[tuple[int, ...], frozenset[int]] = {}
+
+    def _class_of_nodes(self) -> list[int]:
+        out = [0] * len(self.info.nodes)
+        for k, members in enumerate(self.info.class_nodes):
+            for i in members:
+                out[i] = k
+        return out
+
+    def best_node(self, demand: Mapping[str, int], gpu: int, classes: Sequence[int]) -> int | None:
+        """Best fit: the node left with the fewest free GPUs (fill partly used nodes first,
+        keep whole nodes whole), then class preference order, then node order. When the pod
+        may use many classes (nodes that differ, as live ones do): the fewest free GPUs, then
+        node order, searched over all nodes at once."""
+        if len(classes) > MANY_CLASSES:
+            return self._best_node_many(demand, gpu, classes)
+        best: tuple[int, int, int] | None = None
+        for pos, k in enumerate(classes):
+            b = self.buckets[k]
+            for level in sorted(lv for lv in b if lv >= gpu):
+                if best is not None and level > best[0]:
+                    break
+                hit = next((i for i in b[level] if fits_resources(demand, self.free[i])), None)
+                if hit is not None:
+                    cand = (level, pos, hit)
+                    if best is None or cand < best:
+                        best = cand
+                    break
+        return None if best is None else best[2]
+
+    def allowed(self, classes: Sequence[int]) -> frozenset[int]:
+        key = tuple(classes)
+        got = self._allowed.get(key)
+        if got is None:
+            got = self._allowed[key] = frozenset(key)
+        return got
+
+    def _best_node_many(self, demand: Mapping[str, int], gpu: int, classes: Sequence[int]) -> int | None:
+        ok = self.allowed(classes)
+        for level in sorted(lv for lv in self.levels if lv >= gpu):
+            for i in self.levels[level]:
+                if self.node_class[i] in ok and fits_resources(demand, self.free[i]):
+                    return i
+        return None
+
+    def _move(self, i: int, new_gpu: int) -> None:
+        old = self.gpu[i]
+        if old != new_gpu:
+            for index in (self.buckets[self.node_class[i]], self.levels):
+                lst = index[old]
+                lst.remove(i)
+                if not lst:
+                    del index[old]
+                # keep node order inside a bucket for deterministic first fit
+                bisect.insort(index.setdefault(new_gpu, []), i)
+            self.free_gpus += new_gpu - old
+            self.gpu[i] = new_gpu
+
+    def take(self, i: int, demand: Mapping[str, int]) -> None:
+        f = self.free[i]
+        for r, v in demand.items():
+            f[r] = f.get(r, 0) - v
+        self._move(i, gpus_of(f, self.info.gpu_names))
+
+    def give(self, i: int, demand: Mapping[str, int]) -> None:
+        f = self.free[i]
+        for r, v in demand.items():
+            f[r] = f.get(r, 0) + v
+        self._move(i, gpus_of(f, self.info.gpu_names))
+
+
+PodAssign = list[tuple[int, int]]          # (part index in group, node index in cluster)
+
+
+def may_fit(st: ClusterState, g: GroupInfo) -> bool:
+    """A cheap necessary condition: the cluster's GPUs in total, and for each pod kind enough
+    GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
+    if g.gpus > st.free_gpus:
+        return False
+    need: dict[tuple, int] = {}
+    for p in g.parts:
+        if p.gpu:
+            key = (st.info.compat(p), p.gpu)
+            need[key] = need.get(key, 0) + p.pods
+    for (classes, size), pods in need.items():
+        if len(classes) > MANY_CLASSES:        # over all nodes: weaker, as necessary, cheaper
+            have = sum(len(nodes) * (level // size) for level, nodes in st.levels.items() if level >= size)
+        else:
+            have = sum(len(nodes) * (level // size) for k in classes for level, nodes in st.buckets[k].items()
+                       if level >= size)
+        if have < pods:
+            return False
+    return True
+
+
+def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
+    """Place every pod of the group on this cluster or nothing (state unchanged then)."""
+    if g.units:
+        return try_place_topology(state, g)
+        return try_place_topology(state, g)
+    info = state.info
+    if not may_fit(state, g):
+        return None
+    compat = [info.compat(p) for p in g.parts]
+    if any(not c for c in compat):
+        return None
+    done: PodAssign = []
+    for j in expand(g):
+        part = g.parts[j]
+        i = state.best_node(part.demand, part.gpu, compat[j])
+        if i is None:
+            for jj, ii in reversed(done):
+                state.give(ii, g.parts[jj].demand)
+            return None
+        state.take(i, part.demand)
+        done.append((j, i))
+    return done
+
+
+def undo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
+    for j, i in reversed(assign):
+        state.give(i, g.parts[j].demand)
+
+
+
+def _free_gpus(st: ClusterState, classes: Iterable[int]) -> int:
+    return sum(level * len(nodes) for k in classes for level, nodes in st.buckets[k].items())
+
+
+# --- best fit with domains ---------------------------------------------------------------------
+
+def _pods(g: GroupInfo, js: Iterable[int]) -> list[int]:
+    """Pods of these parts, biggest first."""
+    js = sorted(js, key=lambda j: (g.parts[j].sort_key, j))
+    return [j for j in js for _ in range(g.parts[j].pods)]
+
+
+class _Placer:
+    def __init__(self, st: ClusterState, g: GroupInfo):
+        self.st, self.g, self.info = st, g, st.info
+        self.allowed = [list(self.info.compat(p)) for p in g.parts]
+        self.done: PodAssign = []
+
+    def rollback(self, mark: int = 0) -> None:
+        while len(self.done) > mark:
+            j, i = self.done.pop()
+            self.st.give(i, self.g.parts[j].demand)
+
+    def put(self, js: Iterable[int], classes: Callable[[int], Sequence[Sequence[int]]]) -> bool:
+        """Every pod of parts `js`, each on the best node of the first class list that has one."""
+        mark = len(self.done)
+        for j in _pods(self.g, js):
+            part = self.g.parts[j]
+            i = None
+            for ks in classes(j):
+                if ks:
+                    i = self.st.best_node(part.demand, part.gpu, ks)
+                if i is not None:
+                    break
+            if i is None:
+                self.rollback(mark)
+                return False
+            self.st.take(i, part.demand)
+            self.done.append((j, i))
+        return True
+
+    def used(self, u: Unit) -> set[str | None]:
+        mine = set(u.parts)
+        return {domain_of(self.info.nodes[i], u.key) for j, i in self.done if j in mine}
+
+    def required(self, u: Unit) -> bool:
+        pending = [j for j in u.parts if not any(jj == j for jj, _ in self.done)]
+        fixed = self.used(u)
+        if len(fixed) > 1 or None in fixed:
+            return False
+        doms = by_domain(self.info, dict.fromkeys(k for j in u.parts for k in self.allowed[j]), u.key)
+        doms.pop(None, None)
+        need = sum(self.g.parts[j].gpu * self.g.parts[j].pods for j in pending)
+        cands = [v for v in doms if not fixed or v in fixed]
+        # best fit: the domain left with the fewest free GPUs first, whole domains kept whole
+        free = {v: _free_gpus(self.st, doms[v]) for v in cands}
+        for v in sorted((v for v in cands if free[v] >= need), key=lambda v: (free[v], str(v))):
+            inside = {j: [k for k in self.allowed[j] if class_domain(self.info, k, u.key) == v] for j in u.parts}
+            if any(not inside[j] for j in pending):
+                continue
+            if self.put(pending, lambda j: (inside[j],)):
+                for j in u.parts:
+                    self.allowed[j] = inside[j]
+                return True
+        return False
+
+    def preferred(self, u: Unit) -> bool:
+        pending = [j for j in u.parts if not any(jj == j for jj, _ in self.done)]
+        if not pending:
+            return True
+        doms = by_domain(self.info, dict.fromkeys(k for j in pending for k in self.allowed[j]), u.key, pseudo=True)
+        used = {"" if v is None else v for v in self.used(u)}
+        need = sum(self.g.parts[j].gpu * self.g.parts[j].pods for j in pending)
+        free = {v: _free_gpus(self.st, ks) for v, ks in doms.items()}
+
+        def inside(v):
+            return lambda j: ([k for k in self.allowed[j] if k in doms[v]],)
+        if not used:
+            # one domain if one holds them all: the fullest that does
+            for v in sorted((v for v in doms if free[v] >= need), key=lambda v: (free[v], str(v))):
+                if self.put(pending, inside(v)):
+                    return True
+        # else fill: domains already used, then the emptiest first (fewest domains)
+        order = sorted(doms, key=lambda v: (v not in used, -free[v], str(v)))
+        return self.put(pending, lambda j: [[k for k in self.allowed[j] if k in doms[v]] for v in order])
+
+
+def try_place_topology(st: ClusterState, g: GroupInfo) -> PodAssign | None:
+    """Best fit for a group with topology units: each required unit (largest first) into the
+    best-fitting domain where all its pods fit, preferred units into one domain if one holds
+    them else the fewest, the rest anywhere. All or nothing (state unchanged on failure)."""
+    if not may_fit(st, g):
+        return None
+    pl = _Placer(st, g)
+    if any(not a for a in pl.allowed):
+        return None
+    order = sorted(g.units, key=lambda u: (not u.required, -u.gpus, -u.pods, u.key, u.parts))
+    for u in order:
+        if not (pl.required(u) if u.required else pl.preferred(u)):
+            pl.rollback()
+            return None
+    rest = [j for j in range(len(g.parts)) if not any(j in u.parts for u in g.units)]
+    if not pl.put(rest, lambda j: (pl.allowed[j],)):
+        pl.rollback()
+        return None
+    return pl.done
+
