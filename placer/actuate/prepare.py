@@ -155,16 +155,16 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     for w in group.workloads:
         obj = strip_server_fields(w.obj)
         obj["metadata"]["namespace"] = w.namespace
-        key = key_of(w)
+        key = str(w.ref)
         obj = set_suspend(obj, catalog, handoff.suspend)
-        obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(key), w.source)
+        obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(w.ref), w.source)
         choices = (topology or {}).get(w.ref)
         if choices:
             obj = hand_off_topology(obj, catalog, choices, mode=handoff.topology, levels=handoff.levels,
-                                    workload_label=(WORKLOAD, workload_label(key)), source=w.source)
+                                    workload_label=(WORKLOAD, workload_label(w.ref)), source=w.source)
             obj["metadata"].setdefault("annotations", {})[ANN_TOPOLOGY] = annotation_value(choices)
         _check_pod_security(obj, handoff.pod_security, cluster, w.source)
-        _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(key)},
+        _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(w.ref)},
                {**handoff.object_annotations, **common_ann, WORKLOAD: key,
                 ORIGIN: _origin_of(origin, w.obj, w.source) or key})
         out.append(obj)

@@ -106,21 +106,22 @@ def with_gang_pod_affinity(affinity: Mapping[str, Any] | None, selector: Mapping
                            key: str) -> dict[str, Any]:
     """A required pod affinity: pods of the same gang (same `gang_label` value, among
     those matching `selector`) in one domain of `key`."""
-    out = copy.deepcopy(dict(affinity or {}))
-    terms = out.setdefault("podAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
-    term = {"labelSelector": {"matchLabels": dict(selector)}, "matchLabelKeys": [gang_label], "topologyKey": key}
-    if term not in terms:
-        terms.append(term)
-    return out
+    return _with_gang_term(affinity, "podAffinity", "matchLabelKeys", selector, gang_label, key)
 
 
 def with_gang_anti_affinity(affinity: Mapping[str, Any] | None, selector: Mapping[str, str], gang_label: str,
                             key: str) -> dict[str, Any]:
     """A required pod anti-affinity: no pod of another gang (another `gang_label` value,
     among those matching `selector`) in the same domain of `key`."""
+    return _with_gang_term(affinity, "podAntiAffinity", "mismatchLabelKeys", selector, gang_label, key)
+
+
+def _with_gang_term(affinity: Mapping[str, Any] | None, kind: str, label_keys: str, selector: Mapping[str, str],
+                    gang_label: str, key: str) -> dict[str, Any]:
+    """A copy of `affinity` with one required `kind` term on `key`, once."""
     out = copy.deepcopy(dict(affinity or {}))
-    terms = out.setdefault("podAntiAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
-    term = {"labelSelector": {"matchLabels": dict(selector)}, "mismatchLabelKeys": [gang_label], "topologyKey": key}
+    terms = out.setdefault(kind, {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
+    term = {"labelSelector": {"matchLabels": dict(selector)}, label_keys: [gang_label], "topologyKey": key}
     if term not in terms:
         terms.append(term)
     return out
@@ -159,6 +160,11 @@ def _common_labels(instances: Sequence[Instance]) -> dict[str, str]:
     return common
 
 
+# (component, instance) -> (key, required) -> gang -> domains
+Wanted = dict[tuple[str, str], dict[tuple[str, bool], dict[str, tuple[str, ...]]]]
+Members = dict[tuple[str, str], tuple[Instance, Mapping[str, Any]]]
+
+
 def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequence[TopologyChoice], *,
                       mode: str = HANDOFF_AFFINITY, workload_label: tuple[str, str] | None = None,
                       levels: Sequence[str] = (), source: str | None = None) -> dict[str, Any]:
@@ -172,27 +178,14 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
     name = object_name(obj)
     w = interpret(obj, catalog, source=source)
     rows = template_paths(compiled, obj, name, source)[:-1]
-    comps = compiled.definition.components
-    by_member: dict[tuple[str, str], tuple[Instance, Mapping[str, Any]]] = {}
-    for k, comp in enumerate(comps):
+    by_member: Members = {}
+    for k, comp in enumerate(compiled.definition.components):
         for inst, row in zip(w.instances_of(comp.name), rows[k]):
             by_member[(inst.component, inst.instance)] = (inst, row)
     gangs = {g.name: g for g in w.gangs}
-    # (component, instance) -> (key, required) -> gang -> domains
-    wanted: dict[tuple[str, str], dict[tuple[str, bool], dict[str, tuple[str, ...]]]] = {}
-    for choice in choices:
-        gang = gangs.get(choice.gang)
-        if gang is None:
-            raise InputError(f"the plan chose a {choice.key} domain for gang {choice.gang!r}, "
-                             f"which the object does not have", obj=name, source=source)
-        # every covered template, also one counting no pods yet (a worker group at 0
-        # replicas that an autoscaler grows later must grow inside the same domain)
-        for c, i, _ in gang.members:
-            if _covers(choice, c, i) and choice.domains:
-                wanted.setdefault((c, i), {}).setdefault((choice.key, choice.required), {})[gang.name] = choice.domains
     out = copy.deepcopy(dict(obj))
     gang_label = getattr(compiled.definition, "gangPodLabel", None)
-    for member, per_key in wanted.items():
+    for member, per_key in _wanted(choices, gangs, name, source).items():
         inst, row = by_member[member]
         if mode == HANDOFF_KUEUE:
             _kueue_annotations(out, row, inst, per_key, levels, compiled.name, name, source)
@@ -205,24 +198,46 @@ def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequenc
                 affinity = with_preferred_domain(affinity, key, domains)
                 continue
             affinity = with_required_domain(affinity, key, domains)
-            if len(domains) > 1:
+            if len(domains) > 1 and gang_label:
                 # one template, several gangs, several domains: keep each gang in one of
                 # them (a definition without a gang label gets the union alone)
-                if gang_label:
-                    members = [by_member[m][0] for g in per_gang for m in
-                               ((c, i) for c, i, _ in gangs[g].members if (c, i) in by_member)]
-                    labels = _get(out, target_path(row, "labels") or [NOT_A_PATH]) or {}
-                    tagged = workload_label is not None and labels.get(workload_label[0]) == workload_label[1]
-                    selector = dict([workload_label]) if tagged and workload_label else _common_labels(members)
-                    affinity = with_gang_pod_affinity(affinity, selector, gang_label, key)
-                    if len(domains) == len(per_gang):
-                        # a domain per gang: also keep other gangs out of it (LWS's exclusive
-                        # topology), so the scheduler cannot start two gangs in one domain
-                        # that has room for only one; the gangs share a template, so any
-                        # one-to-one assignment to the chosen domains fits as well
-                        affinity = with_gang_anti_affinity(affinity, selector, gang_label, key)
+                members = [by_member[m][0] for g in per_gang for m in
+                           ((c, i) for c, i, _ in gangs[g].members if (c, i) in by_member)]
+                selector = _gang_selector(_get(out, target_path(row, "labels") or [NOT_A_PATH]) or {},
+                                          workload_label, members)
+                affinity = with_gang_pod_affinity(affinity, selector, gang_label, key)
+                if len(domains) == len(per_gang):
+                    # a domain per gang: also keep other gangs out of it (LWS's exclusive
+                    # topology), so the scheduler cannot start two gangs in one domain
+                    # that has room for only one; the gangs share a template, so any
+                    # one-to-one assignment to the chosen domains fits as well
+                    affinity = with_gang_anti_affinity(affinity, selector, gang_label, key)
         _set(out, path, affinity)
     return out
+
+
+def _wanted(choices: Sequence[TopologyChoice], gangs: Mapping[str, Any], name: str, source: str | None) -> Wanted:
+    """The chosen domains per pod template, per (level, required), per gang."""
+    wanted: Wanted = {}
+    for choice in choices:
+        gang = gangs.get(choice.gang)
+        if gang is None:
+            raise InputError(f"the plan chose a {choice.key} domain for gang {choice.gang!r}, "
+                             f"which the object does not have", obj=name, source=source)
+        # every covered template, also one counting no pods yet (a worker group at 0
+        # replicas that an autoscaler grows later must grow inside the same domain)
+        for c, i, _ in gang.members:
+            if _covers(choice, c, i) and choice.domains:
+                wanted.setdefault((c, i), {}).setdefault((choice.key, choice.required), {})[gang.name] = choice.domains
+    return wanted
+
+
+def _gang_selector(labels: Mapping[str, Any], workload_label: tuple[str, str] | None,
+                   members: Sequence[Instance]) -> dict[str, str]:
+    """placer's workload label when the template carries it, else the members' common labels."""
+    if workload_label is not None and labels.get(workload_label[0]) == workload_label[1]:
+        return dict([workload_label])
+    return _common_labels(members)
 
 
 def _writable(row: Mapping[str, Any], key: str, definition: str, inst: Instance, name: str,

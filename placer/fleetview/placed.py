@@ -16,7 +16,7 @@ from placer.inputs.clusters_file import ClusterEntry, as_entry
 from placer.kube import Kube, KubeClient, run_concurrently
 from placer.model.errors import NotFound, PlacerError
 from placer.model.fleet import Cluster
-from placer.model.labels import MANAGED_SELECTOR, key_of, workload_label
+from placer.model.labels import MANAGED_SELECTOR, workload_label
 from placer.model.names import GROUP, ORIGIN, PLAN, WORKLOAD
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from placer.model.quantity import add
@@ -197,7 +197,7 @@ def instance_pods(inst: Instance, w: Workload, pods: Sequence[Mapping[str, Any]]
     carrying the workload's label, split between instances by their requests."""
     if inst.has_selector:
         return [p for p in pods if inst.selects((p.get("metadata") or {}).get("labels") or {})]
-    tag = workload_label(key_of(w))
+    tag = workload_label(w.ref)
     tagged = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(WORKLOAD) == tag]
     if not many:
         return tagged

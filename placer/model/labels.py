@@ -16,9 +16,11 @@ from placer.model.workload import Workload, WorkloadRef
 MANAGED_SELECTOR = f"{MANAGED}=true"
 
 
+# Issue 18: a workload's identity is its WorkloadRef. These three string forms remain
+# only for callers outside the pure core (ops/submit, daemon/reconcile, daemon/caches).
+
 def workload_key(obj: Mapping[str, Any]) -> str:
-    """`<namespace>/<Kind.group>/<name>`: the identity of a source workload across clusters
-    (the text of its WorkloadRef)."""
+    """`<namespace>/<Kind.group>/<name>`: the text of the object's WorkloadRef."""
     return str(WorkloadRef.of(obj))
 
 
@@ -37,8 +39,15 @@ def label_value(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-def workload_label(key: str) -> str:
-    return label_value(key)
+def workload_label(ref: WorkloadRef | str) -> str:
+    """The `placer.dev/workload` label value: a token of the ref's text (a str is that
+    text, from callers not yet on WorkloadRef); the same value for either."""
+    return label_value(str(ref))
+
+
+def legacy_workload_label(ref: WorkloadRef) -> str:
+    """The label value copies made before the API group was part of the identity carry."""
+    return label_value(legacy_key(ref))
 
 
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]")

@@ -102,32 +102,53 @@ def constraint_problem(node_selector: dict, terms: Sequence[Any], tolerations: S
         if type(v) is not str:
             return f"pod spec.nodeSelector.{k}: expected a string, got {value_kind(v)}"
     for i, t in enumerate(tolerations):
-        if type(t) is not dict:
-            return f"pod spec.tolerations[{i}]: expected a map, got {value_kind(t)}"
-        for f in ("key", "operator", "value", "effect"):
-            if t.get(f) is not None and type(t[f]) is not str:
-                return f"pod spec.tolerations[{i}].{f}: expected a string, got {value_kind(t[f])}"
-        if (t.get("operator") or "") not in _TOLERATION_OPERATORS:
-            return f"pod spec.tolerations[{i}].operator: expected Exists or Equal, got {t['operator']!r}"
+        problem = _toleration_problem(f"pod spec.tolerations[{i}]", t)
+        if problem:
+            return problem
     for i, term in enumerate(terms):
-        where = f"pod spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"
-        if type(term) is not dict:
-            return f"{where}: expected a map, got {value_kind(term)}"
-        for part in ("matchExpressions", "matchFields"):
-            exprs = term.get(part)
-            if exprs is not None and type(exprs) not in SEQUENCES:
-                return f"{where}.{part}: expected a list, got {value_kind(exprs)}"
-            for j, e in enumerate(exprs or ()):
-                at = f"{where}.{part}[{j}]"
-                if type(e) is not dict:
-                    return f"{at}: expected a map, got {value_kind(e)}"
-                if type(e.get("key")) is not str:
-                    return f"{at}.key: expected a string, got {value_kind(e.get('key'))}"
-                if e.get("operator") not in _NODE_OPERATORS:
-                    return f"{at}.operator: expected one of {', '.join(sorted(_NODE_OPERATORS))}, got {e.get('operator')!r}"
-                values = e.get("values")
-                if values is not None and (type(values) not in SEQUENCES or any(type(v) is not str for v in values)):
-                    return f"{at}.values: expected a list of strings, got {value_kind(values)}"
+        problem = _term_problem(
+            f"pod spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", term)
+        if problem:
+            return problem
+    return None
+
+
+def _toleration_problem(at: str, t: Any) -> str | None:
+    if type(t) is not dict:
+        return f"{at}: expected a map, got {value_kind(t)}"
+    for f in ("key", "operator", "value", "effect"):
+        if t.get(f) is not None and type(t[f]) is not str:
+            return f"{at}.{f}: expected a string, got {value_kind(t[f])}"
+    if (t.get("operator") or "") not in _TOLERATION_OPERATORS:
+        return f"{at}.operator: expected Exists or Equal, got {t['operator']!r}"
+    return None
+
+
+def _term_problem(where: str, term: Any) -> str | None:
+    """One nodeSelectorTerm: a map whose matchExpressions and matchFields are lists of requirements."""
+    if type(term) is not dict:
+        return f"{where}: expected a map, got {value_kind(term)}"
+    for part in ("matchExpressions", "matchFields"):
+        exprs = term.get(part)
+        if exprs is not None and type(exprs) not in SEQUENCES:
+            return f"{where}.{part}: expected a list, got {value_kind(exprs)}"
+        for j, e in enumerate(exprs or ()):
+            problem = _requirement_problem(f"{where}.{part}[{j}]", e)
+            if problem:
+                return problem
+    return None
+
+
+def _requirement_problem(at: str, e: Any) -> str | None:
+    if type(e) is not dict:
+        return f"{at}: expected a map, got {value_kind(e)}"
+    if type(e.get("key")) is not str:
+        return f"{at}.key: expected a string, got {value_kind(e.get('key'))}"
+    if e.get("operator") not in _NODE_OPERATORS:
+        return f"{at}.operator: expected one of {', '.join(sorted(_NODE_OPERATORS))}, got {e.get('operator')!r}"
+    values = e.get("values")
+    if values is not None and (type(values) not in SEQUENCES or any(type(v) is not str for v in values)):
+        return f"{at}.values: expected a list of strings, got {value_kind(values)}"
     return None
 
 

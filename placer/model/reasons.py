@@ -8,6 +8,7 @@ machines. Add a reason here, never as an ad-hoc string elsewhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from placer.model.quantity import format_quantity
 
@@ -40,7 +41,12 @@ def _of(workload: str, instance: str) -> str:
 
 
 class Reason:
-    code = "reason"
+    # the stable identifier machines read (`reasonCodes` in JSON): the class's name
+    code: ClassVar[str] = "reason"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.code = cls.__name__
 
     def render(self) -> str:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
@@ -52,7 +58,6 @@ class Reason:
 @dataclass(frozen=True)
 class Unreachable(Reason):
     error: str
-    code = "Unreachable"
 
     def render(self) -> str:
         # the inventory's own wording may already say "unreachable (...)"
@@ -62,7 +67,6 @@ class Unreachable(Reason):
 @dataclass(frozen=True)
 class PinnedElsewhere(Reason):
     pinned_to: str
-    code = "PinnedElsewhere"
 
     def render(self) -> str:
         return f"pinned to {self.pinned_to} by placer.dev/cluster"
@@ -71,7 +75,6 @@ class PinnedElsewhere(Reason):
 @dataclass(frozen=True)
 class UnknownPin(Reason):
     pinned_to: str
-    code = "UnknownPin"
 
     def render(self) -> str:
         return f"pinned to {self.pinned_to} by placer.dev/cluster, which is not in the fleet"
@@ -80,7 +83,6 @@ class UnknownPin(Reason):
 @dataclass(frozen=True)
 class ConflictingPins(Reason):
     pins: tuple[tuple[str, str], ...]           # (workload, cluster)
-    code = "ConflictingPins"
 
     def render(self) -> str:
         listed = ", ".join(f"{w} -> {c}" for w, c in self.pins)
@@ -90,7 +92,6 @@ class ConflictingPins(Reason):
 @dataclass(frozen=True)
 class ExcludedBySelector(Reason):
     selector: str
-    code = "ExcludedBySelector"
 
     def render(self) -> str:
         return f"excluded by cluster-selector {self.selector}"
@@ -98,7 +99,6 @@ class ExcludedBySelector(Reason):
 
 @dataclass(frozen=True)
 class NoSchedulableNodes(Reason):
-    code = "NoSchedulableNodes"
 
     def render(self) -> str:
         return "has no schedulable nodes"
@@ -114,7 +114,6 @@ class NoMatchingNodes(Reason):
     workload: str = ""       # set when the group has several workloads
     # only among the nodes with room for one pod (the nodes it may use have none)
     among_roomy: bool = False
-    code = "NoMatchingNodes"
 
     def render(self) -> str:
         who = _of(self.workload, self.instance)
@@ -134,7 +133,6 @@ class UnknownRuntimeClass(Reason):
     instance: str
     runtime_class: str
     conflict: str = ""        # the nodeSelector key both set, differently
-    code = "UnknownRuntimeClass"
 
     def render(self) -> str:
         if self.conflict:
@@ -153,7 +151,6 @@ class PodTooLarge(Reason):
     largest: int
     match: str
     workload: str = ""
-    code = "PodTooLarge"
 
     def render(self) -> str:
         return (f"a pod of {_of(self.workload, self.instance)} needs {amount(self.resource, self.per_pod)}; the largest node"
@@ -169,7 +166,6 @@ class NoRoomForPod(Reason):
     demand: str              # e.g. `4 GPUs, 40 CPU`
     match: str
     workload: str = ""
-    code = "NoRoomForPod"
 
     def render(self) -> str:
         return (f"no schedulable node{' matching ' + self.match if self.match else ''} has room for one pod of "
@@ -186,7 +182,6 @@ class InsufficientCapacity(Reason):
     match: str
     largest_free: int
     total_free: int
-    code = "InsufficientCapacity"
 
     def render(self) -> str:
         block = "largest free block is" if self.resource in GPU_WORDS else "most free on one node is"
@@ -203,7 +198,6 @@ class DoesNotFitTogether(Reason):
     fitting: int
     gpus: int
     free_gpus: int
-    code = "DoesNotFitTogether"
 
     def render(self) -> str:
         return (f"needs {_pods(self.pods)} ({amount('nvidia.com/gpu', self.gpus)}) at once; only "
@@ -220,7 +214,6 @@ class CapacityTaken(Reason):
     higher_priority: bool
     # per workload of `by`, its placement group when that holds several workloads ("" if not)
     groups: tuple[str, ...] = ()
-    code = "CapacityTaken"
 
     def render(self) -> str:
         named = [f"{w} (group {g})" if g else w for w, g in zip(self.by, self.groups or ("",) * len(self.by))]
@@ -236,7 +229,6 @@ class CapacityTaken(Reason):
 class Unexplained(Reason):
     """The time limit ended before this cluster's reason was worked out (no claim made)."""
 
-    code = "Unexplained"
 
     def render(self) -> str:
         return "not explained: the time limit ended first (placer plan --time-limit)"
@@ -257,7 +249,6 @@ class TopologyKeyMissing(Reason):
     required: bool
     gang: str
     workload: str = ""       # set when the group has several workloads
-    code = "TopologyKeyMissing"
 
     def render(self) -> str:
         who = f"{self.workload} gang {self.gang}" if self.workload else f"gang {self.gang}"
@@ -279,7 +270,6 @@ class TopologyDomainTooSmall(Reason):
     total: int               # such pods that fit on the whole cluster
     cluster: str
     gpus: int = 0
-    code = "TopologyDomainTooSmall"
 
     def render(self) -> str:
         if self.single:
@@ -299,7 +289,6 @@ class TopologyDoesNotFit(Reason):
 
     keys: tuple[str, ...]
     pods: int
-    code = "TopologyDoesNotFit"
 
     def render(self) -> str:
         return (f"its {_pods(self.pods)} fit the cluster, but no choice of one "

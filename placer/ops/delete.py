@@ -133,7 +133,7 @@ def delete(ctx: Context, request: DeleteRequest) -> DeleteResult:
         refs = refs_in_files(request.files, ctx.catalog, request.namespace)
     else:
         refs = _named(ctx, Query.parse(request.what), request.namespace or "default", placed)
-    clients = {e.name: A._client(ctx.kube, e) for e in ctx.live}
+    clients = {e.name: A.client_for(ctx.kube, e) for e in ctx.live}
     return delete_placed(refs, placed, clients)
 
 
@@ -141,7 +141,7 @@ def _named(ctx: Context, query: Query, namespace: str, placed: A.Placed) -> list
     """The placed workloads of that name whose kind the TYPE names (on the cluster holding
     them); none: the name as asked, to be reported not found."""
     refs = [r for r in placed if r.namespace == namespace and r.name == query.name and
-            any(query.matches(A._client(ctx.kube, e).resolve(r.kind)) for e in ctx.live
+            any(query.matches(A.client_for(ctx.kube, e).resolve(r.kind)) for e in ctx.live
                 if e.name == placed[r].cluster)]
     return refs or [WorkloadRef("", query.type or "", namespace, query.name or "")]
 
