@@ -24,7 +24,7 @@ from tests.kubeapi.http import call
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 PIN = "placer.dev/cluster"
-PHASE = "placer.dev/phase"                # the remote copy's phase, mirrored (README)
+PHASE = "placer.dev/phase"                # the remote copy's phase, mirrored (docs/daemon.md)
 COMPLETED_STATUS = {"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
                                     "message": "jobset completed successfully",
                                     "lastTransitionTime": "2026-01-01T00:00:00Z"}],

@@ -515,8 +515,8 @@ def test_live_options_name_running_pods_by_owner_and_placers_own_copies(fresh_fl
         in " ".join(t.stdout.split())
 
 
-def test_the_readme_worked_example_is_what_placer_prints(make_fleet, tmp_path, _isolated):
-    """The README's worked example, run against the test API server: its table is the output."""
+def test_the_docs_worked_example_is_what_placer_prints(make_fleet, tmp_path, _isolated):
+    """The worked example of docs/planning.md, run against the test API server: its table is the output."""
     from tests.kubeapi.builders import bound_pod, gpu_node
     fl = make_fleet(names=("east", "west"))
     etl = bound_pod("etl-nightly-x7k2p", "h100-0", gpus=8, namespace="team-a",
@@ -535,7 +535,7 @@ def test_the_readme_worked_example_is_what_placer_prints(make_fleet, tmp_path, _
     r = runner.invoke(app, ["plan", "--explain", "-f", str(tmp_path / "finetune.yaml"), *common],
                       env={"COLUMNS": "100"})
     assert r.exit_code == 3, r.output
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("$ placer plan --explain -f finetune.yaml --clusters clusters.yaml\n", 1)[1]
+    doc = (ROOT / "docs" / "planning.md").read_text()
+    block = doc.split("$ placer plan --explain -f finetune.yaml --clusters clusters.yaml\n", 1)[1]
     block = block.split("```", 1)[0]
     assert r.stdout.startswith(block), r.stdout
