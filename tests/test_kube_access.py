@@ -299,24 +299,21 @@ def test_watch_without_version_starts_with_a_list_and_handles_bookmarks(make_fle
     quiet.close()
 
 
-def test_gone_on_an_expired_continue_token_restarts_the_list(make_fleet, sleeps, monkeypatch):
+def test_gone_on_an_expired_continue_token_restarts_the_list(make_fleet, sleeps):
     fleet = make_fleet(names=("alpha",), crds=False)
     c = fleet["alpha"]
     c.seed([gpu_node(f"n{i}") for i in range(10)])
     client = kube_for(fleet, sleeps).client("alpha")
     client.resolve("nodes")
-    real = client.request
     pages = []
 
-    def request(method, path, **kw):
-        pages.append(kw["query"].get("continue"))
-        out = real(method, path, **kw)
-        if len(pages) == 1:                            # etcd compacts between two pages
+    def before(request):                               # the transport's hook: before each page is sent
+        pages.append(dict(request.query).get("continue"))
+        if len(pages) == 2:                            # etcd compacts between two pages
             c.seed([gpu_node("n-late")])
             c.store.compact()
-        return out
 
-    monkeypatch.setattr(client, "request", request)
+    client = client.through(client.transport.derive(before_attempt=before))
     lst = client.list("nodes", limit=4)
     assert len(lst.items) == 11                        # one consistent list, from the restart
     assert pages[0] is None and pages[1] is not None and pages[2] is None

@@ -7,6 +7,7 @@ import pytest
 from placer import kube
 from placer.kube import Resource, RetryPolicy
 from placer.model.errors import InputError
+from placer.model.selectors import selector_query
 
 
 def test_backoff_doubles_with_bounded_jitter_and_cap():
@@ -51,9 +52,9 @@ def test_resource_list_parsing_and_paths():
 
 
 def test_selectors_from_maps_and_strings():
-    assert kube._selector({"a": "1", "b": "x"}) == "a=1,b=x"
-    assert kube._selector("a!=1") == "a!=1"
-    assert kube._selector({}) is None and kube._selector(None) is None
+    assert selector_query({"a": "1", "b": "x"}) == "a=1,b=x"
+    assert selector_query("a!=1") == "a!=1"
+    assert selector_query({}) is None and selector_query(None) is None
 
 
 def test_connection_reasons():

@@ -26,12 +26,11 @@ import queue
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any
 
 from placer.daemon.caches import ClusterCache, served_kinds
 from placer.daemon.clock import Clock, TimeSource
 from placer.daemon.events import Recorder
-from placer.daemon.execute import ClusterWorkers, FencedClient
+from placer.daemon.execute import ClusterWorkers, fenced_client
 from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
 from placer.daemon.metrics import Metrics, MetricsServer
@@ -64,12 +63,12 @@ class Daemon(Planning):
         self.metrics = metrics or Metrics()
         self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
         hub = kube.client(config.hub_context, cluster="hub")
-        lease_client: Any = FencedClient(hub, None, config.timeout)      # bounded, not fenced
+        lease_client = fenced_client(hub, None, config.timeout)      # bounded, not fenced
         self.leader = LeaderElector(lease_client, config.staging_namespace, config.lease_name, config.identity,
                                     clock=self.clock.now, timing=config.lease,
                                     on_error=lambda e: self.api_error("hub", e))
         self.hub_reader = hub
-        self.hub = FencedClient(hub, self.leader, config.timeout)
+        self.hub = fenced_client(hub, self.leader, config.timeout)
         # Events on staging objects: what `kubectl describe` shows users on the hub
         self.events = Recorder(self.hub, lambda: datetime.fromtimestamp(self.clock.wall(), timezone.utc),
                                config.identity)
@@ -125,8 +124,8 @@ class Daemon(Planning):
                 continue                    # no Kueue on the hub, or not readable: built-ins only
         for name, entry in self.entries.items():
             base = self.kube.client(entry.context, cluster=name)
-            self._clients[name] = FencedClient(base, self.leader, self.config.timeout,
-                                               on_failure=functools.partial(self._target_failed, name))
+            self._clients[name] = fenced_client(base, self.leader, self.config.timeout,
+                                                on_failure=functools.partial(self._target_failed, name))
             kinds, why = served_kinds(base, list(self.staging), self._resources)
             if why:
                 self.api_error(name, PlacerError(why))

@@ -1,11 +1,11 @@
 """Acting: every write fenced by the lease and bounded in time, and one work queue (a
 thread) per target cluster, so that a hung or refusing cluster slows only its own work.
 
-- `FencedClient` looks like a `placer.kube.KubeClient` to `placer.actuate` and the daemon:
-  each call has a timeout shorter than the lease (connect and read, `call_timeout` each),
-  and each attempt of a write first checks that the lease is held for at least that long
-  (`LeaderElector.fence`); retries (with backoff) are the fenced client's own, so that no
-  retry of a write can outlive leadership either.
+- `fenced_client` derives, from a `placer.kube.KubeClient`, one for `placer.actuate` and the
+  daemon: each try has a timeout shorter than the lease (connect and read, `call_timeout` each),
+  and each try of a write first checks that the lease is held for at least that long
+  (`LeaderElector.fence`, the transport's `before_attempt` hook), so that no retry of a write
+  can outlive leadership either.
 - `ClusterWorkers` runs jobs per cluster, one at a time per cluster, at most one per key
   in flight; each job's result comes back through a callback (the daemon's inbox).
 """
@@ -17,72 +17,59 @@ import queue
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Hashable
 
 from placer.daemon.leadership import LeaderElector
-from placer.kube import NO_RETRY, KubeClient, Resource
+from placer.kube import KubeClient, Request
 from placer.model.errors import KubeError, PlacerError, ServerError, Unreachable
 
 log = logging.getLogger("placer.daemon")
 
-_WRITES = ("create", "apply", "patch", "patch_status", "delete")
+# a target's failure is not retried in place (the planner goes elsewhere at once; the daemon
+# retries the work itself, with backoff): only 429, which says "later", is tried again
+FAIL_FAST = frozenset({429})
 
 
-class FencedClient:
-    """A KubeClient whose calls are time-bounded and whose writes are fenced."""
+@dataclass(frozen=True)
+class Fence:
+    """The hook run before every try of a request: writes only while the lease is held for
+    `margin` more seconds (one try's longest time), so none lands after leadership ends."""
 
-    def __init__(self, base: KubeClient, leader: LeaderElector | None, call_timeout: float,
-                 sleep: Callable[[float], None] = time.sleep,
-                 on_failure: Callable[[PlacerError], None] | None = None):
-        self.base = base
-        # a target's client: a failure marks the cluster failing (the planner goes elsewhere at
-        # once) and is not retried in place; the daemon retries the work itself, with backoff
-        self.on_failure = on_failure
-        self.cluster = base.cluster
-        self.leader = leader
-        self.call_timeout = call_timeout
-        self.retry = base.retry
-        self.sleep = sleep
-        self._rng = random.Random()
-        # the same connection pool, a short timeout, no retries of its own
-        self._once = KubeClient(base.api, cluster=base.cluster, namespace=base.namespace, timeout=call_timeout,
-                                connect_timeout=min(base.connect_timeout, call_timeout), retry=NO_RETRY,
-                                stats=base.stats)
-        self._once._res = base._res                             # type: ignore[method-assign]  # share discovery
+    leader: LeaderElector
+    margin: float
 
-    @property
-    def margin(self) -> float:
-        """How long one attempt may take at most: connecting, then waiting for the answer."""
-        return self._once.connect_timeout + self.call_timeout
+    def __call__(self, request: Request) -> None:
+        if request.write:
+            self.leader.fence(self.margin)
 
-    def resource_for(self, api_version: str, kind: str) -> Resource:
-        return self.base.resource_for(api_version, kind)
 
-    def __getattr__(self, name: str) -> Any:
-        fn = getattr(self._once, name)
-        if name in _WRITES:
-            return lambda *a, **kw: self._call(fn, True, *a, **kw)
-        if name in ("get", "list"):
-            return lambda *a, **kw: self._call(fn, False, *a, **kw)
-        return getattr(self.base, name)
+@dataclass(frozen=True)
+class ReportFailure:
+    """The hook run when a call fails for good: a server error or an unreachable cluster (a
+    429 aside) marks the cluster failing."""
 
-    def _call(self, fn: Callable[..., Any], write: bool, *args: Any, **kwargs: Any) -> Any:
-        attempt = 0
-        while True:
-            attempt += 1
-            if write and self.leader is not None:
-                self.leader.fence(self.margin)
-            try:
-                return fn(*args, **kwargs)
-            except (ServerError, Unreachable) as e:
-                if self.on_failure is not None and e.status != 429:
-                    self.on_failure(e)
-                    raise
-                if attempt >= self.retry.attempts or (e.status is not None and e.status not in (429, 500, 502, 503,
-                                                                                               504)):
-                    raise
-                self.sleep(self.retry.delay(attempt, getattr(e, "retry_after", None), self._rng))
+    on_failure: Callable[[PlacerError], None]
+
+    def __call__(self, e: KubeError) -> None:
+        if isinstance(e, (ServerError, Unreachable)) and e.status != 429:
+            self.on_failure(e)
+
+
+def fenced_client(base: KubeClient, leader: LeaderElector | None, call_timeout: float,
+                  sleep: Callable[[float], None] = time.sleep,
+                  on_failure: Callable[[PlacerError], None] | None = None) -> KubeClient:
+    """`base`'s cluster, namespace and discovery, every try bounded by `call_timeout`, writes
+    fenced by `leader` (unless None); with `on_failure`, failures are reported, not retried."""
+    connect_timeout = min(base.transport.connect_timeout, call_timeout)
+    retry = base.transport.retry
+    if on_failure is not None:
+        retry = replace(retry, statuses=FAIL_FAST, connection_errors=False)
+    transport = base.transport.derive(
+        timeout=call_timeout, connect_timeout=connect_timeout, retry=retry, sleep=sleep, rng=random.Random(),
+        before_attempt=Fence(leader, connect_timeout + call_timeout) if leader is not None else None,
+        on_failure=ReportFailure(on_failure) if on_failure is not None else None)
+    return base.through(transport)
 
 
 @dataclass

@@ -15,13 +15,13 @@ from typing import Any, Mapping
 from placer.daemon.caches import ClusterCache
 from placer.daemon.clock import TimeSource
 from placer.daemon.events import Recorder
-from placer.daemon.execute import ClusterWorkers, FencedClient
+from placer.daemon.execute import ClusterWorkers
 from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector, LeaseTiming
 from placer.daemon.metrics import Metrics
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import Interpreter
-from placer.kube import Kube, Resource
+from placer.kube import Kube, KubeClient, Resource
 from placer.model.workload import PlacementGroup, WorkloadRef
 
 GVK = tuple[str, str]
@@ -90,7 +90,7 @@ class DaemonState:
     metrics: Metrics
     entries: dict[str, Any]
     leader: LeaderElector
-    hub: FencedClient
+    hub: KubeClient
     events: Recorder
     queue: WorkQueue
     inbox: _queue.SimpleQueue
@@ -101,7 +101,7 @@ class DaemonState:
     classes: list[Informer]
     _resources: dict[GVK, Resource]
     _gvk: dict[tuple[str, str], GVK]           # (group, kind) -> (apiVersion, kind)
-    _clients: dict[str, FencedClient]
+    _clients: dict[str, KubeClient]
     _resynced: set[str]
     _stop: threading.Event
     _wake: threading.Event
@@ -134,7 +134,7 @@ class DaemonState:
             obj = {**obj, "apiVersion": gvk[0], "kind": gvk[1]}
         return obj
 
-    def client(self, cluster: str) -> FencedClient:
+    def client(self, cluster: str) -> KubeClient:
         return self._clients[cluster]
 
     def api_error(self, cluster: str, e: Exception) -> None:

@@ -14,16 +14,21 @@ library's model deserialization costs far more than the request itself on large 
   429/5xx/connection errors, honoring Retry-After. Failures become placer's own errors
   (`placer.model.errors`) naming the cluster and the object.
 
-Rooms: `config` (kubeconfig and contexts), `transport` (retries, statistics, errors mapped
-by type), `resources` (what discovery describes), `client` (one cluster: discovery and
-CRUD), `watch`, `contexts` (`Kube`: many clusters), `concurrency`.
+Rooms: `config` (kubeconfig and contexts), `transport` (retry policy, statistics, errors mapped
+by type), `resources` (what discovery describes), `request` (requests as values, built by pure
+functions, one per verb), `sending` (`Transport`: sends a request, retries, runs the hooks
+policy is composed of), `discovery`, `client` (one cluster: the verbs), `watch`, `contexts`
+(`Kube`: many clusters), `concurrency`.
 """
 
 from placer.kube.client import DEFAULT_PAGE, KubeClient
 from placer.kube.concurrency import run_concurrently
 from placer.kube.config import KubeConfig, _first_current_context, kubeconfig_paths, list_contexts
 from placer.kube.contexts import Kube
+from placer.kube.discovery import Discovery
+from placer.kube.request import Request
 from placer.kube.resources import ObjectList, Resource, WatchEvent, _obj_name, _parse_resource_list
+from placer.kube.sending import Transport
 from placer.kube.transport import (
     _ERRORS,
     _RETRY_STATUS,
@@ -40,13 +45,12 @@ from placer.kube.transport import (
     _retryable,
     status_error,
 )
-from placer.model.selectors import selector_query as _selector  # noqa: F401 (the old private name, for tests)
 
 __all__ = [
-    "APPLY_PATCH", "DEFAULT_PAGE", "FIELD_MANAGER", "MERGE_PATCH", "NO_RETRY", "Kube", "KubeClient", "KubeConfig",
-    "ObjectList", "Resource", "RetryPolicy", "Stats", "WatchEvent", "kubeconfig_paths", "list_contexts",
+    "APPLY_PATCH", "DEFAULT_PAGE", "Discovery", "FIELD_MANAGER", "MERGE_PATCH", "NO_RETRY", "Kube", "KubeClient", "KubeConfig",
+    "ObjectList", "Request", "Resource", "RetryPolicy", "Stats", "Transport", "WatchEvent", "kubeconfig_paths", "list_contexts",
     "run_concurrently", "status_error",
     # private helpers the unit tests reach
     "_ERRORS", "_RETRY_STATUS", "_connection_reason", "_first_current_context", "_lines", "_obj_name",
-    "_parse_resource_list", "_query_value", "_retry_after", "_retryable", "_selector",
+    "_parse_resource_list", "_query_value", "_retry_after", "_retryable",
 ]

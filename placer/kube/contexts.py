@@ -13,6 +13,7 @@ from kubernetes import client as k8s_client
 from placer.kube.client import KubeClient
 from placer.kube.concurrency import run_concurrently
 from placer.kube.config import KubeConfig, kubeconfig_paths
+from placer.kube.sending import Transport
 from placer.kube.transport import RetryPolicy, Stats
 from placer.model.errors import InputError, PlacerError
 
@@ -66,9 +67,10 @@ class Kube:
         configuration.retries = False
         configuration.connection_pool_maxsize = max(4, self.max_workers)
         api = k8s_client.ApiClient(configuration)
-        return KubeClient(api, cluster=cluster or ctx, namespace=namespace, timeout=self.timeout,
-                          connect_timeout=self.connect_timeout, retry=self.retry, sleep=self.sleep,
-                          rng=self.rng, stats=self.stats)
+        transport = Transport(api, cluster=cluster or ctx, timeout=self.timeout,
+                              connect_timeout=self.connect_timeout, retry=self.retry, sleep=self.sleep,
+                              rng=self.rng, stats=self.stats)
+        return KubeClient(transport, namespace=namespace)
 
     def each(self, fn: Callable[[KubeClient], T], contexts: Iterable[str | None]
              ) -> dict[str | None, T | PlacerError]:

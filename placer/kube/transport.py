@@ -27,6 +27,14 @@ class RetryPolicy:
     cap: float = 8.0
     jitter: float = 0.5                     # +- this fraction of the backoff
     max_retry_after: float = 30.0           # never sleep longer than this for a server's hint
+    statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})   # HTTP statuses tried again
+    connection_errors: bool = True          # and failures without a status (refused, reset, timed out)
+
+    def retries(self, e: KubeError) -> bool:
+        """Whether a failed try may be tried again (the number of attempts aside)."""
+        if not isinstance(e, (ServerError, Unreachable)):
+            return False
+        return self.connection_errors if e.status is None else e.status in self.statuses
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds to wait before try `attempt + 1` (attempt counts from 1)."""
@@ -38,7 +46,7 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(attempts=1)
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_RETRY_STATUS = RetryPolicy().statuses
 
 
 @dataclass

@@ -3,44 +3,44 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import urllib3
 
-from placer.kube.resources import Resource, WatchEvent
+from placer.kube.request import Request, watch_request
+from placer.kube.resources import ObjectList, Resource, WatchEvent
+from placer.kube.sending import Transport
 from placer.kube.transport import NO_RETRY, _connection_reason, _lines
 from placer.model.errors import Gone, ServerError, Unreachable
-from placer.model.selectors import selector_query
-
-if TYPE_CHECKING:
-    from placer.kube.client import KubeClient
 
 
-def watch_events(client: KubeClient, resource: Resource | str, namespace: str | None = None, *,
-                 resource_version: str | None = None,
+def watch_events(transport: Transport, resolve: Callable[[Resource | str], Resource],
+                 relist: Callable[[Resource], ObjectList], resource: Resource | str,
+                 namespace: str | None = None, *, resource_version: str | None = None,
                  label_selector: str | Mapping[str, str] | None = None,
                  field_selector: str | Mapping[str, str] | None = None,
                  timeout_seconds: int = 300, bookmarks: bool = False,
                  stop: Callable[[], bool] | None = None) -> Iterator[WatchEvent]:
     """Events from `resource_version` on, forever (until `stop()` or the caller
     closes the generator). Without a resourceVersion, and whenever the server says
-    410 Gone, it lists and yields one RELIST event with every current object.
+    410 Gone, it lists (`relist`) and yields one RELIST event with every current object.
     Reconnects after the server ends a watch, resuming from the last version seen
     (bookmarks included; they are yielded only when `bookmarks`); connection
-    errors and 5xx are retried with backoff."""
-    res = client._res(resource)
+    errors and 5xx are retried with the transport's backoff."""
+    res = resolve(resource)
     stop = stop or (lambda: False)
     rv = resource_version
     failures = 0
     while not stop():
         if not rv:
-            lst = client.list(res, namespace, label_selector=label_selector, field_selector=field_selector)
+            lst = relist(res)
             rv = lst.resource_version
             yield WatchEvent("RELIST", None, rv, lst.items)
             continue
         try:
-            for event in _watch_once(client, res, namespace, rv, label_selector, field_selector,
-                                     timeout_seconds):
+            request = watch_request(res, namespace, rv, label_selector=label_selector,
+                                    field_selector=field_selector, timeout_seconds=timeout_seconds)
+            for event in _watch_once(transport, request, timeout_seconds):
                 failures = 0
                 rv = event.resource_version or rv
                 if event.type != "BOOKMARK" or bookmarks:
@@ -51,19 +51,13 @@ def watch_events(client: KubeClient, resource: Resource | str, namespace: str | 
             rv = None
         except (Unreachable, ServerError) as e:
             failures += 1
-            if failures >= client.retry.attempts:
+            if failures >= transport.retry.attempts:
                 raise
-            client.sleep(client.retry.delay(failures, getattr(e, "retry_after", None), client.rng))
+            transport.sleep(transport.retry.delay(failures, getattr(e, "retry_after", None), transport.rng))
 
 
-def _watch_once(client: KubeClient, res: Resource, namespace: str | None, rv: str,
-                label_selector, field_selector, timeout_seconds: int) -> Iterator[WatchEvent]:
-    query = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true",
-             "timeoutSeconds": timeout_seconds, "labelSelector": selector_query(label_selector),
-             "fieldSelector": selector_query(field_selector)}
-    obj = res.group_resource
-    resp = client._send("GET", res.path(namespace if res.namespaced else None), query=query,
-                        obj=obj, timeout=timeout_seconds + 30, stream=True, retry=NO_RETRY)
+def _watch_once(transport: Transport, request: Request, timeout_seconds: int) -> Iterator[WatchEvent]:
+    resp = transport.send(request, timeout=timeout_seconds + 30, stream=True, retry=NO_RETRY)
     raw = resp.response
     try:
         for line in _lines(raw):
@@ -71,11 +65,10 @@ def _watch_once(client: KubeClient, res: Resource, namespace: str | None, rv: st
             kind, o = ev.get("type"), ev.get("object") or {}
             if kind == "ERROR":
                 code = o.get("code") or 500
-                raise client._status_error(code, json.dumps(o).encode(), {}, obj)
+                raise transport.status_error(code, json.dumps(o).encode(), {}, request.obj)
             yield WatchEvent(kind, o, (o.get("metadata") or {}).get("resourceVersion", ""))
     except (urllib3.exceptions.HTTPError, OSError) as e:
         raise Unreachable(f"watch broken ({_connection_reason(e)})",
-                          cluster=client.cluster, obj=obj) from None
+                          cluster=transport.cluster, obj=request.obj) from None
     finally:
         raw.release_conn()
-
