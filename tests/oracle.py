@@ -114,10 +114,17 @@ def _selector_ok(text: str, labels: Mapping[str, str]) -> bool:
     return labels.get(key.strip()) == value.strip()
 
 
+def _pins(g: PlacementGroup) -> set[str]:
+    """The group's typed pin stands for its workloads' own annotations."""
+    if g.pin:
+        return {g.pin}
+    return {w.annotations["placer.dev/cluster"] for w in g.workloads if (w.annotations or {}).get("placer.dev/cluster")}
+
+
 def policy_ok(g: PlacementGroup, c: Cluster) -> bool:
-    if c.error is not None:
+    if c.error is not None or c.name in g.excluded:
         return False
-    pins = {w.annotations["placer.dev/cluster"] for w in g.workloads if (w.annotations or {}).get("placer.dev/cluster")}
+    pins = _pins(g)
     if len(pins) > 1 or (pins and pins != {c.name}):
         return False
     return all(_selector_ok(w.annotations["placer.dev/cluster-selector"], c.labels)
@@ -438,7 +445,7 @@ def false_reasons(f: Fleet, groups: Sequence[PlacementGroup], plan) -> list[str]
 
 
 def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_group) -> bool | str:
-    pins = {w.annotations["placer.dev/cluster"] for w in g.workloads if (w.annotations or {}).get("placer.dev/cluster")}
+    pins = _pins(g)
     sels = [w.annotations["placer.dev/cluster-selector"] for w in g.workloads
             if (w.annotations or {}).get("placer.dev/cluster-selector")]
     code = r.code
@@ -450,6 +457,8 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         return (pins == {r.pinned_to} and r.pinned_to != cl.name) or "not pinned elsewhere"
     if code == "ExcludedBySelector":
         return (r.selector in sels and not _selector_ok(r.selector, cl.labels)) or "selector matches"
+    if code == "Excluded":
+        return cl.name in g.excluded or "not excluded"
     if code == "Unexplained":
         return True                                     # makes no claim
     if code == "Unreachable":

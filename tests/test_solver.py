@@ -335,3 +335,26 @@ def test_reason_names_workloads_with_their_group_not_a_file_path():
     assert reason(plan, "ml/c", "east").render() == (
         "fits alone, but its capacity went to higher-priority ml/a (group jobs/pair.yaml), "
         "ml/b (group jobs/pair.yaml)")
+
+
+def test_typed_exclusions_and_pin_are_honoured_with_their_own_reasons():
+    f = fleet(cluster("east", "1x8", labels={"region": "us-east"}),
+              cluster("west", "1x8", labels={"region": "us-west"}),
+              cluster("south", "1x8", labels={"region": "us-east"}))
+    [g] = groups(wl("ml/x", "1x8", selector="region=us-east"))
+    plan = solve(f, [replace(g, excluded=frozenset({"east", "west"}))], time_limit=T)
+    assert plan.cluster_of("ml/x") == "south"
+    gone = replace(g, excluded=frozenset({"east", "west", "south"}))
+    plan = solve(f, [gone], time_limit=T)
+    why = plan.unplaced_entry("ml/x").reasons
+    # the user's own selector keeps its reason; placer's exclusion has a typed one
+    assert why["west"] == R.ExcludedBySelector("region=us-east")
+    assert why["east"] == why["south"] == R.Excluded()
+    assert why["east"].code == "Excluded" and "excluded by placer" in why["east"].render()
+    # the group's pin stands for the workloads' own, as placer.dev/cluster would
+    [p] = groups(wl("ml/p", "1x8", pin="east"))
+    plan = solve(f, [replace(p, pin="south")], time_limit=T)
+    assert plan.cluster_of("ml/p") == "south"
+    assert plan.placements[0].cluster == "south"
+    with pytest.raises(VerificationError):
+        verify(f, [replace(p, excluded=frozenset({"south"}), pin="south")], plan)

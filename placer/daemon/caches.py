@@ -24,7 +24,6 @@ from placer.fleetview.inventory import node_from_object, runtime_class_from_obje
 from placer.kube import KubeClient, Resource, run_concurrently
 from placer.model.errors import NotFound, PlacerError
 from placer.model.fleet import Cluster, Node
-from placer.model.names import CLUSTER_NAME_LABEL
 from placer.model.podspec import pod_requests
 from placer.model.quantity import add
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
@@ -207,7 +206,7 @@ class ClusterCache:
         """The frozen snapshot of this cluster (`without`: pods whose usage is left out,
         e.g. a workload's own pods when checking whether its new version fits)."""
         if self.error:
-            return Cluster(self.name, {**self.labels, CLUSTER_NAME_LABEL: self.name}, context=self.context,
+            return Cluster(self.name, dict(self.labels), context=self.context,
                            error=self.error)
         with self._lock:
             if self._dirty:
@@ -230,7 +229,7 @@ class ClusterCache:
         classes = None
         if self.runtime_classes is not None and self.runtime_classes.synced.is_set():
             classes = {rc.name: rc for rc in map(runtime_class_from_object, self.runtime_classes.items())}
-        return Cluster(self.name, {**self.labels, CLUSTER_NAME_LABEL: self.name}, nodes, context=self.context,
+        return Cluster(self.name, dict(self.labels), nodes, context=self.context,
                        runtime_classes=classes, topology=self.topology)
 
     def copy(self, gvk: GVK, namespace: str, name: str) -> dict | None:

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from placer.actuate.compare import contains, demand
 from placer.model.fleet import Cluster, Fleet
-from placer.model.names import ANN_CLUSTER, CLUSTER_NAME_LABEL
+from placer.model.names import ANN_CLUSTER
 from placer.model.plan import Placement, Plan
 from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 from placer.solve import ANN_SELECTOR, solve
@@ -94,19 +94,10 @@ class Decision:
 # --- one planning round --------------------------------------------------------------------
 
 def with_policy(p: PendingGroup) -> PlacementGroup:
-    """Exclusions and the group pin, as the solver's own annotations on planning copies."""
+    """Exclusions and the group pin, as the PlacementGroup's typed fields the solver honours."""
     if not p.excluded and not p.pin:
         return p.group
-    workloads = []
-    for w in p.group.workloads:
-        ann = dict(w.annotations)
-        if p.excluded:
-            rule = f"{CLUSTER_NAME_LABEL} notin ({','.join(sorted(p.excluded))})"
-            ann[ANN_SELECTOR] = f"{ann[ANN_SELECTOR]},{rule}" if ann.get(ANN_SELECTOR) else rule
-        if p.pin:
-            ann[ANN_CLUSTER] = p.pin
-        workloads.append(dataclasses.replace(w, annotations=ann))
-    return dataclasses.replace(p.group, workloads=tuple(workloads))
+    return dataclasses.replace(p.group, excluded=frozenset(p.excluded), pin=p.pin or None)
 
 
 def label_keys(workloads: Sequence[Workload]) -> set[str]:
@@ -151,13 +142,9 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
         return Decision(())
     members = {p.group.key: p.members for p in pending}
     planned = [with_policy(p) for p in pending]
-    # every cluster carries its own name as a label, so that exclusions can name it
-    fleet = Fleet(tuple(c if c.labels.get(CLUSTER_NAME_LABEL) == c.name else
-                        dataclasses.replace(c, labels={**c.labels, CLUSTER_NAME_LABEL: c.name})
-                        for c in snapshot.fleet.clusters), snapshot.fleet.taken_at)
     keys = label_keys([w for p in pending for w in p.group.workloads] +
                       [w for g, _ in snapshot.committed for w in g.workloads])
-    fleet = relevant_labels(fleet, keys)
+    fleet = relevant_labels(snapshot.fleet, keys)
     t0 = time.perf_counter()
     try:
         plan = solve(fleet, planned, time_limit=time_limit, workers=workers, seed=seed,

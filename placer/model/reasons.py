@@ -98,6 +98,16 @@ class ExcludedBySelector(Reason):
 
 
 @dataclass(frozen=True)
+class Excluded(Reason):
+    """Placer keeps the group off the cluster: it was withdrawn from it, or the cluster refused it."""
+
+    code = "Excluded"
+
+    def render(self) -> str:
+        return "excluded by placer: the group was withdrawn from this cluster or refused by it"
+
+
+@dataclass(frozen=True)
 class NoSchedulableNodes(Reason):
 
     def render(self) -> str:

@@ -222,6 +222,10 @@ class PlacementGroup:
     workloads: tuple[Workload, ...]
     companions: tuple[Mapping[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
+    # placer's own policy, typed: clusters the group was withdrawn from or refused by, and
+    # the cluster the rest of its group lives on (stands for its workloads' own pins)
+    excluded: frozenset[str] = frozenset()
+    pin: str | None = None
 
     @property
     def gpus(self) -> int:

@@ -223,7 +223,7 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
             why = reasons[g.index]
             for w in g.group.workloads:
                 unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why, ref=w.ref))
-    committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a, infos_from=True)]
+    committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a)]
     nw = sum(len(g.group.workloads) for g in problem.groups)
     summary = Summary(
         workloads=nw, placed=len(placements),
@@ -234,7 +234,7 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
     return Plan(tuple(placements), tuple(unplaced), summary, tuple(committed), overcommitted)
 
 
-def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign, infos_from=False) -> list[Placement]:
+def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign) -> list[Placement]:
     info = problem.infos[c]
     per_wl: dict[object, dict[str, dict[str, int]]] = {w.ref: {} for w in g.group.workloads}
     order = {n.name: i for i, n in enumerate(info.nodes)}

@@ -1,4 +1,5 @@
-"""Policy from annotations: priority, pins, cluster selectors, and the reasons they give."""
+"""Policy: priority, pins and cluster selectors from annotations, placer's own exclusions and
+group pin from the PlacementGroup, and the reasons they give."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class Policy:
     pin: str | None
     pins: tuple[tuple[str, str], ...]                      # (workload, cluster) as annotated
     selectors: tuple[tuple[str, tuple[Requirement, ...]], ...]
+    excluded: frozenset[str] = frozenset()                 # placer's own, typed (PlacementGroup)
 
     @property
     def conflicting(self) -> bool:
@@ -46,8 +48,10 @@ def group_policy(group: PlacementGroup) -> Policy:
                 selectors.append((text, parse_label_selector(text)))
             except InputError as e:
                 raise InputError(f"annotation {ANN_SELECTOR}: {e.message}", obj=w.key, source=w.source) from None
+    if group.pin:                     # the group's pin stands for every workload's own
+        pins = [(w.key, group.pin) for w in group.workloads]
     pin = pins[0][1] if pins and len({c for _, c in pins}) == 1 else None
-    return Policy(priority or 0, pin, tuple(pins), tuple(dict.fromkeys(selectors)))
+    return Policy(priority or 0, pin, tuple(pins), tuple(dict.fromkeys(selectors)), group.excluded)
 
 
 def policy_reason(g, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:
@@ -63,6 +67,8 @@ def policy_reason(g, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:
     for text, reqs in pol.selectors:
         if not selector_matches(reqs, cl.labels):
             return R.ExcludedBySelector(text)
+    if cl.name in pol.excluded:
+        return R.Excluded()
     if not cl.reachable:
         return R.Unreachable(cl.error or "unknown error")
     return None

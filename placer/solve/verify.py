@@ -25,9 +25,11 @@ def _fail(msg: str, cluster: str | None = None, obj: str | None = None) -> NoRet
     raise VerificationError(f"plan rejected by verifier: {msg}", cluster=cluster, obj=obj)
 
 
-def _check_policy(w: Workload, cluster_name: str, cluster_labels: Mapping[str, str]) -> None:
+def _check_policy(g: PlacementGroup, w: Workload, cluster_name: str, cluster_labels: Mapping[str, str]) -> None:
     ann = w.annotations or {}
-    pin = ann.get(ANN_CLUSTER)
+    if cluster_name in g.excluded:
+        _fail(f"group {g.key} is excluded from {cluster_name}", cluster_name, w.key)
+    pin = g.pin or ann.get(ANN_CLUSTER)           # the group's pin stands for its workloads' own
     if pin and str(pin).strip() != cluster_name:
         _fail(f"pinned to {pin} but placed on {cluster_name}", cluster_name, w.key)
     sel = ann.get(ANN_SELECTOR)
@@ -57,11 +59,11 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
 
     load: dict[tuple[str, str], dict[str, int]] = {}
     for p in plan.placements:
-        _check_placement(fleet, p, workloads[_ref(p)][1], load, check_policy=True)
+        _check_placement(fleet, p, workloads[_ref(p)][1], load, policy=workloads[_ref(p)][0])
     for p in plan.committed:
         if _ref(p) not in cwl:
             _fail("the plan names a committed workload that was not given", obj=p.workload)
-        _check_placement(fleet, p, cwl[_ref(p)], load, check_policy=False)
+        _check_placement(fleet, p, cwl[_ref(p)], load, policy=None)
 
     for (cname, nname), used in load.items():
         node = _node(fleet, cname, nname)
@@ -103,14 +105,15 @@ def _nodes(fleet: Fleet) -> dict[tuple[str, str], Node]:
 _BY_NAME: dict[int, tuple[Fleet, dict[tuple[str, str], Node]]] = {}
 
 
-def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, check_policy: bool) -> None:
+def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, policy: PlacementGroup | None) -> None:
+    """`policy`: the group whose pins, exclusions and selectors apply (None: committed work)."""
     cluster = fleet.cluster(p.cluster)
     if cluster is None:
         _fail("placed on a cluster that is not in the fleet", p.cluster, w.key)
     if not cluster.reachable:
         _fail(f"placed on an unreachable cluster ({cluster.error})", p.cluster, w.key)
-    if check_policy:
-        _check_policy(w, cluster.name, cluster.labels)
+    if policy is not None:
+        _check_policy(policy, w, cluster.name, cluster.labels)
     instances = {i.key: i for i in w.instances}
     counts: dict[str, int] = {}
     for nname, per in p.nodes.items():
