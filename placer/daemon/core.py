@@ -33,6 +33,7 @@ from placer.daemon.events import Recorder
 from placer.daemon.execute import ClusterWorkers, fenced_client
 from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
+from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Touched
 from placer.daemon.metrics import Metrics, MetricsServer
 from placer.daemon.planning import Planning
 from placer.daemon.reconcile import COMPANION_KINDS
@@ -73,7 +74,7 @@ class Daemon(Planning):
         self.events = Recorder(self.hub, lambda: datetime.fromtimestamp(self.clock.wall(), timezone.utc),
                                config.identity)
         self.queue = WorkQueue()
-        self.inbox = queue.SimpleQueue()
+        self.inbox: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._capacity = threading.Event()
@@ -207,12 +208,12 @@ class Daemon(Planning):
     # --- informer callbacks (informer threads) ----------------------------------------
 
     def _on_staging(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
-        self.inbox.put(self.ref_of(inf.gvk, *key))
+        self.inbox.put(Touched(self.ref_of(inf.gvk, *key)))
         self._wake.set()
 
     def _on_copy(self, cluster: str, gvk: GVK, key: tuple[str, str]) -> None:
         if key[0] == self.config.staging_namespace:
-            self.inbox.put(self.ref_of(gvk, *key))
+            self.inbox.put(Touched(self.ref_of(gvk, *key)))
             self._wake.set()
 
     def _target_failed(self, cluster: str, e: PlacerError) -> None:
@@ -223,7 +224,7 @@ class Daemon(Planning):
     def _on_capacity(self) -> None:
         if not self._capacity.is_set():          # coalesced: pods and nodes change all the time
             self._capacity.set()
-            self.inbox.put("fleet")
+            self.inbox.put(FleetChanged())
             self._wake.set()
 
     # --- the loop ---------------------------------------------------------------------
@@ -303,31 +304,32 @@ class Daemon(Planning):
             except queue.Empty:
                 return did
             did = True
-            if item == "fleet":
-                self._capacity.clear()
-                if self._fleet_changed is None:
-                    self._fleet_changed = now
-            elif isinstance(item, WorkloadRef):
-                self.queue.add(item, now)
-            else:
-                try:
-                    self._result(item)
-                except PlacerError as e:             # e.g. fenced: this daemon lost the lease meanwhile
-                    self.api_error(e.cluster or "hub", e)
-                    log.warning("recording a result failed: %s", e)
+            match item:
+                case FleetChanged():
+                    self._capacity.clear()
+                    if self._fleet_changed is None:
+                        self._fleet_changed = now
+                case Touched(ref):
+                    self.queue.add(ref, now)
+                case _:
+                    try:
+                        self._result(item)
+                    except PlacerError as e:         # e.g. fenced: this daemon lost the lease meanwhile
+                        self.api_error(e.cluster or "hub", e)
+                        log.warning("recording a result failed: %s", e)
 
-    def _result(self, item: tuple) -> None:
+    def _result(self, item: Message) -> None:
         """A job's result from a cluster's queue (applied even by a daemon that just lost
         the lease: it only records what happened)."""
-        kind, rest = item[0], item[1:]
-        if kind == "created":
-            self.created(*rest)
-        elif kind == "checked":
-            self.copy_checked(*rest)
-        elif kind == "applied":
-            self.copy_applied(*rest)
-        elif kind == "deleted":
-            self.copy_deleted(*rest)
+        match item:
+            case Created(create, result):
+                self.created(create, result)
+            case Checked(ref, cluster, found):
+                self.copy_checked(ref, cluster, found)
+            case Applied(ref, cluster, result, why, type_, reason):
+                self.copy_applied(ref, cluster, result, why, type_, reason)
+            case Deleted(ref, cluster, result, why):
+                self.copy_deleted(ref, cluster, result, why)
 
     def _enqueue_all(self, now: float) -> None:
         for gvk, inf in self.staging.items():

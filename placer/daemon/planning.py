@@ -16,6 +16,7 @@ from placer.actuate.topology import choices_by_workload
 from placer.daemon import decide as DC
 from placer.daemon.events import FAILED, NORMAL, PLACED, WARNING
 from placer.daemon.leadership import NotLeader
+from placer.daemon.messages import Created
 from placer.daemon.reconcile import Reconcile
 from placer.daemon.state import Creating, Remote, ann_of, origin_of
 from placer.inputs.priority import PriorityClasses, from_objects, with_priorities
@@ -167,7 +168,7 @@ class Planning(Reconcile):
             return self.create_group(c, plan_id)
 
         def done(result: Any) -> None:
-            self.inbox.put(("created", c, result))
+            self.inbox.put(Created(c, result))
         if not self.submit(c.cluster, ("create", c.group), create, done):
             for ref in c.members:
                 self.creating.pop(ref, None)

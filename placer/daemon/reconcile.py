@@ -13,6 +13,7 @@ from placer.actuate.compare import demand
 from placer.actuate.topology import choices_of
 from placer.daemon import decide as DC
 from placer.daemon.events import FAILED, NORMAL, WARNING
+from placer.daemon.messages import Applied, Checked, Deleted
 from placer.daemon.reschedule import Reschedule
 from placer.daemon.state import Pending, Remote, ann_of, origin_of
 from placer.model.errors import InputError, NotFound, PlacerError
@@ -108,7 +109,7 @@ class Reconcile(Reschedule):
                 return self.client(cluster).get(res, ref.name, ref.namespace)
             except NotFound:
                 return None
-        self.submit(cluster, ("check", ref), get, lambda r: self.inbox.put(("checked", ref, cluster, r)))
+        self.submit(cluster, ("check", ref), get, lambda r: self.inbox.put(Checked(ref, cluster, r)))
 
     def copy_checked(self, ref: WorkloadRef, cluster: str, found: Any) -> None:
         if isinstance(found, PlacerError):
@@ -259,7 +260,7 @@ class Reconcile(Reschedule):
             return self.client(cluster).apply(desired, res, ref.namespace, force=True)
 
         def done(result: Any) -> None:
-            self.inbox.put(("applied", ref, cluster, result, why, type_, reason))
+            self.inbox.put(Applied(ref, cluster, result, why, type_, reason))
         self.submit(cluster, ("apply", ref), apply, done)
 
     def copy_applied(self, ref: WorkloadRef, cluster: str, result: Any, why: str, type_: str | None,
@@ -331,7 +332,7 @@ class Reconcile(Reschedule):
             return None
 
         def done(result: Any) -> None:
-            self.inbox.put(("deleted", ref, cluster, result, why))
+            self.inbox.put(Deleted(ref, cluster, result, why))
         if not self.submit(cluster, ("delete", ref), delete, done):
             self.deleting.pop((cluster, ref), None)
 
