@@ -17,7 +17,6 @@ from placer.model.names import (
     ANN_PHASE,
     ANN_RESCHEDULE,
     ANN_SOURCE_GENERATION,
-    CLUSTER_NAME_LABEL,
     FINALIZER,
     PLACED_CLUSTER,
 )

@@ -23,4 +23,3 @@ FINALIZER = "placer.dev/cleanup"
 ANN_PHASE = "placer.dev/phase"
 ANN_MESSAGE = "placer.dev/message"
 ANN_SOURCE_GENERATION = "placer.dev/source-generation"
-CLUSTER_NAME_LABEL = "placer.dev/cluster-name"    # synthetic cluster label, to keep a withdrawn workload away
