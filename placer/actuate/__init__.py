@@ -2,7 +2,7 @@
 
 Shared by `placer submit` and `placer daemon`. Three rooms:
 
-- `prepare` (pure): labels and annotations, `workload_key`, `prepare_objects` (a clean,
+- `prepare` (pure): labels and annotations, `workload_label`, `prepare_objects` (a clean,
   labelled, hand-off-patched, un-suspended copy of a group for one cluster), `set_suspend`,
   `planning_view`, `handoff_of`;
 - `apply` (I/O through `placer.kube`): `apply_group` (server-side apply, all-or-nothing per
@@ -25,16 +25,13 @@ from placer.actuate.prepare import (
     Handoff,
     cluster_label,
     handoff_of,
-    key_of,
     label_value,
-    legacy_key,
     new_plan_id,
     planning_view,
     prepare_objects,
     ref_name,
     set_suspend,
     strip_server_fields,
-    workload_key,
     workload_label,
 )
 from placer.fleetview.placed import (
@@ -52,6 +49,7 @@ from placer.fleetview.placed import (
     read_live,
     reserved_by_cluster,
 )
+from placer.model.labels import legacy_workload_label
 from placer.model.names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD
 
 __all__ = [
@@ -59,8 +57,8 @@ __all__ = [
     "CLUSTER", "GROUP", "MANAGED", "ORIGIN", "PLACED_CLUSTER", "PLAN", "SHARED", "WORKLOAD",
     # prepare
     "MANAGED_SELECTOR", "SERVER_FIELDS", "SUSPEND_KEEP", "SUSPEND_OMIT", "SUSPEND_UNSUSPEND", "Handoff",
-    "cluster_label", "handoff_of", "key_of", "label_value", "legacy_key", "new_plan_id", "planning_view",
-    "prepare_objects", "ref_name", "set_suspend", "strip_server_fields", "workload_key", "workload_label",
+    "cluster_label", "handoff_of", "label_value", "legacy_workload_label", "new_plan_id", "planning_view",
+    "prepare_objects", "ref_name", "set_suspend", "strip_server_fields", "workload_label",
     # apply
     "AppliedRef", "NotOurs", "apply_group", "ensure_namespace", "rollback",
     # placed

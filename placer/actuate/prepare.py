@@ -1,6 +1,6 @@
 """Pure object preparation: the objects placer creates for a group on one cluster.
 
-Labels and annotations (`workload_key`, `label_value`, `cluster_label`), clean copies without
+Labels and annotations (`workload_label`, `label_value`, `cluster_label`), clean copies without
 server-set fields, the suspend policy, the planning view of a group, the cluster entry's
 hand-off settings (`handoff_of`), and `prepare_objects`. No I/O.
 
@@ -30,10 +30,7 @@ from placer.model.errors import EvaluationError, InputError, PodSecurityRefused
 from placer.model.labels import (
     MANAGED_SELECTOR,
     cluster_label,
-    key_of,
     label_value,
-    legacy_key,
-    workload_key,
     workload_label,
 )
 from placer.model.names import GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD

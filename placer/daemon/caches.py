@@ -278,7 +278,7 @@ class ClusterCache:
     def running(self, w: Workload) -> int:
         """Pods of the workload that are Running or Succeeded (by the definition's pod
         selectors, else by placer's workload label)."""
-        tag = A.workload_label(A.key_of(w))
+        tag = A.workload_label(w.ref)
         count = 0
         for p in self.pods_in(w.namespace):
             labels = (p.get("metadata") or {}).get("labels") or {}

@@ -78,7 +78,7 @@ class Reconcile(Reschedule):
         gvk = self.gvk_of(ref)
         if gvk is None:
             return []
-        want = {A.workload_label(str(ref)), A.workload_label(A.legacy_key(ref))}
+        want = {A.workload_label(ref), A.legacy_workload_label(ref)}
         out = []
         for cluster, cache in self.caches.items():
             obj = cache.copy(gvk, ref.namespace, ref.name)
@@ -243,7 +243,7 @@ class Reconcile(Reschedule):
         cache = self.caches[cluster]
         mine: list[tuple[str, str]] = []
         if old is not None:
-            tag = A.workload_label(A.key_of(old))
+            tag = A.workload_label(old.ref)
             mine = cache.pod_keys(old.namespace, lambda labels: labels.get(A.WORKLOAD) == tag or any(
                 i.has_selector and i.selects(labels) for i in old.instances))
         committed = [c for c in self.committed() if not c[0].key.endswith(f"{cluster}/{ref}")]

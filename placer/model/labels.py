@@ -8,27 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Mapping
 
 from placer.model.names import MANAGED
-from placer.model.workload import Workload, WorkloadRef
+from placer.model.workload import WorkloadRef
 
 MANAGED_SELECTOR = f"{MANAGED}=true"
 
 
-# Issue 18: a workload's identity is its WorkloadRef. These three string forms remain
-# only for callers outside the pure core (ops/submit, daemon/reconcile, daemon/caches).
-
-def workload_key(obj: Mapping[str, Any]) -> str:
-    """`<namespace>/<Kind.group>/<name>`: the text of the object's WorkloadRef."""
-    return str(WorkloadRef.of(obj))
-
-
-def key_of(w: Workload) -> str:
-    return str(w.ref)
-
-
-def legacy_key(ref: WorkloadRef) -> str:
+def _legacy_key(ref: WorkloadRef) -> str:
     """`<namespace>/<Kind>/<name>`: the key placer labelled copies with before the API
     group was part of the identity; still recognised when adopting such copies."""
     return f"{ref.namespace}/{ref.kind}/{ref.name}"
@@ -40,14 +27,14 @@ def label_value(text: str) -> str:
 
 
 def workload_label(ref: WorkloadRef | str) -> str:
-    """The `placer.dev/workload` label value: a token of the ref's text (a str is that
-    text, from callers not yet on WorkloadRef); the same value for either."""
+    """The `placer.dev/workload` label value: a token of the ref's text (`str(ref)`, as
+    the daemon's caches hold it); the same value for either."""
     return label_value(str(ref))
 
 
 def legacy_workload_label(ref: WorkloadRef) -> str:
     """The label value copies made before the API group was part of the identity carry."""
-    return label_value(legacy_key(ref))
+    return label_value(_legacy_key(ref))
 
 
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]")

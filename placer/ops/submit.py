@@ -194,10 +194,10 @@ def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: M
         kept = {w.ref: choices_of(r.object) for w, r in zip(g.workloads, refs) if r is not None}
         objects = A.prepare_objects(g, entries[cluster], catalog, plan_id=refs[0].plan or "", cluster=cluster,
                                     topology=kept)
-        have = {A.workload_key(r.object): r.object for r in refs}
+        have = {WorkloadRef.of(r.object): r.object for r in refs}
         changed = demand_changed = False
         for obj in objects:
-            live = have.get(A.workload_key(obj))
+            live = have.get(WorkloadRef.of(obj))
             if live is None:
                 continue                                # a companion: the apply itself tells
             changed = changed or not contains(live, obj)
@@ -385,7 +385,7 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
             by_workload = {p.ref: p for p in placements.get(key, ())}
             for w in g.workloads:
                 p = by_workload.get(w.ref)
-                created.append(Created(A.key_of(w), w.kind, key, cluster, p.gpus if p else w.gpus, refs))
+                created.append(Created(str(w.ref), w.kind, key, cluster, p.gpus if p else w.gpus, refs))
         return created, failed
 
     results = run_concurrently({c: partial(one_cluster, c, ks)
@@ -396,4 +396,4 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
 
 
 def _workloads(g: PlacementGroup) -> tuple[str, ...]:
-    return tuple(A.key_of(w) for w in g.workloads)
+    return tuple(str(w.ref) for w in g.workloads)
