@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from placer.definitions.catalog import load_catalog  # noqa: E402
-from placer.definitions.interpret import jq_view, interpret, json_text  # noqa: E402
+from placer.definitions.interpret import interpret, jq_view, json_text  # noqa: E402
 from placer.inputs.manifests import read_documents  # noqa: E402
 
 

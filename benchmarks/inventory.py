@@ -277,7 +277,7 @@ def main() -> None:
                 assert typed["c00"].nodes == result["c00"].nodes
 
             best = min(times)
-            print(f"\n| measure | value |\n|---|---|")
+            print("\n| measure | value |\n|---|---|")
             print(f"| placer inventory, wall (best of {args.repeat}) | {best:.2f} s |")
             print(f"| runs | {', '.join(f'{t:.2f}' for t in times)} s |")
             print(f"| requests (per run) | {requests} ({requests // args.clusters} per cluster) |")

@@ -13,7 +13,8 @@ pass by both sides being wrong together.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import subprocess
+import sys
 
 import pytest
 
@@ -242,9 +243,7 @@ def test_scheduler_agrees_with_placer(verdicts, cid, fits):
         assert stuck and all(p.unschedulable.startswith("Unschedulable:") for p in stuck), _explain(v)
 
 
-def _placer(*args: str) -> "subprocess.CompletedProcess[str]":
-    import subprocess
-    import sys
+def _placer(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "placer", *args], capture_output=True, text=True, timeout=120)
 
 

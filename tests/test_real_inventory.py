@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from placer.cli import app
 from placer.fleetview.inventory import live_clusters
 from placer.kube import Kube
-from tests.kubeenv import wait_for
 
 pytestmark = pytest.mark.kube
 
