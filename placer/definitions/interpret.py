@@ -238,60 +238,81 @@ def _selector(at: _Where, i: int, raw: Any):
 
 
 def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str) -> PodShape:
-    tpl = row[c.tpl] if c.tpl is not None else None
-    spec = meta = None
-    if isinstance(tpl, dict):
-        spec, meta = tpl.get("spec"), tpl.get("metadata")
-    spec = spec or (row[c.spec] if c.spec is not None else None) or {}
-    meta = meta or (row[c.meta] if c.meta is not None else None) or {}
+    spec, meta = _template_parts(row, c)
     resources = None
     try:
-        containers = _containers(spec)
-        if c.fields:            # fields override the template's: work on copies
-            spec, meta = dict(spec), dict(meta)
-            main = None
-            for field, col in c.fields:
-                value = row[col]
-                if value is None:
-                    continue
-                if field in ("labels", "annotations"):
-                    meta[field] = value
-                elif field == "resources":
-                    resources = value
-                elif field == "mainContainer":
-                    main = value
-                else:
-                    spec[field] = value
+        containers = _containers(spec)      # the template's own containers must read, fields or not
+        if c.fields:
+            spec, meta, resources, main = _with_fields(spec, meta, row, c.fields)
             containers = _containers(spec)
             if resources is not None:
                 containers = _with_main_resources(list(containers), resources, main)
-        requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"),
-                                      spec.get("resources"))
-        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution") or {}
-        node_selector, terms = spec.get("nodeSelector") or {}, affinity.get("nodeSelectorTerms") or ()
-        tolerations, labels = spec.get("tolerations") or (), meta.get("labels") or {}
-        annotations = meta.get("annotations") or {}
-        # what dict()/tuple() would silently misread (a string as a list of characters)
-        if not (type(node_selector) is dict and type(labels) is dict and type(annotations) is dict
-                and type(terms) in SEQUENCES and type(tolerations) in SEQUENCES):
-            raise TypeError
-        scheduler, priority = spec.get("schedulerName"), spec.get("priorityClassName")
-        runtime = spec.get("runtimeClassName")
-        if not all(v is None or type(v) is str for v in (scheduler, priority, runtime)):
-            raise TypeError
-        problem = constraint_problem(node_selector, terms, tolerations) if node_selector or terms or tolerations else None
+        shape, problem = _read_shape(spec, meta, containers)
     except InputError as e:
         raise at.invalid(f"{comp}/{instance}: {e.message}") from None
     except (AttributeError, TypeError, ValueError, KeyError):
         raise at.invalid(f"{comp}/{instance}: {shape_problem(spec, meta, resources)}") from None
     if problem:
         raise at.invalid(f"{comp}/{instance}: {problem}")
+    return shape
+
+
+def _template_parts(row: list[Any], c: Columns) -> tuple[Any, Any]:
+    """The pod's spec and metadata: from `pod.template`, else `pod.spec` and `pod.metadata`."""
+    tpl = row[c.tpl] if c.tpl is not None else None
+    spec = meta = None
+    if isinstance(tpl, dict):
+        spec, meta = tpl.get("spec"), tpl.get("metadata")
+    spec = spec or (row[c.spec] if c.spec is not None else None) or {}
+    meta = meta or (row[c.meta] if c.meta is not None else None) or {}
+    return spec, meta
+
+
+def _with_fields(spec: Any, meta: Any, row: list[Any], fields: tuple[tuple[str, int], ...],
+                 ) -> tuple[dict[str, Any], dict[str, Any], Any, Any]:
+    """`pod.fields` over the template's parts, on copies: labels and annotations into the
+    metadata, the rest into the spec; `resources` and `mainContainer` returned aside."""
+    spec, meta = dict(spec), dict(meta)
+    resources = main = None
+    for field, col in fields:
+        value = row[col]
+        if value is None:
+            continue
+        if field in ("labels", "annotations"):
+            meta[field] = value
+        elif field == "resources":
+            resources = value
+        elif field == "mainContainer":
+            main = value
+        else:
+            spec[field] = value
+    return spec, meta, resources, main
+
+
+def _read_shape(spec: Any, meta: Any, containers: Sequence[Any]) -> tuple[PodShape, str | None]:
+    """The pod's shape and the first problem with its node constraints; TypeError (and the
+    errors of reading) where a field has the wrong type."""
+    requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"),
+                                  spec.get("resources"))
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}
+    node_selector, terms = spec.get("nodeSelector") or {}, affinity.get("nodeSelectorTerms") or ()
+    tolerations, labels = spec.get("tolerations") or (), meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    # what dict()/tuple() would silently misread (a string as a list of characters)
+    if not (type(node_selector) is dict and type(labels) is dict and type(annotations) is dict
+            and type(terms) in SEQUENCES and type(tolerations) in SEQUENCES):
+        raise TypeError
+    scheduler, priority = spec.get("schedulerName"), spec.get("priorityClassName")
+    runtime = spec.get("runtimeClassName")
+    if not all(v is None or type(v) is str for v in (scheduler, priority, runtime)):
+        raise TypeError
+    problem = constraint_problem(node_selector, terms, tolerations) if node_selector or terms or tolerations else None
     return PodShape(
         requests=requests, node_selector=dict(node_selector), affinity_terms=tuple(terms),
         tolerations=tuple(tolerations), labels=dict(labels), annotations=dict(annotations),
         scheduler_name=scheduler, priority_class_name=priority, runtime_class=runtime or None,
-        overhead_set=bool(spec.get("overhead")))
+        overhead_set=bool(spec.get("overhead"))), problem
 
 
 def _containers(spec: Mapping[str, Any]) -> Sequence[Any]:
