@@ -6,6 +6,8 @@ import pytest
 
 from placer import kube
 from placer.kube import Resource, RetryPolicy
+from placer.kube.resources import parse_resource_list
+from placer.kube.transport import connection_reason, parse_retry_after
 from placer.model.errors import InputError
 from placer.model.selectors import selector_query
 
@@ -28,9 +30,9 @@ def test_retry_after_wins_over_shorter_backoff_and_is_capped():
 
 
 def test_retry_after_header_parsing():
-    assert kube._retry_after({"Retry-After": "3"}) == 3.0
-    assert kube._retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) is None
-    assert kube._retry_after({}) is None
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) is None
+    assert parse_retry_after({}) is None
 
 
 def test_resource_list_parsing_and_paths():
@@ -40,7 +42,7 @@ def test_resource_list_parsing_and_paths():
         {"name": "jobsets/status", "namespaced": True, "kind": "JobSet", "verbs": ["get", "patch"]},
         {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": []},
     ]}
-    jobsets, nodes = kube._parse_resource_list("jobset.x-k8s.io", "v1alpha2", doc)
+    jobsets, nodes = parse_resource_list("jobset.x-k8s.io", "v1alpha2", doc)
     assert jobsets.subresources == {"status"} and jobsets.short_names == ("js",)
     assert jobsets.names() == {"jobsets", "jobset", "js"}
     assert jobsets.api_version == "jobset.x-k8s.io/v1alpha2"
@@ -61,10 +63,10 @@ def test_connection_reasons():
     import urllib3
 
     refused = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")
-    assert kube._connection_reason(refused) == "connection refused"
+    assert connection_reason(refused) == "connection refused"
     wrapped = urllib3.exceptions.MaxRetryError(None, "/api", reason=refused)
-    assert kube._connection_reason(wrapped) == "connection refused"
-    assert kube._connection_reason(urllib3.exceptions.ReadTimeoutError(None, "/api", "read timed out")) == "timed out"
+    assert connection_reason(wrapped) == "connection refused"
+    assert connection_reason(urllib3.exceptions.ReadTimeoutError(None, "/api", "read timed out")) == "timed out"
 
 
 def test_missing_kubeconfig_is_input_error(tmp_path):

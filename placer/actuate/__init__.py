@@ -2,9 +2,10 @@
 
 Shared by `placer submit` and `placer daemon`. Three rooms:
 
-- `prepare` (pure): labels and annotations, `workload_label`, `prepare_objects` (a clean,
-  labelled, hand-off-patched, un-suspended copy of a group for one cluster), `set_suspend`,
-  `planning_view`, `handoff_of`;
+- `prepare` (pure): `prepare_objects` (a clean, labelled, hand-off-patched, un-suspended copy
+  of a group for one cluster), `handoff_of`; the labels (`workload_label`, from
+  `placer.model.labels`) and `set_suspend`, `planning_view` (`placer.definitions.suspend`) are
+  re-exported here;
 - `apply` (I/O through `placer.kube`): `apply_group` (server-side apply, all-or-nothing per
   group) and `rollback`;
 - `placed`: `find_placed` (every placer-managed workload on every live cluster, concurrently),
@@ -17,23 +18,15 @@ This package re-exports every name the former module `placer/actuate.py` had: ca
 
 from placer.actuate.apply import AppliedRef, NotOurs, apply_group, ensure_namespace, rollback
 from placer.actuate.prepare import (
-    MANAGED_SELECTOR,
     SERVER_FIELDS,
-    SUSPEND_KEEP,
-    SUSPEND_OMIT,
-    SUSPEND_UNSUSPEND,
     Handoff,
-    cluster_label,
     handoff_of,
-    label_value,
     new_plan_id,
-    planning_view,
     prepare_objects,
     ref_name,
-    set_suspend,
     strip_server_fields,
-    workload_label,
 )
+from placer.definitions.suspend import SUSPEND_KEEP, SUSPEND_OMIT, SUSPEND_UNSUSPEND, planning_view, set_suspend
 from placer.fleetview.placed import (
     LiveState,
     Placed,
@@ -49,7 +42,7 @@ from placer.fleetview.placed import (
     read_live,
     reserved_by_cluster,
 )
-from placer.model.labels import legacy_workload_label
+from placer.model.labels import MANAGED_SELECTOR, cluster_label, label_value, legacy_workload_label, workload_label
 from placer.model.names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD
 
 __all__ = [

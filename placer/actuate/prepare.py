@@ -1,8 +1,8 @@
 """Pure object preparation: the objects placer creates for a group on one cluster.
 
-Labels and annotations (`workload_label`, `label_value`, `cluster_label`), clean copies without
-server-set fields, the suspend policy, the planning view of a group, the cluster entry's
-hand-off settings (`handoff_of`), and `prepare_objects`. No I/O.
+Plan ids, clean copies without server-set fields, the cluster entry's hand-off settings
+(`handoff_of`), and `prepare_objects`, which stamps the labels of `placer.model.labels` and
+applies the suspend policy of `placer.definitions.suspend`. No I/O.
 
 Idempotency rests on labels: every workload placer creates carries `placer.dev/managed=true`
 and `placer.dev/workload=<hash of its WorkloadRef>`, so the same workload is found on any
@@ -12,10 +12,7 @@ cluster by a label selector, whoever (submit or a restarted daemon) placed it.
 from __future__ import annotations
 
 import copy
-import dataclasses
-import hashlib
 import random
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
@@ -23,22 +20,16 @@ from typing import Any, Callable, Mapping, Sequence
 from placer.actuate.podsecurity import object_violations
 from placer.actuate.topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, annotation_value, hand_off_topology
 from placer.definitions.catalog import Catalog
-from placer.definitions.interpret import interpret, patch_pod_templates, suspend_path
-from placer.definitions.suspend import SUSPEND_KEEP, SUSPEND_OMIT, SUSPEND_UNSUSPEND, planning_view, set_suspend
+from placer.definitions.interpret import patch_pod_templates
+from placer.definitions.suspend import SUSPEND_UNSUSPEND, set_suspend
 from placer.inputs.clusters_file import DEFAULT_POD_SECURITY, as_entry
 from placer.model.errors import EvaluationError, InputError, PodSecurityRefused
-from placer.model.labels import (
-    MANAGED_SELECTOR,
-    cluster_label,
-    label_value,
-    workload_label,
-)
+from placer.model.labels import cluster_label, label_value, workload_label
 from placer.model.names import GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, WORKLOAD
-from placer.model.podspec import DEFAULT_GPU_RESOURCES
 from placer.model.topology import TopologyChoice
-from placer.model.workload import PlacementGroup, Workload, WorkloadRef
+from placer.model.workload import PlacementGroup, WorkloadRef
 
-# --- labels and annotations ----------------------------------------------------------
+# --- plan ids ------------------------------------------------------------------------
 
 # fields the API server owns: never copy them from a source object to another cluster
 SERVER_FIELDS = ("uid", "resourceVersion", "generation", "managedFields", "creationTimestamp",

@@ -15,18 +15,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 
 from placer.definitions.catalog import Catalog, CompiledDefinition
+from placer.definitions.pods import pod_shape
 from placer.definitions.program import NOT_A_PATH, PATCHABLE, Columns, diagnose
 from placer.definitions.topology_requests import with_topology
 from placer.model.errors import EvaluationError, InputError, UnknownKind
-from placer.model.podspec import (
-    DEFAULT_GPU_RESOURCES,
-    SEQUENCES,
-    constraint_problem,
-    effective_requests,
-    gpu_count,
-    shape_problem,
-    value_kind,
-)
+from placer.model.podspec import DEFAULT_GPU_RESOURCES, gpu_count, value_kind
 from placer.model.selectors import label_selector_parts
 from placer.model.workload import Gang, Instance, Phase, PodShape, Workload
 
@@ -238,84 +231,10 @@ def _selector(at: _Where, i: int, raw: Any):
 
 
 def _pod_shape(at: _Where, row: list[Any], c: Columns, comp: str, instance: str) -> PodShape:
-    tpl = row[c.tpl] if c.tpl is not None else None
-    spec = meta = None
-    if isinstance(tpl, dict):
-        spec, meta = tpl.get("spec"), tpl.get("metadata")
-    spec = spec or (row[c.spec] if c.spec is not None else None) or {}
-    meta = meta or (row[c.meta] if c.meta is not None else None) or {}
-    resources = None
     try:
-        containers = _containers(spec)
-        if c.fields:            # fields override the template's: work on copies
-            spec, meta = dict(spec), dict(meta)
-            main = None
-            for field, col in c.fields:
-                value = row[col]
-                if value is None:
-                    continue
-                if field in ("labels", "annotations"):
-                    meta[field] = value
-                elif field == "resources":
-                    resources = value
-                elif field == "mainContainer":
-                    main = value
-                else:
-                    spec[field] = value
-            containers = _containers(spec)
-            if resources is not None:
-                containers = _with_main_resources(list(containers), resources, main)
-        requests = effective_requests(containers, spec.get("initContainers") or (), spec.get("overhead"),
-                                      spec.get("resources"))
-        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution") or {}
-        node_selector, terms = spec.get("nodeSelector") or {}, affinity.get("nodeSelectorTerms") or ()
-        tolerations, labels = spec.get("tolerations") or (), meta.get("labels") or {}
-        annotations = meta.get("annotations") or {}
-        # what dict()/tuple() would silently misread (a string as a list of characters)
-        if not (type(node_selector) is dict and type(labels) is dict and type(annotations) is dict
-                and type(terms) in SEQUENCES and type(tolerations) in SEQUENCES):
-            raise TypeError
-        scheduler, priority = spec.get("schedulerName"), spec.get("priorityClassName")
-        runtime = spec.get("runtimeClassName")
-        if not all(v is None or type(v) is str for v in (scheduler, priority, runtime)):
-            raise TypeError
-        problem = constraint_problem(node_selector, terms, tolerations) if node_selector or terms or tolerations else None
+        return pod_shape(row, c)
     except InputError as e:
         raise at.invalid(f"{comp}/{instance}: {e.message}") from None
-    except (AttributeError, TypeError, ValueError, KeyError):
-        raise at.invalid(f"{comp}/{instance}: {shape_problem(spec, meta, resources)}") from None
-    if problem:
-        raise at.invalid(f"{comp}/{instance}: {problem}")
-    return PodShape(
-        requests=requests, node_selector=dict(node_selector), affinity_terms=tuple(terms),
-        tolerations=tuple(tolerations), labels=dict(labels), annotations=dict(annotations),
-        scheduler_name=scheduler, priority_class_name=priority, runtime_class=runtime or None,
-        overhead_set=bool(spec.get("overhead")))
-
-
-def _containers(spec: Mapping[str, Any]) -> Sequence[Any]:
-    containers = spec.get("containers")
-    if containers is None:
-        return ()
-    if type(containers) not in SEQUENCES:     # `containers: {}` is not "no containers"
-        raise TypeError
-    return containers
-
-
-def _with_main_resources(containers: list[dict], resources: Any, main: str | None) -> list[dict]:
-    """Merge a ResourceRequirements over the main container's (or make the only container);
-    a null entry leaves the container's own value."""
-    resources = resources or {}
-    idx = next((k for k, c in enumerate(containers) if c.get("name") == main), 0) if containers else None
-    if idx is None:
-        return [{"name": main or "main", "resources": resources}]
-    merged = dict(containers[idx])
-    old = merged.get("resources") or {}
-    merged["resources"] = {part: {**(old.get(part) or {}),
-                                  **{k: v for k, v in (resources.get(part) or {}).items() if v is not None}}
-                           for part in ("requests", "limits")}
-    return containers[:idx] + [merged] + containers[idx + 1:]
 
 
 def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang]:

@@ -15,6 +15,7 @@ where a row is `[id, <value of each field in Layout.keys order>]` and status is
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,56 +199,92 @@ def _eval(expr: str, value: Any, lets: dict[str, Any], **args: Any) -> Any:
                       ).input_value(value).all()
 
 
-def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> EvaluationError:
-    """Find the first expression of `defn` that fails on `obj` (slow path, errors only)."""
-    def fail(field: str, expr: str, msg: str) -> EvaluationError:
-        return EvaluationError(msg.split("\n")[0], definition=defn.name, field=field, expression=expr, obj=objname)
+@dataclass(frozen=True)
+class _Failure:
+    """The first expression `diagnose` finds failing: where, which, and jq's message."""
 
+    field: str
+    expression: str
+    message: str
+
+
+def diagnose(defn: Definition, obj: Any, error: str, objname: str | None) -> EvaluationError:
+    """Find the first expression of `defn` that fails on `obj` (slow path, errors only), in
+    the fused program's order: lets, components, status rules, suspend path and gangs."""
     lets: dict[str, Any] = {}
+    found = (_replay_lets(defn, obj, lets) or _replay_components(defn, obj, lets)
+             or _replay_status(defn, obj, lets) or _replay_wholes(defn, obj, lets))
+    if found is None:
+        return EvaluationError(error.split("\n")[0], definition=defn.name, field="<program>",
+                               expression="(fused program)", obj=objname)
+    return EvaluationError(found.message.split("\n")[0], definition=defn.name, field=found.field,
+                           expression=found.expression, obj=objname)
+
+
+def _replay(field: str, expr: str, value: Any, lets: dict[str, Any], least: int, most: float,
+            **args: Any) -> _Failure | None:
+    """Run one expression; a failure if jq raises or it yields outside `least..most` values."""
+    try:
+        values = _eval(expr, value, lets, **args)
+    except ValueError as e:
+        return _Failure(field, expr, str(e))
+    if not least <= len(values) <= most:
+        return _Failure(field, expr, f"produced {len(values)} values, expected one")
+    return None
+
+
+def _replay_lets(defn: Definition, obj: Any, lets: dict[str, Any]) -> _Failure | None:
+    """Bind each `let` into `lets` in order, as the fused program does."""
     for name, expr in defn.let.items():
         try:
             lets[name] = _eval(expr, obj, lets, root=obj)[0]
         except ValueError as e:
-            return fail(f"let.{name}", expr, str(e))
+            return _Failure(f"let.{name}", expr, str(e))
         except IndexError:
-            return fail(f"let.{name}", expr, "produced no value")
+            return _Failure(f"let.{name}", expr, "produced no value")
+    return None
+
+
+def _replay_components(defn: Definition, obj: Any, lets: dict[str, Any]) -> _Failure | None:
+    """Every component's instance paths, then each of its fields on each instance."""
     for i, comp in enumerate(defn.components):
         inst = _instances(comp)
         try:
             paths = _eval(f"[path({inst})]", obj, lets, root=obj)[0]
         except ValueError as e:
-            return fail(f"components[{i}].instances", inst, str(e))
+            return _Failure(f"components[{i}].instances", inst, str(e))
         for p in paths:
             key = p[-1] if p else None
             element = _getpath(obj, p)
             for field, expr in component_fields(comp).values():
-                try:
-                    values = _eval(expr, element, lets, root=obj, key=key, path=p)
-                except ValueError as e:
-                    return fail(f"components[{i}].{field}", expr, str(e))
-                if len(values) != 1:
-                    return fail(f"components[{i}].{field}", expr, f"produced {len(values)} values, expected one")
+                found = _replay(f"components[{i}].{field}", expr, element, lets, 1, 1, root=obj, key=key, path=p)
+                if found:
+                    return found
+    return None
+
+
+def _replay_status(defn: Definition, obj: Any, lets: dict[str, Any]) -> _Failure | None:
+    """The status rules: `when` may yield any number of values, reason and message one at most."""
     conds = _conditions(obj)
     for j, rule in enumerate(defn.status.rules):
         for field in ("when", "reason", "message"):
             expr = getattr(rule, field)
-            if expr:
-                try:
-                    values = _eval(expr, obj, lets, root=obj, conds=conds)
-                except ValueError as e:
-                    return fail(f"status.rules[{j}].{field}", expr, str(e))
-                if field != "when" and len(values) > 1:
-                    return fail(f"status.rules[{j}].{field}", expr, f"produced {len(values)} values, expected one")
-    for field, whole in (("suspend.path", defn.suspend.path if defn.suspend else None), ("gangs", defn.gangs)):
-        if whole:
-            try:
-                values = _eval(whole, obj, lets, root=obj, instances=[])
-            except ValueError as e:
-                return fail(field, whole, str(e))
-            if len(values) > 1 or field == "gangs" and not values:
-                return fail(field, whole, f"produced {len(values)} values, expected one")
-    return EvaluationError(error.split("\n")[0], definition=defn.name, field="<program>",
-                           expression="(fused program)", obj=objname)
+            most = math.inf if field == "when" else 1
+            found = _replay(f"status.rules[{j}].{field}", expr, obj, lets, 0, most, root=obj,
+                            conds=conds) if expr else None
+            if found:
+                return found
+    return None
+
+
+def _replay_wholes(defn: Definition, obj: Any, lets: dict[str, Any]) -> _Failure | None:
+    """The expressions on the whole object: the suspend path (one value at most), gangs (one)."""
+    for field, whole, least in (("suspend.path", defn.suspend.path if defn.suspend else None, 0),
+                                ("gangs", defn.gangs, 1)):
+        found = _replay(field, whole, obj, lets, least, 1, root=obj, instances=[]) if whole else None
+        if found:
+            return found
+    return None
 
 
 def _conditions(obj: Any) -> dict[str, Any]:

@@ -239,43 +239,51 @@ def _best_error(errors: list[ErrorDetails]) -> ErrorDetails:
     return errors[0]
 
 
-def expressions(defn: Definition) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(field path, expression, variables it may use) for every expression."""
-    out: list[tuple[str, str, tuple[str, ...]]] = []
+# (field path, expression, the jq variables it may use)
+ExprAt = tuple[str, str, tuple[str, ...]]
+
+
+def expressions(defn: Definition) -> list[ExprAt]:
+    """(field path, expression, variables it may use) for every expression, lets first:
+    each let may use the lets before it, every later expression all of them."""
+    out: list[ExprAt] = []
     lets: tuple[str, ...] = ()
     for name, expr in defn.let.items():
         out.append((f"let.{name}", expr, _OBJECT_VARS + lets))
         lets += (name,)
-    obj_vars, comp_vars, gang_vars = _OBJECT_VARS + lets, _COMPONENT_VARS + lets, _GANG_VARS + lets
     for i, comp in enumerate(defn.components):
-        at = f"components[{i}]"
-        if comp.instances:
-            out.append((f"{at}.instances", comp.instances, obj_vars))
-        for name in ("instanceId", "replicas", "minReplicas", "maxReplicas", "podsPerReplica", "podSelector"):
-            if getattr(comp, name):
-                out.append((f"{at}.{name}", getattr(comp, name), comp_vars))
-        for name in ("template", "spec", "metadata"):
-            if getattr(comp.pod, name):
-                out.append((f"{at}.pod.{name}", getattr(comp.pod, name), comp_vars))
-        for name, value in (comp.pod.fields or PodFields()):
-            if isinstance(value, FieldExpr):
-                out.append((f"{at}.pod.fields.{name}.read", value.read, comp_vars))
-                if value.write:
-                    out.append((f"{at}.pod.fields.{name}.write", value.write, comp_vars))
-            elif value:
-                out.append((f"{at}.pod.fields.{name}", value, comp_vars))
+        out += _component_expressions(f"components[{i}]", comp, _OBJECT_VARS + lets, _COMPONENT_VARS + lets)
     for j, rule in enumerate(defn.status.rules):
-        for name in ("when", "reason", "message"):
-            if getattr(rule, name):
-                out.append((f"status.rules[{j}].{name}", getattr(rule, name), _STATUS_VARS + lets))
+        out += [(f"status.rules[{j}].{name}", getattr(rule, name), _STATUS_VARS + lets)
+                for name in ("when", "reason", "message") if getattr(rule, name)]
     if defn.suspend:
-        out.append(("suspend.path", defn.suspend.path, obj_vars))
+        out.append(("suspend.path", defn.suspend.path, _OBJECT_VARS + lets))
     if defn.gangs:
-        out.append(("gangs", defn.gangs, gang_vars))
+        out.append(("gangs", defn.gangs, _GANG_VARS + lets))
     return out
 
 
-def _as_program(exprs: list[tuple[str, str, tuple[str, ...]]]) -> str:
+def _component_expressions(at: str, comp: Component, obj_vars: tuple[str, ...],
+                           comp_vars: tuple[str, ...]) -> list[ExprAt]:
+    """One component's expressions: `instances` runs on the object, the rest on an instance."""
+    out: list[ExprAt] = [(f"{at}.instances", comp.instances, obj_vars)] if comp.instances else []
+    for name in ("instanceId", "replicas", "minReplicas", "maxReplicas", "podsPerReplica", "podSelector"):
+        if getattr(comp, name):
+            out.append((f"{at}.{name}", getattr(comp, name), comp_vars))
+    for name in ("template", "spec", "metadata"):
+        if getattr(comp.pod, name):
+            out.append((f"{at}.pod.{name}", getattr(comp.pod, name), comp_vars))
+    for name, value in (comp.pod.fields or PodFields()):
+        if isinstance(value, FieldExpr):
+            out.append((f"{at}.pod.fields.{name}.read", value.read, comp_vars))
+            if value.write:
+                out.append((f"{at}.pod.fields.{name}.write", value.write, comp_vars))
+        elif value:
+            out.append((f"{at}.pod.fields.{name}", value, comp_vars))
+    return out
+
+
+def _as_program(exprs: list[ExprAt]) -> str:
     # Each expression becomes its own function, so it must parse on its own (no
     # unbalanced parentheses leaking into its neighbours) and use only its variables;
     # each is called, since jq only resolves the variables of functions in use.

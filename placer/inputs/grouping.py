@@ -12,6 +12,7 @@ when that is more than one group, a note says so.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import networkx as nx
@@ -117,48 +118,86 @@ def _file(where: str | None) -> str:
     return head if sep and tail.isdigit() else where
 
 
+Node = tuple[str, Any]                              # ("w", i), ("c", j) or ("g", annotation value)
+Edge = tuple[Node, Node]
+
+
 def build_graph(workloads: Sequence[Workload], companions: Sequence[Any]) -> nx.Graph:
     """Nodes ("w", i) per workload and ("c", j) per companion (a Document); edges for every
     tie, and ("g", value) hubs for the `placer.dev/group` annotation."""
     g = nx.Graph()
     g.add_nodes_from(("w", i) for i in range(len(workloads)))
     g.add_nodes_from(("c", j) for j in range(len(companions)))
-    by_ref: dict[tuple[str, str, str | None], list[int]] = {}
-    for j, d in enumerate(companions):
-        by_ref.setdefault((d.obj.get("kind"), _name(d.obj), _ns(d.obj)), []).append(j)
-
-    def companions_named(kind: str, name: str, ns: str | None) -> list[int]:
-        return by_ref.get((kind, name, ns), []) + (by_ref.get((kind, name, None), []) if ns else [])
-
+    ties = _Ties.of(workloads, companions)
     for i, w in enumerate(workloads):
-        if _annotation(w.obj):
-            g.add_edge(("w", i), ("g", _annotation(w.obj)))
-        for kind, name in workload_refs(w.obj):
-            for j in companions_named(kind, name, w.namespace):
-                g.add_edge(("w", i), ("c", j))
-    pod_labels = [_pod_labels(w) for w in workloads]
-    by_label: dict[tuple[str, str], list[int]] = {}
-    for i, per in enumerate(pod_labels):
-        for pair in {p for labels in per for p in labels.items()}:
-            by_label.setdefault(pair, []).append(i)
+        g.add_edges_from(_workload_edges(i, w, ties))
     for j, d in enumerate(companions):
-        if _annotation(d.obj):
-            g.add_edge(("c", j), ("g", _annotation(d.obj)))
-        kind, spec = d.obj.get("kind"), d.obj.get("spec") or {}
-        ns = _ns(d.obj)
-        match = match_labels(spec.get("selector")) if kind in ("Service", "PodDisruptionBudget") else None
-        if match:
-            k, v = next(iter(match.items()))
-            for i in by_label.get((k, v), ()):            # candidates carry one of its labels
-                if (ns is None or ns == workloads[i].namespace) and _selects(match, pod_labels[i]):
-                    g.add_edge(("w", i), ("c", j))
-        for tkind, tname in _companion_targets(d.obj):
-            for other in companions_named(tkind, tname, ns):
-                g.add_edge(("c", j), ("c", other))
-            for i, w in enumerate(workloads):
-                if w.kind == tkind and w.name == tname and (ns is None or ns == w.namespace):
-                    g.add_edge(("c", j), ("w", i))
+        g.add_edges_from(_companion_edges(j, d.obj, ties))
     return g
+
+
+@dataclass(frozen=True)
+class _Ties:
+    """What ties are looked up in: the companions by (kind, name, namespace), and each
+    workload's pod labels, indexed by label pair (a selector's candidates)."""
+
+    workloads: Sequence[Workload]
+    by_ref: Mapping[tuple[str, str, str | None], list[int]]
+    pod_labels: Sequence[list[Mapping[str, str]]]
+    by_label: Mapping[tuple[str, str], list[int]]
+
+    @classmethod
+    def of(cls, workloads: Sequence[Workload], companions: Sequence[Any]) -> "_Ties":
+        by_ref: dict[tuple[str, str, str | None], list[int]] = {}
+        for j, d in enumerate(companions):
+            by_ref.setdefault((d.obj.get("kind"), _name(d.obj), _ns(d.obj)), []).append(j)
+        pod_labels = [_pod_labels(w) for w in workloads]
+        by_label: dict[tuple[str, str], list[int]] = {}
+        for i, per in enumerate(pod_labels):
+            for pair in {p for labels in per for p in labels.items()}:
+                by_label.setdefault(pair, []).append(i)
+        return cls(workloads, by_ref, pod_labels, by_label)
+
+    def companions_named(self, kind: str, name: str, ns: str | None) -> list[int]:
+        """A companion without a namespace stands in every namespace."""
+        return self.by_ref.get((kind, name, ns), []) + (self.by_ref.get((kind, name, None), []) if ns else [])
+
+
+def _workload_edges(i: int, w: Workload, ties: _Ties) -> Iterator[Edge]:
+    """The workload's group hub, and the companions it names."""
+    if _annotation(w.obj):
+        yield ("w", i), ("g", _annotation(w.obj))
+    for kind, name in workload_refs(w.obj):
+        for j in ties.companions_named(kind, name, w.namespace):
+            yield ("w", i), ("c", j)
+
+
+def _companion_edges(j: int, obj: Mapping[str, Any], ties: _Ties) -> Iterator[Edge]:
+    """The companion's group hub, the workloads its selector matches, and what it names."""
+    if _annotation(obj):
+        yield ("c", j), ("g", _annotation(obj))
+    for i in _selected(obj, ties):
+        yield ("w", i), ("c", j)
+    ns = _ns(obj)
+    for tkind, tname in _companion_targets(obj):
+        for other in ties.companions_named(tkind, tname, ns):
+            yield ("c", j), ("c", other)
+        for i, w in enumerate(ties.workloads):
+            if w.kind == tkind and w.name == tname and (ns is None or ns == w.namespace):
+                yield ("c", j), ("w", i)
+
+
+def _selected(obj: Mapping[str, Any], ties: _Ties) -> Iterator[int]:
+    """The workloads whose pods a Service's or PodDisruptionBudget's selector matches."""
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    match = match_labels(spec.get("selector")) if kind in ("Service", "PodDisruptionBudget") else None
+    if not match:
+        return
+    ns = _ns(obj)
+    k, v = next(iter(match.items()))
+    for i in ties.by_label.get((k, v), ()):            # candidates carry one of its labels
+        if (ns is None or ns == ties.workloads[i].namespace) and _selects(match, ties.pod_labels[i]):
+            yield i
 
 
 def group(workloads: Sequence[Workload], companions: Sequence[Any]) -> list[PlacementGroup]:

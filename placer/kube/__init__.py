@@ -23,34 +23,16 @@ policy is composed of), `discovery`, `client` (one cluster: the verbs), `watch`,
 
 from placer.kube.client import DEFAULT_PAGE, KubeClient
 from placer.kube.concurrency import run_concurrently
-from placer.kube.config import KubeConfig, _first_current_context, kubeconfig_paths, list_contexts
+from placer.kube.config import KubeConfig, kubeconfig_paths, list_contexts
 from placer.kube.contexts import Kube
 from placer.kube.discovery import Discovery
 from placer.kube.request import Request
-from placer.kube.resources import ObjectList, Resource, WatchEvent, _obj_name, _parse_resource_list
+from placer.kube.resources import ObjectList, Resource, WatchEvent
 from placer.kube.sending import Transport
-from placer.kube.transport import (
-    _ERRORS,
-    _RETRY_STATUS,
-    APPLY_PATCH,
-    FIELD_MANAGER,
-    MERGE_PATCH,
-    NO_RETRY,
-    RetryPolicy,
-    Stats,
-    _connection_reason,
-    _lines,
-    _query_value,
-    _retry_after,
-    _retryable,
-    status_error,
-)
+from placer.kube.transport import APPLY_PATCH, FIELD_MANAGER, MERGE_PATCH, NO_RETRY, RetryPolicy, Stats, status_error
 
 __all__ = [
-    "APPLY_PATCH", "DEFAULT_PAGE", "Discovery", "FIELD_MANAGER", "MERGE_PATCH", "NO_RETRY", "Kube", "KubeClient", "KubeConfig",
-    "ObjectList", "Request", "Resource", "RetryPolicy", "Stats", "Transport", "WatchEvent", "kubeconfig_paths", "list_contexts",
-    "run_concurrently", "status_error",
-    # private helpers the unit tests reach
-    "_ERRORS", "_RETRY_STATUS", "_connection_reason", "_first_current_context", "_lines", "_obj_name",
-    "_parse_resource_list", "_query_value", "_retry_after", "_retryable",
+    "APPLY_PATCH", "DEFAULT_PAGE", "Discovery", "FIELD_MANAGER", "MERGE_PATCH", "NO_RETRY", "Kube", "KubeClient",
+    "KubeConfig", "ObjectList", "Request", "Resource", "RetryPolicy", "Stats", "Transport", "WatchEvent",
+    "kubeconfig_paths", "list_contexts", "run_concurrently", "status_error",
 ]

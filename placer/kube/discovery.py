@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from placer.kube.request import Request
-from placer.kube.resources import Resource, _parse_resource_list
+from placer.kube.resources import Resource, parse_resource_list
 from placer.kube.sending import Transport
 from placer.model.errors import NotFound
 
@@ -45,7 +45,7 @@ class Discovery:
         except NotFound:
             doc = {}
         group, _, version = group_version.rpartition("/")
-        resources = _parse_resource_list(group, version, doc)
+        resources = parse_resource_list(group, version, doc)
         with self._lock:
             self._group_versions[group_version] = resources
         return resources

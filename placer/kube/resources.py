@@ -69,7 +69,7 @@ def _obj_name(res: Resource, namespace: str | None, name: str) -> str:
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
 
 
-def _parse_resource_list(group: str, version: str, doc: Mapping[str, Any]) -> tuple[Resource, ...]:
+def parse_resource_list(group: str, version: str, doc: Mapping[str, Any]) -> tuple[Resource, ...]:
     entries = doc.get("resources") or ()
     subs: dict[str, set[str]] = {}
     for e in entries:

@@ -14,7 +14,7 @@ from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
 from placer.kube.request import Request
-from placer.kube.transport import RetryPolicy, Stats, _connection_reason, status_error
+from placer.kube.transport import RetryPolicy, Stats, connection_reason, status_error
 from placer.model.errors import KubeError, Unreachable
 
 
@@ -78,7 +78,7 @@ class Transport:
                 elif not stream:
                     resp.read()
             except (urllib3.exceptions.HTTPError, ApiException, OSError) as e:
-                raise Unreachable(f"unreachable ({_connection_reason(e)})", cluster=self.cluster,
+                raise Unreachable(f"unreachable ({connection_reason(e)})", cluster=self.cluster,
                                   obj=request.obj) from None
             if not 200 <= resp.status <= 299:
                 raise self.status_error(resp.status, resp.data, resp.headers, request.obj)

@@ -46,7 +46,6 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(attempts=1)
-_RETRY_STATUS = RetryPolicy().statuses
 
 
 @dataclass
@@ -71,11 +70,7 @@ _ERRORS: dict[int, type[KubeError]] = {
 }
 
 
-def _retryable(e: KubeError) -> bool:
-    return isinstance(e, (ServerError, Unreachable)) and (e.status in _RETRY_STATUS or e.status is None)
-
-
-def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     value = (headers or {}).get("Retry-After")
     if value is None:
         return None
@@ -102,7 +97,7 @@ def status_error(status: int, data: bytes | None, headers: Mapping[str, str], *,
     if cls is None:
         cls = ServerError if status >= 500 or status == 429 else KubeError
     err = cls(message, cluster=cluster, obj=obj, status=status, reason=reason)
-    err.retry_after = _retry_after(headers)
+    err.retry_after = parse_retry_after(headers)
     return err
 
 
@@ -126,7 +121,7 @@ def _lines(raw) -> Iterator[bytes]:
         yield buf
 
 
-def _connection_reason(e: BaseException) -> str:
+def connection_reason(e: BaseException) -> str:
     """A short human reason for a transport failure."""
     seen = set()
     cur: BaseException | None = e

@@ -10,7 +10,7 @@ import urllib3
 from placer.kube.request import Request, watch_request
 from placer.kube.resources import ObjectList, Resource, WatchEvent
 from placer.kube.sending import Transport
-from placer.kube.transport import NO_RETRY, _connection_reason, _lines
+from placer.kube.transport import NO_RETRY, _lines, connection_reason
 from placer.model.errors import Gone, ServerError, Unreachable
 
 
@@ -68,7 +68,7 @@ def _watch_once(transport: Transport, request: Request, timeout_seconds: int) ->
                 raise transport.status_error(code, json.dumps(o).encode(), {}, request.obj)
             yield WatchEvent(kind, o, (o.get("metadata") or {}).get("resourceVersion", ""))
     except (urllib3.exceptions.HTTPError, OSError) as e:
-        raise Unreachable(f"watch broken ({_connection_reason(e)})",
+        raise Unreachable(f"watch broken ({connection_reason(e)})",
                           cluster=transport.cluster, obj=request.obj) from None
     finally:
         raw.release_conn()
