@@ -50,9 +50,10 @@ from placer.solve.decode import decode
 from placer.solve.explain import explain_all
 from placer.solve.greedy import BASELINES, greedy
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
-from placer.solve.model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
+from placer.solve.model import build_aggregate, values_from
 from placer.solve.problem import Problem, prepare, rebase
 from placer.solve.repair import repair
+from placer.solve.stages import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, solve_stages
 from placer.solve.state import PodAssign, try_place
 from placer.solve.topology import choices, compact, spread
 from placer.solve.verify import verify
