@@ -38,6 +38,7 @@ from placer.solve import model as M  # noqa: E402
 from placer.solve import policy as P
 from placer.solve import problem as PR
 from placer.solve.greedy import BASELINES  # noqa: E402
+from placer.solve.state import try_place  # noqa: E402
 from placer.solve.greedy import greedy as greedy_plan
 
 SCENARIOS = {
@@ -97,7 +98,7 @@ def aggregate_greedy(fleet, groups) -> tuple[int, int, int]:
         c = max(ok, key=lambda c: (free[c], -c))
         free[c] -= g.gpus
         claimed += g.gpus
-        if PR.try_place(states[c], g) is None:
+        if try_place(states[c], g) is None:
             misfits += 1
         else:
             real += g.gpus

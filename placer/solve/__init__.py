@@ -39,7 +39,7 @@ How it scales by structure rather than brute force:
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from placer.model.fleet import Fleet
@@ -50,10 +50,11 @@ from placer.solve.decode import decode
 from placer.solve.explain import explain_all
 from placer.solve.greedy import BASELINES, greedy
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
-from placer.solve.model import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, build_aggregate, solve_stages, values_from
+from placer.solve.model import build_aggregate, values_from
 from placer.solve.problem import Problem, prepare, rebase
-from placer.solve.repair import repair
-from placer.solve.state import PodAssign, try_place
+from placer.solve.repair import Result, repair
+from placer.solve.stages import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, solve_stages
+from placer.solve.state import ClusterState, PodAssign, try_place
 from placer.solve.topology import choices, compact, spread
 from placer.solve.verify import verify
 
@@ -109,6 +110,70 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     problem = prepare(fleet, groups, committed, gpu_resources)
     if progress:
         progress(f"prepared {len(problem.groups)} groups on {len(problem.infos)} reachable clusters")
+    problem, committed_assign, overcommitted = _take_committed(problem)
+    clock.lap("prepare")
+    rank = _Rank(problem, {g.index: g for g in problem.groups}, len(problem.groups) + 1)
+    # the search ends early enough to leave explanations and verification their share
+    limit = max(0.05, time_limit)
+    run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress)
+    work = problem.state()
+    seed_plan = greedy(problem, work)
+    result = _best_baseline(problem, seed_plan, rank, run) if use_solver else seed_plan
+    clock.lap("greedy")
+    status, timed_out = "greedy", False
+    candidates = [g for g in problem.groups if g.eligible]
+    proven: tuple[bool, tuple, int] | None = None
+    if use_solver and candidates:
+        result, proven, timed_out = _search(problem, candidates, result, work, rank, run, clock)
+    elif not candidates:
+        status = "optimal"
+    if use_solver:
+        compact(problem, result, run.repair_end)         # fewer domains for preferred requests, same GPUs
+    if proven is not None:
+        # optimal: every stage proven on a relaxation of the real problem, and reached
+        optimal, bound, least_spread = proven
+        reached = rank.lex(result) == bound and spread(problem, result) <= least_spread
+        status = "optimal" if optimal and reached else "feasible"
+    plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
+                       seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
+    clock.lap("explain")
+    verify(fleet, groups, plan, committed=committed)
+    clock.lap("verify")
+    summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
+                      timings=dict(clock.laps))
+    return replace(plan, summary=summary)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One solve's deadlines (monotonic) and search settings."""
+
+    search_end: float
+    repair_end: float
+    workers: int
+    seed: int
+    effort: float
+    progress: Progress | None
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """Plans compared lexicographically by priority (per level: GPUs, then groups placed),
+    then by preferred topology requests spanning fewer domains."""
+
+    problem: Problem
+    by_idx: Mapping[int, GroupInfo]
+    ng: int
+
+    def lex(self, result: Result) -> tuple:
+        return _lex_value(self.by_idx, result, self.ng)
+
+    def key(self, result: Result) -> tuple:
+        return (self.lex(result), -spread(self.problem, result))
+
+
+def _take_committed(problem: Problem) -> tuple[Problem, list[tuple[GroupInfo, int, PodAssign]], dict[str, str]]:
+    """Committed groups placed first; the capacity left is what the groups compete for."""
     base = problem.state()
     overcommitted: dict[str, str] = {}
     committed_assign: list[tuple[GroupInfo, int, PodAssign]] = []
@@ -118,83 +183,59 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
             overcommitted[g.key] = f"no longer fits on {problem.clusters[c].name}"
         else:
             committed_assign.append((g, c, assign))
-    # the capacity left after committed groups is what the groups compete for
-    problem = rebase(problem, base)
-    clock.lap("prepare")
-    by_idx = {g.index: g for g in problem.groups}
-    ng = len(problem.groups) + 1
+    return rebase(problem, base), committed_assign, overcommitted
 
-    def lex(r) -> tuple:
-        return _lex_value(by_idx, r, ng)
 
-    # the search ends early enough to leave explanations and verification their share
-    limit = max(0.05, time_limit)
-    search_end, repair_end = t0 + limit * SEARCH_END, t0 + limit * REPAIR_END
-    work = problem.state()
-    seed_plan = greedy(problem, work)
-    if not use_solver:
-        result, status, timed_out = seed_plan, "greedy", False
-    else:
-        # every baseline, repaired: the plan is never below any of them
-        best_name, result = "priority", repair(problem, seed_plan, search_end)
-        for name, order in BASELINES.items():
-            if name != "priority" and time.monotonic() < search_end:
-                other = repair(problem, greedy(problem, problem.state(), order=order), search_end)
-                # at equal GPUs, the plan whose preferred topology requests span fewer domains
-                if (lex(other), -spread(problem, other)) > (lex(result), -spread(problem, result)):
-                    best_name, result = name, other
-        if progress:
-            progress(f"best greedy baseline (repaired): {best_name}")
-        status, timed_out = "greedy", False
-    clock.lap("greedy")
-    candidates = [g for g in problem.groups if g.eligible]
-    proven: tuple[bool, tuple, int] | None = None
+def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run) -> Result:
+    """Every baseline, repaired: the plan is never below any of them."""
+    best_name, result = "priority", repair(problem, seed_plan, run.search_end)
+    for name, order in BASELINES.items():
+        if name != "priority" and time.monotonic() < run.search_end:
+            other = repair(problem, greedy(problem, problem.state(), order=order), run.search_end)
+            # at equal GPUs, the plan whose preferred topology requests span fewer domains
+            if rank.key(other) > rank.key(result):
+                best_name, result = name, other
+    if run.progress:
+        run.progress(f"best greedy baseline (repaired): {best_name}")
+    return result
+
+
+def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, work: Mapping[int, ClusterState],
+            rank: _Rank, run: _Run, clock: "_Clock") -> tuple[Result, tuple[bool, tuple, int] | None, bool]:
+    """The class model solved in stages, decoded and repaired: kept when at least as good as
+    the greedy `result`. Returns the plan, what the model proved (optimal, bound, least
+    spread; None without a model answer) and whether the wall clock cut the search short."""
     size = _model_size(problem, candidates)
-    if use_solver and candidates and size > MODEL_MAX_VARS:
-        if progress:
-            progress(f"model too large ({size} pod-kind x node-class pairs): the repaired greedy plan stands")
-    elif use_solver and candidates and time.monotonic() >= search_end:
-        timed_out = True                   # reading and the greedy plans used the search's time
-    elif use_solver and candidates:
-        if progress:
-            progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
-        agg = build_aggregate(problem, candidates)
-        hint = values_from(agg, result, problem, work)
-        clock.lap("model")
-        sol = solve_stages(agg, problem, candidates, hint, search_end, workers, seed, progress, effort=effort)
-        clock.lap("cpsat")
-        if sol is not None:
-            timed_out = sol.timed_out
-            states = problem.state()
-            decoded, dropped = decode(problem, states, agg, sol.values, candidates)
-            if dropped:
-                decoded.update(greedy(problem, states, dropped))
-            decoded = repair(problem, decoded, repair_end)
-            bound = _model_lex(agg, sol.values, problem, ng)
-            # after GPUs: preferred topology requests spanning fewer domains
-            if (lex(decoded), -spread(problem, decoded)) >= (lex(result), -spread(problem, result)):
-                result = decoded
-            proven = (sol.status == "optimal", bound, sum(sol.values[s] for s in agg.spread))
-        else:
-            timed_out = time.monotonic() >= search_end
+    if size > MODEL_MAX_VARS:
+        if run.progress:
+            run.progress(f"model too large ({size} pod-kind x node-class pairs): the repaired greedy plan stands")
+        return result, None, False
+    if time.monotonic() >= run.search_end:
+        return result, None, True          # reading and the greedy plans used the search's time
+    if run.progress:
+        run.progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
+    agg = build_aggregate(problem, candidates)
+    hint = values_from(agg, result, problem, work)
+    clock.lap("model")
+    sol = solve_stages(agg, problem, candidates, hint, run.search_end, run.workers, run.seed, run.progress,
+                       effort=run.effort)
+    clock.lap("cpsat")
+    if sol is None:
+        timed_out = time.monotonic() >= run.search_end
         clock.lap("decode")
-    elif not candidates:
-        status = "optimal"
-    if use_solver:
-        compact(problem, result, repair_end)         # fewer domains for preferred requests, same GPUs
-    if proven is not None:
-        # optimal: every stage proven on a relaxation of the real problem, and reached
-        optimal, bound, least_spread = proven
-        reached = lex(result) == bound and spread(problem, result) <= least_spread
-        status = "optimal" if optimal and reached else "feasible"
-    plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
-                       seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
-    clock.lap("explain")
-    verify(fleet, groups, plan, committed=committed)
-    clock.lap("verify")
-    summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
-                       timings=dict(clock.laps))
-    return replace(plan, summary=summary)
+        return result, None, timed_out
+    states = problem.state()
+    decoded, dropped = decode(problem, states, agg, sol.values, candidates)
+    if dropped:
+        decoded.update(greedy(problem, states, dropped))
+    decoded = repair(problem, decoded, run.repair_end)
+    bound = _model_lex(agg, sol.values, problem, rank.ng)
+    # after GPUs: preferred topology requests spanning fewer domains
+    if rank.key(decoded) >= rank.key(result):
+        result = decoded
+    proven = (sol.status == "optimal", bound, sum(sol.values[s] for s in agg.spread))
+    clock.lap("decode")
+    return result, proven, sol.timed_out
 
 
 class _Clock:

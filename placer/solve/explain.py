@@ -3,9 +3,9 @@ true at node level.
 
 Per cluster, in this order:
 - policy (pins, exclusions, cluster selectors, reachability; from placer.solve.problem) and
-  statics that hold on the cluster as it is (worked out here): no schedulable node, no node passing the pods' predicates (named by the predicate that
-  rules out every schedulable node), a pod larger than any matching node, no matching node
-  with room for one pod;
+  statics that hold on the cluster as it is (worked out here): no schedulable node, no node
+  passing the pods' predicates (named by the predicate that rules out every schedulable
+  node), a pod larger than any matching node, no matching node with room for one pod;
 - the group does not fit the cluster as it is (an exact check): the instance that does not
   fit with the binding resource's numbers, or how many of its pods fit together at most;
 - it fits the cluster as it is but not after the plan's higher-priority placements there:

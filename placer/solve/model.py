@@ -1,16 +1,11 @@
-"""The aggregate model over node classes, and the CP-SAT driver that solves it in
-lexicographic stages."""
+"""The aggregate model over node classes, as plain data (`Agg`): what placer.solve.stages
+solves with CP-SAT in lexicographic stages, and the hint a node-level plan gives it."""
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass, field
 from itertools import combinations_with_replacement
-from typing import Callable, Mapping, Sequence
-
-# the native model and solver of CP-SAT: `cp_model` would import pandas (~0.5 s per run)
-from ortools.sat.python import cp_model_helper as cmh
+from typing import Mapping, Sequence
 
 from placer.solve.groups import UNLIMITED, ClusterInfo, GroupInfo, Part, sort_key
 from placer.solve.problem import Problem
@@ -18,15 +13,6 @@ from placer.solve.state import ClusterState, PodAssign
 from placer.solve.topology import add_to_model, hint_values
 
 MAX_PATTERNS = 400                 # beyond that a class keeps only necessary GPU constraints
-DEFAULT_WORKERS = max(1, min(8, os.cpu_count() or 1))
-# the search configuration, fixed so that the plan does not depend on the thread count
-SEARCH_SUBSOLVERS = 4
-SEARCH_BATCH = 4                   # tasks per synchronised batch: the effort limit's granularity
-DEFAULT_EFFORT = 1.0               # CP-SAT deterministic time for all stages together
-POLISH_MAX_VARS = 1500             # larger models skip the tie-break stage
-SPREAD_RESERVE = 0.25              # of the wall clock left, kept by GPU stages for the topology spread stage
-
-Progress = Callable[[str], None]
 
 
 def _is_chain(sizes: Sequence[int]) -> bool:
@@ -121,51 +107,70 @@ def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
     agg = Agg()
     agg.sigs = signatures(groups)
     for sg in agg.sigs:
-        m = len(sg.groups)
-        for g in sg.groups:
-            agg.sig_of[g.index] = sg.index
-        for c in sg.rep.eligible:
-            agg.z[(sg.index, c)] = agg.var(f"z_{sg.index}_{c}", 0, m)
-        if len(sg.rep.eligible) > 1:
-            agg.add([(1, agg.z[(sg.index, c)]) for c in sg.rep.eligible], 0, m)
+        _sig_vars(agg, sg)
     for c, info in problem.infos.items():
-        # pod types on this cluster: demand + the classes they may use
-        dem: dict[tuple, list[tuple[int, int]]] = {}
-        tdemand: dict[tuple, dict[str, int]] = {}
-        bound: dict[tuple, int] = {}
-        for sg in agg.sigs:
-            if (sg.index, c) not in agg.z:
-                continue
-            per: dict[tuple, int] = {}
-            for p in sg.rep.parts:
-                t = part_type(info, p)
-                per[t] = per.get(t, 0) + p.pods
-                tdemand[t] = p.demand
-            for t, cnt in per.items():
-                dem.setdefault(t, []).append((cnt, agg.z[(sg.index, c)]))
-                bound[t] = bound.get(t, 0) + cnt * len(sg.groups)
-        per_class: dict[int, list[tuple[tuple, list[tuple[int, int]], int]]] = {}
-        for t in sorted(dem, key=lambda t: (sort_key(tdemand[t], info.gpu_names), t[:2], t[2] or ())):
-            terms = dem[t]
-            total = bound[t]
-            classes = t[1]
-            if len(classes) == 1:
-                per_class.setdefault(classes[0], []).append((t, terms, total))
-                agg.n_expr[(c, t, classes[0])] = terms
-                continue
-            split = []
-            for k in classes:
-                ub = min(total, _max_per_class(tdemand[t], info, k))
-                v = agg.var(f"n_{c}_{k}", 0, ub)
-                agg.n[(c, t, k)] = v
-                agg.n_expr[(c, t, k)] = [(1, v)]
-                split.append((1, v))
-                per_class.setdefault(k, []).append((t, [(1, v)], ub))
-            agg.add(split + [(-cnt, x) for cnt, x in terms], 0, 0)
-        for k, items in per_class.items():
+        dem, tdemand, bound = _cluster_types(agg, info, c)
+        for k, items in _split_types(agg, info, c, dem, tdemand, bound).items():
             _class_constraints(agg, info, c, k, items, tdemand)
     add_to_model(agg, problem, groups, part_type)
     return agg
+
+
+def _sig_vars(agg: Agg, sg: Sig) -> None:
+    """How many of the signature's groups go to each eligible cluster (at most all of them)."""
+    m = len(sg.groups)
+    for g in sg.groups:
+        agg.sig_of[g.index] = sg.index
+    for c in sg.rep.eligible:
+        agg.z[(sg.index, c)] = agg.var(f"z_{sg.index}_{c}", 0, m)
+    if len(sg.rep.eligible) > 1:
+        agg.add([(1, agg.z[(sg.index, c)]) for c in sg.rep.eligible], 0, m)
+
+
+def _cluster_types(agg: Agg, info: ClusterInfo, c: int) -> tuple[dict, dict, dict]:
+    """Pod types on this cluster (demand + the classes they may use): the terms counting
+    their pods, their demand, and the most pods of each there can be."""
+    dem: dict[tuple, list[tuple[int, int]]] = {}
+    tdemand: dict[tuple, dict[str, int]] = {}
+    bound: dict[tuple, int] = {}
+    for sg in agg.sigs:
+        if (sg.index, c) not in agg.z:
+            continue
+        per: dict[tuple, int] = {}
+        for p in sg.rep.parts:
+            t = part_type(info, p)
+            per[t] = per.get(t, 0) + p.pods
+            tdemand[t] = p.demand
+        for t, cnt in per.items():
+            dem.setdefault(t, []).append((cnt, agg.z[(sg.index, c)]))
+            bound[t] = bound.get(t, 0) + cnt * len(sg.groups)
+    return dem, tdemand, bound
+
+
+def _split_types(agg: Agg, info: ClusterInfo, c: int, dem: Mapping[tuple, list[tuple[int, int]]],
+                 tdemand: Mapping[tuple, Mapping[str, int]],
+                 bound: Mapping[tuple, int]) -> dict[int, list[tuple[tuple, list[tuple[int, int]], int]]]:
+    """Per class, the pod types that may use it: a type of several classes is split into a
+    count variable per class (summing to its pods)."""
+    per_class: dict[int, list[tuple[tuple, list[tuple[int, int]], int]]] = {}
+    for t in sorted(dem, key=lambda t: (sort_key(tdemand[t], info.gpu_names), t[:2], t[2] or ())):
+        terms = dem[t]
+        total = bound[t]
+        classes = t[1]
+        if len(classes) == 1:
+            per_class.setdefault(classes[0], []).append((t, terms, total))
+            agg.n_expr[(c, t, classes[0])] = terms
+            continue
+        split = []
+        for k in classes:
+            ub = min(total, _max_per_class(tdemand[t], info, k))
+            v = agg.var(f"n_{c}_{k}", 0, ub)
+            agg.n[(c, t, k)] = v
+            agg.n_expr[(c, t, k)] = [(1, v)]
+            split.append((1, v))
+            per_class.setdefault(k, []).append((t, [(1, v)], ub))
+        agg.add(split + [(-cnt, x) for cnt, x in terms], 0, 0)
+    return per_class
 
 
 def _max_per_class(demand: Mapping[str, int], info: ClusterInfo, k: int) -> int:
@@ -197,32 +202,43 @@ def _class_constraints(agg: Agg, info: ClusterInfo, c: int, k: int, items, tdema
         if size == 1:
             # one node: its GPUs are a plain count, the total is exact
             agg.add([(sz * a, v) for sz, ts, _ in sized for a, v in ts], 0, F)
-            _opens(agg, info, c, k, r, sized, F, size)
-            continue
-        sizes = sorted({s for s, _, _ in sized})
-        if sum(s * ub for s, _, ub in sized) <= F * size and max(sizes) * 2 > F and len(sizes) == 1:
-            pass  # one size, each node takes at most one: the per-kind cap above is exact
-        if _is_chain(sizes):
-            for s in sizes:
-                terms = [((sz // s) * a, v) for sz, ts, _ in sized if sz >= s for a, v in ts]
-                cap = size * (F // s)
-                if sum((sz // s) * ub for sz, _, ub in sized if sz >= s) > cap:
-                    agg.add(terms, 0, cap)
         else:
-            pats = _patterns(sizes, F)
-            # necessary constraints always; patterns make them exact when enumerable
-            for s in sizes:
-                terms = [(a, v) for sz, ts, _ in sized if sz >= s for a, v in ts]
-                agg.add(terms, 0, size * (F // s))
-            agg.add([(sz * a, v) for sz, ts, _ in sized for a, v in ts], 0, size * F)
-            if pats is not None:
-                ys = [agg.var(f"y_{c}_{k}_{i}", 0, size) for i in range(len(pats))]
-                agg.pattern_defs.append((c, k, r, pats, ys))
-                agg.add([(1, y) for y in ys], 0, size)
-                for s in sizes:
-                    terms = [(a, v) for sz, ts, _ in sized if sz == s for a, v in ts]
-                    agg.add(terms + [(-p.get(s, 0), y) for p, y in zip(pats, ys) if p.get(s, 0)], -INF, 0)
+            # (one size, each node taking at most one: the per-kind cap above is already exact)
+            sizes = sorted({s for s, _, _ in sized})
+            if _is_chain(sizes):
+                _block_constraints(agg, sized, sizes, F, size)
+            else:
+                _pattern_constraints(agg, c, k, r, sized, sizes, F, size)
         _opens(agg, info, c, k, r, sized, F, size)
+
+
+def _block_constraints(agg: Agg, sized, sizes: Sequence[int], F: int, size: int) -> None:
+    """Sizes forming a divisibility chain: for each size s, pods of >= s GPUs use at most
+    N * floor(F/s) blocks of s (skipped when they cannot bind); first-fit decreasing
+    realises any answer."""
+    for s in sizes:
+        terms = [((sz // s) * a, v) for sz, ts, _ in sized if sz >= s for a, v in ts]
+        cap = size * (F // s)
+        if sum((sz // s) * ub for sz, _, ub in sized if sz >= s) > cap:
+            agg.add(terms, 0, cap)
+
+
+def _pattern_constraints(agg: Agg, c: int, k: int, r: str, sized, sizes: Sequence[int], F: int, size: int) -> None:
+    """Other sizes: necessary constraints always; node patterns (maximal multisets of sizes
+    one node holds) make them exact when enumerable."""
+    pats = _patterns(sizes, F)
+    for s in sizes:
+        terms = [(a, v) for sz, ts, _ in sized if sz >= s for a, v in ts]
+        agg.add(terms, 0, size * (F // s))
+    agg.add([(sz * a, v) for sz, ts, _ in sized for a, v in ts], 0, size * F)
+    if pats is None:
+        return
+    ys = [agg.var(f"y_{c}_{k}_{i}", 0, size) for i in range(len(pats))]
+    agg.pattern_defs.append((c, k, r, pats, ys))
+    agg.add([(1, y) for y in ys], 0, size)
+    for s in sizes:
+        terms = [(a, v) for sz, ts, _ in sized if sz == s for a, v in ts]
+        agg.add(terms + [(-p.get(s, 0), y) for p, y in zip(pats, ys) if p.get(s, 0)], -INF, 0)
 
 
 def _opens(agg: Agg, info: ClusterInfo, c: int, k: int, r: str, sized, F: int, size: int) -> None:
@@ -235,49 +251,8 @@ def _opens(agg: Agg, info: ClusterInfo, c: int, k: int, r: str, sized, F: int, s
         agg.opens.append(o)
 
 
-# --- CP-SAT driver --------------------------------------------------------------------------
-
-@dataclass
-class Solution:
-    values: list[int]
-    status: str                      # optimal | feasible
-    timed_out: bool = False          # the wall-clock limit (not the effort) ended a stage
-
-
-def _to_cpsat(agg: Agg):
-    """The aggregate model as a CP-SAT model proto (variable i = agg variable i)."""
-    m = cmh.CpModelProto()
-    for lo, hi, name in zip(agg.lb, agg.ub, agg.names):
-        v = m.variables.add()
-        v.name = name
-        v.domain.extend([lo, hi])
-    for terms, lo, hi in agg.cons:
-        _linear(m, terms, lo, hi)
-    return m
-
-
-def _linear(m, terms: Sequence[tuple[int, int]], lo: int, hi: int) -> None:
-    coeffs: dict[int, int] = {}
-    for a, v in terms:
-        coeffs[v] = coeffs.get(v, 0) + a
-    lin = m.constraints.add().linear
-    lin.vars.extend(list(coeffs))
-    lin.coeffs.extend(list(coeffs.values()))
-    lin.domain.extend([max(lo, -INF), min(hi, INF)])
-
-
-def _objective(m, terms: Sequence[tuple[int, int]], maximize: bool) -> None:
-    """CP-SAT minimises: a maximised objective is negated."""
-    m.clear_objective()
-    coeffs: dict[int, int] = {}
-    for a, v in terms:
-        coeffs[v] = coeffs.get(v, 0) + (-a if maximize else a)
-    m.objective.vars.extend(list(coeffs))
-    m.objective.coeffs.extend(list(coeffs.values()))
-
-
 def values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], problem: Problem,
-                 states_nodes: Mapping[int, ClusterState]) -> list[int]:
+                states_nodes: Mapping[int, ClusterState]) -> list[int]:
     """A full assignment of the aggregate variables from a node-level plan (for hints)."""
     vals = [0] * len(agg.lb)
     by_idx = {g.index: g for g in problem.groups}
@@ -299,155 +274,23 @@ def values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], probl
         hint_values(agg, vals, by_idx, assignment, states_nodes)
     for c, k, r, pats, ys in agg.pattern_defs:
         # each node's multiset of GPU sizes is covered by some maximal pattern
-        fills: dict[int, dict[int, int]] = {}
-        for gi, (cc, pods) in assignment.items():
-            if cc != c or gi not in agg.sig_of:
-                continue
-            for j, i in pods:
-                sz = by_idx[gi].parts[j].demand.get(r, 0)
-                if sz and states_nodes[c].node_class[i] == k:
-                    fill = fills.setdefault(i, {})
-                    fill[sz] = fill.get(sz, 0) + 1
-        for fill in fills.values():
+        for fill in _fills(agg, assignment, by_idx, states_nodes[c], c, k, r).values():
             y = next((y for p, y in zip(pats, ys) if all(p.get(s, 0) >= n for s, n in fill.items())), None)
             if y is not None:
                 vals[y] += 1
     return vals
 
 
-def _tie_weights(agg: Agg, ng: int) -> list[tuple[int, int]]:
-    """Prefer earlier clusters, then earlier names. When it fits in 2^53, mixed-radix weights
-    (each (signature, cluster) count a digit, later clusters and names more significant) make
-    the optimum unique, so the plan cannot depend on which optimum a worker finds first."""
-    pairs = sorted(((c, sg.rep.rank, sg) for sg in agg.sigs for c in sg.rep.eligible), key=lambda t: t[:2])
-    weights, w = [], 1
-    for c, _, sg in pairs:
-        weights.append((w, agg.z[(sg.index, c)]))
-        w *= len(sg.groups) + 1
-        if w > 2**53:
-            return [(c * ng + sg.rep.rank + 1, agg.z[(sg.index, c)]) for c, _, sg in pairs]
-    return weights
-
-
-def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: list[int] | None,
-                  deadline: float, workers: int, seed: int, progress: Progress | None,
-                  effort: float = 1.0) -> Solution | None:
-    """Lexicographic stages on one model; `optimal` means every placement stage (priority
-    levels, GPUs, fragmentation) was proven; the final tie-break is a bounded polish."""
-    m = _to_cpsat(agg)
-    levels = sorted({g.priority for g in groups}, reverse=True)
-    ng = len(problem.groups) + 1
-    stages: list[tuple[str, list[tuple[int, int]], bool]] = []
-    per_level = []
-    for p in levels:
-        terms = [((sg.rep.gpus * ng + 1), agg.z[(sg.index, c)]) for sg in agg.sigs
-                 if sg.rep.priority == p for c in sg.rep.eligible]
-        top = sum((sg.rep.gpus * ng + 1) * len(sg.groups) for sg in agg.sigs if sg.rep.priority == p)
-        per_level.append((p, terms, top))
-    # one weighted stage when exact in doubles (each level outweighs all below it), else one
-    # stage per level, in order; a level the incumbent places entirely is fixed without a search
-    scale, combined = 1, []
-    for p, terms, top in reversed(per_level):
-        combined += [(a * scale, v) for a, v in terms]
-        scale *= top + 1
-    # (measured: the weighted form's huge coefficients slowed CP-SAT's search on the large
-    # benchmark, so it is only used when small)
-    tops: dict[str, int] = {}
-    if len(per_level) > 1 and scale < 2**31:
-        stages.append(("priorities " + ",".join(str(p) for p, _, _ in per_level), combined, True))
-        tops[stages[-1][0]] = scale - 1
-    else:
-        stages += [(f"priority {p}", terms, True) for p, terms, _ in per_level]
-        tops.update({f"priority {p}": top for p, _, top in per_level})
-    tie = _tie_weights(agg, ng)
-    if agg.spread:
-        # after GPUs placed: preferred topology requests span as few domains as they can
-        stages.append(("topology spread", [(1, s) for s in agg.spread], False))
-    if agg.opens:
-        stages.append(("fragmentation", [(1, o) for o in agg.opens], False))
-    if len(agg.lb) <= POLISH_MAX_VARS:
-        # a polish (the plan is already deterministic): on large models it costs a presolve
-        # and rarely finishes, so the decoder's canonical order stands in for it there
-        stages.append(("tie-break", tie, False))
-    best = hint
-    all_optimal, timed_out = True, False
-    shares = [8 if mx else 1 for _, _, mx in stages]
-    spent = 0.0
-    for si, (label, terms, maximize) in enumerate(stages):
-        value = None if best is None else sum(a * best[v] for a, v in terms)
-        left = deadline - time.monotonic()
-        if label in tops and value is not None and value >= tops[label]:
-            if progress:
-                progress(f"{label}: uncontested (the incumbent places all of it)")
-        elif left > 0.05:
-            # the effort left, shared among the stages left that may need a search
-            need = [j for j in range(si, len(stages)) if not (
-                stages[j][0] in tops and best is not None
-                and sum(a * best[v] for a, v in stages[j][1]) >= tops[stages[j][0]])]
-            polish = effort * sum(shares[j] for j in need if not stages[j][2]) / sum(shares)
-            if maximize:       # a priority stage: what is left, less the polish stages' own share
-                share = (effort - spent - polish) * shares[si] / max(1, sum(shares[j] for j in need if stages[j][2]))
-            else:
-                share = effort * shares[si] / sum(shares)
-            share = max(0.01, share)
-            _objective(m, terms, maximize)
-            m.clear_solution_hint()
-            if best is not None:
-                m.solution_hint.vars.extend(range(len(best)))
-                m.solution_hint.values.extend(best)
-            params = cmh.SatParameters()
-            # with preferred topology requests, a GPU stage leaves the spread stage part of the clock
-            wall = left * (1 - SPREAD_RESERVE) if maximize and agg.spread else left
-            _search_parameters(params, workers, seed, share, wall)
-            if progress:
-                progress(f"solving: {label}")
-            solver = cmh.SolveWrapper()
-            solver.set_parameters(params)
-            r = solver.solve(m)
-            spent += r.deterministic_time
-            st = r.status
-            optimal = st == cmh.CpSolverStatus.OPTIMAL
-            found = optimal or st == cmh.CpSolverStatus.FEASIBLE
-            if not optimal and r.wall_time >= wall * 0.98:
-                timed_out = True             # the wall clock, not the effort, ended this stage
-            if progress:
-                progress(f"{label}: {st.name} objective "
-                         f"{abs(r.objective_value) if found else None} (incumbent {value}, "
-                         f"{r.deterministic_time:.2f} effort, {r.wall_time:.2f}s)")
-            if label != "tie-break":
-                all_optimal &= optimal
-            if found:
-                new = [int(x) for x in r.solution]
-                new_value = sum(a * new[v] for a, v in terms)
-                # keep the incumbent unless strictly better here: it may be better on later stages
-                if value is None or (new_value > value if maximize else new_value < value):
-                    best, value = new, new_value
-        else:
-            all_optimal, timed_out = False, True
-        if value is None:
-            break
-        # fix this stage's value for the stages after it
-        if maximize:
-            _linear(m, terms, value, INF)
-        else:
-            _linear(m, terms, -INF, value)
-    if best is None:
-        return None
-    return Solution(best, "optimal" if all_optimal else "feasible", timed_out)
-
-
-def _search_parameters(p, workers: int, seed: int, effort: float, wall: float) -> None:
-    """Deterministic search whatever the thread count: CP-SAT interleaves a fixed set of
-    subsolvers in batches of fixed size (`interleave_search`), `workers` threads only run
-    a batch's tasks, and each stage stops on deterministic time (`effort`, an operation
-    count in ~seconds), not on the clock. The wall-clock limit stays as a safety net; a
-    plan it cuts short may depend on machine load."""
-    p.interleave_search = True
-    # one worker takes a different (sequential) code path: two is the least for the same search
-    p.num_workers = max(2, workers)
-    p.num_full_subsolvers = SEARCH_SUBSOLVERS
-    p.interleave_batch_size = SEARCH_BATCH
-    p.random_seed = seed
-    p.max_deterministic_time = max(0.01, effort)
-    p.max_time_in_seconds = max(0.05, wall)
-
+def _fills(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], by_idx: Mapping[int, GroupInfo],
+           st: ClusterState, c: int, k: int, r: str) -> dict[int, dict[int, int]]:
+    """Per node of class k on cluster c: how many pods of each size of GPU r the plan puts there."""
+    fills: dict[int, dict[int, int]] = {}
+    for gi, (cc, pods) in assignment.items():
+        if cc != c or gi not in agg.sig_of:
+            continue
+        for j, i in pods:
+            sz = by_idx[gi].parts[j].demand.get(r, 0)
+            if sz and st.node_class[i] == k:
+                fill = fills.setdefault(i, {})
+                fill[sz] = fill.get(sz, 0) + 1
+    return fills

@@ -73,6 +73,21 @@ def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: fl
         return None
     if not maximize and any(all(jj != j for jj, _ in xs) for j in range(len(g.parts))):
         return None
+    m = _pack_model(st, g, xs, maximize)
+    r = _pack_solve(m, deadline)
+    if maximize:
+        return -int(round(r.objective_value)) if r.status == cmh.CpSolverStatus.OPTIMAL else None
+    if r.status not in (cmh.CpSolverStatus.OPTIMAL, cmh.CpSolverStatus.FEASIBLE):
+        return None
+    out: PodAssign = []
+    for n, (j, i) in enumerate(xs):
+        out += [(j, i)] * int(r.solution[n])
+    return out
+
+
+def _pack_model(st: ClusterState, g: GroupInfo, xs: list[tuple[int, int]], maximize: bool):
+    """One count variable per (part, node) of `xs`: each part's pods placed (at most, with
+    `maximize`, whose objective is the pods placed), each node's free capacity respected."""
     m = cmh.CpModelProto()
     for j, i in xs:
         v = m.variables.add()
@@ -87,19 +102,30 @@ def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: fl
     for n, (_, i) in enumerate(xs):
         by_node.setdefault(i, []).append(n)
     for i, idx in by_node.items():
-        for r in {r for n in idx for r in g.parts[xs[n][0]].demand}:
-            terms = [(g.parts[xs[n][0]].demand.get(r, 0), n) for n in idx if g.parts[xs[n][0]].demand.get(r, 0)]
-            if sum(a * g.parts[xs[n][0]].pods for a, n in terms) <= st.free[i].get(r, 0):
-                continue
-            lin = m.constraints.add().linear
-            lin.vars.extend([n for _, n in terms])
-            lin.coeffs.extend([a for a, _ in terms])
-            lin.domain.extend([0, st.free[i].get(r, 0)])
+        _node_capacity(m, st, g, xs, i, idx)
     if g.units and not maximize:
         pack_domains(m, g, st, xs)
     if maximize:
         m.objective.vars.extend(range(len(xs)))
         m.objective.coeffs.extend([-1] * len(xs))
+    return m
+
+
+def _node_capacity(m, st: ClusterState, g: GroupInfo, xs: list[tuple[int, int]], i: int, idx: list[int]) -> None:
+    """Node i's free capacity per resource, for the variables `idx` on it (skipped when the
+    pods could not exceed it)."""
+    for r in {r for n in idx for r in g.parts[xs[n][0]].demand}:
+        terms = [(g.parts[xs[n][0]].demand.get(r, 0), n) for n in idx if g.parts[xs[n][0]].demand.get(r, 0)]
+        if sum(a * g.parts[xs[n][0]].pods for a, n in terms) <= st.free[i].get(r, 0):
+            continue
+        lin = m.constraints.add().linear
+        lin.vars.extend([n for _, n in terms])
+        lin.coeffs.extend([a for a, _ in terms])
+        lin.domain.extend([0, st.free[i].get(r, 0)])
+
+
+def _pack_solve(m, deadline: float | None):
+    """One deterministic worker, a fixed effort; the deadline as a safety net."""
     params = cmh.SatParameters()
     params.num_workers = 1
     params.random_seed = 0
@@ -108,15 +134,7 @@ def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: fl
         params.max_time_in_seconds = max(0.01, deadline - time.monotonic())
     solver = cmh.SolveWrapper()
     solver.set_parameters(params)
-    r = solver.solve(m)
-    if maximize:
-        return -int(round(r.objective_value)) if r.status == cmh.CpSolverStatus.OPTIMAL else None
-    if r.status not in (cmh.CpSolverStatus.OPTIMAL, cmh.CpSolverStatus.FEASIBLE):
-        return None
-    out: PodAssign = []
-    for n, (j, i) in enumerate(xs):
-        out += [(j, i)] * int(r.solution[n])
-    return out
+    return solver.solve(m)
 
 
 def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodAssign | None:

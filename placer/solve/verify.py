@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from placer.model.errors import VerificationError
-from placer.model.fleet import Fleet, Node
+from placer.model.fleet import Cluster, Fleet, Node
 from placer.model.names import ANN_CLUSTER, ANN_SELECTOR
 from placer.model.plan import Placement, Plan
 from placer.model.selectors import parse_label_selector, selector_matches
-from placer.model.workload import PlacementGroup, Workload
+from placer.model.workload import Instance, PlacementGroup, Workload
 from placer.solve.scheduling import admitted, mismatch, pod_demand, runtime_overhead
 
 UNLIMITED_PODS = 10**15
@@ -43,7 +43,20 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
     cwl = {w.ref: w for g, _ in committed for w in g.workloads}
     _ref = _ref_in([*workloads, *cwl])
     placed = {_ref(p): p for p in plan.placements}
-    unplaced = {_ref(u) for u in plan.unplaced}
+    _check_coverage(groups, plan, workloads, placed, {_ref(u) for u in plan.unplaced})
+    load: dict[tuple[str, str], dict[str, int]] = {}
+    for p in plan.placements:
+        _check_placement(fleet, p, workloads[_ref(p)][1], load, policy=workloads[_ref(p)][0])
+    for p in plan.committed:
+        if _ref(p) not in cwl:
+            _fail("the plan names a committed workload that was not given", obj=p.workload)
+        _check_placement(fleet, p, cwl[_ref(p)], load, policy=None)
+    _check_load(fleet, load)
+
+
+def _check_coverage(groups: Sequence[PlacementGroup], plan: Plan, workloads: Mapping[Any, Any],
+                    placed: Mapping[Any, Placement], unplaced: set) -> None:
+    """Every workload asked for placed or unplaced, once; no group split across clusters."""
     if len(placed) != len(plan.placements):
         _fail("a workload is placed twice")
     for key in list(placed) + list(unplaced):
@@ -57,14 +70,9 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
         if len(clusters) > 1 or (clusters and any(w.ref not in placed for w in g.workloads)):
             _fail(f"group {g.key} is split ({sorted(clusters)})", obj=g.key)
 
-    load: dict[tuple[str, str], dict[str, int]] = {}
-    for p in plan.placements:
-        _check_placement(fleet, p, workloads[_ref(p)][1], load, policy=workloads[_ref(p)][0])
-    for p in plan.committed:
-        if _ref(p) not in cwl:
-            _fail("the plan names a committed workload that was not given", obj=p.workload)
-        _check_placement(fleet, p, cwl[_ref(p)], load, policy=None)
 
+def _check_load(fleet: Fleet, load: Mapping[tuple[str, str], Mapping[str, int]]) -> None:
+    """No node asked for more than it has free."""
     for (cname, nname), used in load.items():
         node = _node(fleet, cname, nname)
         for r, v in used.items():
@@ -118,33 +126,43 @@ def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, policy: Plac
     counts: dict[str, int] = {}
     for nname, per in p.nodes.items():
         node = _node(fleet, p.cluster, nname)
+        slot = load.setdefault((p.cluster, nname), {})
         for ikey, n in per.items():
             inst = instances.get(ikey)
             if inst is None:
                 _fail(f"unknown instance {ikey}", p.cluster, w.key)
             if n <= 0:
                 _fail(f"non-positive pod count for {ikey} on {nname}", p.cluster, w.key)
-            shape = admitted(inst.pod, cluster.runtime_classes)
-            if shape is None:
-                _fail(f"pods of {ikey} are refused by the cluster's RuntimeClass admission", p.cluster, w.key)
-            why = mismatch(shape, node)
-            if why is not None:
-                _fail(f"pods of {ikey} cannot run on {nname} ({why})", p.cluster, w.key)
+            _check_pods(cluster, node, inst, w)
             counts[ikey] = counts.get(ikey, 0) + n
-            slot = load.setdefault((p.cluster, nname), {})
-            extra = runtime_overhead(inst.pod, cluster.runtime_classes)
-            if extra is None:
-                _fail(f"pods of {ikey} use RuntimeClass {inst.pod.runtime_class}, which the cluster does not have",
-                      p.cluster, w.key)
-            demand = pod_demand(inst.pod)
-            for r, v in extra.items():              # the pods the admission gives the overhead
-                demand[r] = demand.get(r, 0) + v
-            for r, v in demand.items():
+            for r, v in _admitted_demand(cluster, inst, w).items():
                 slot[r] = slot.get(r, 0) + v * n
     for ikey, inst in instances.items():
         if counts.get(ikey, 0) != inst.pods:
             _fail(f"{ikey} has {counts.get(ikey, 0)} pods assigned, needs {inst.pods}", p.cluster, w.key)
     _check_topology(fleet, p, w)
+
+
+def _check_pods(cluster: Cluster, node: Node, inst: Instance, w: Workload) -> None:
+    """The instance's pods pass the cluster's RuntimeClass admission and the node's predicates."""
+    shape = admitted(inst.pod, cluster.runtime_classes)
+    if shape is None:
+        _fail(f"pods of {inst.key} are refused by the cluster's RuntimeClass admission", cluster.name, w.key)
+    why = mismatch(shape, node)
+    if why is not None:
+        _fail(f"pods of {inst.key} cannot run on {node.name} ({why})", cluster.name, w.key)
+
+
+def _admitted_demand(cluster: Cluster, inst: Instance, w: Workload) -> dict[str, int]:
+    """One pod's requests with the overhead the admission gives it."""
+    extra = runtime_overhead(inst.pod, cluster.runtime_classes)
+    if extra is None:
+        _fail(f"pods of {inst.key} use RuntimeClass {inst.pod.runtime_class}, which the cluster does not have",
+              cluster.name, w.key)
+    demand = pod_demand(inst.pod)
+    for r, v in extra.items():              # the pods the admission gives the overhead
+        demand[r] = demand.get(r, 0) + v
+    return demand
 
 
 def _check_topology(fleet: Fleet, p: Placement, w: Workload) -> None:
