@@ -37,9 +37,9 @@ def _modules() -> list[Path]:
 
 
 # Strict xfails: issue 18 is not done (the solver's solve/decode/solve_stages, options.py and its
-# engine, the daemon's Daemon and Reconcile classes, submit's two functions). When the last offender
+# engine, submit's two functions). When the last offender
 # goes these turn into failures, and the marks must go with them.
-@pytest.mark.xfail(strict=True, reason="issue 18 open: 9 offenders listed in its note")
+@pytest.mark.xfail(strict=True, reason="issue 18 open: 7 offenders listed in its note")
 def test_no_module_class_or_function_is_over_the_house_limits():
     found = [line for path in _modules()
              for line in oversized(path.read_text(), str(path.relative_to(ROOT.parent)))]
@@ -72,7 +72,6 @@ def placer_class_bases(source: str) -> list[tuple[str, str]]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 open: Daemon > Planning > Reconcile > Reschedule > HubWrites > DaemonState")
 def test_the_daemon_is_composed_not_inherited():
     found = [(str(path.relative_to(ROOT.parent)), *pair) for path in sorted((ROOT / "daemon").glob("*.py"))
              for pair in placer_class_bases(path.read_text())]

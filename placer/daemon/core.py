@@ -6,12 +6,19 @@ Shape (Kueue's, in Python):
   placer's copies; informers on the hub for staging objects, companions and priority
   classes); their threads only fill caches and report keys;
 - one reconcile thread takes keys from a delaying work queue and compares a staging
-  object with its copy (`reconcile`), and runs planning rounds (`planning`): a frozen
-  snapshot of the caches -> the pure `decide` -> actions;
-- one work queue per target cluster (`execute.ClusterWorkers`) applies them, so a hung or
-  refusing cluster slows only its own work; results come back through the inbox;
+  object with its copy (`reconcile.Reconciler`), and runs planning rounds
+  (`planning.Planner`): a frozen snapshot of the caches -> the pure `decide` -> actions
+  as data (`actions`);
+- the executor (`executor.Executor`, `creates.Creator`) performs them: hub writes through
+  `staging.HubWriter`, target writes on one work queue per cluster
+  (`execute.ClusterWorkers`), so a hung or refusing cluster slows only its own work;
+  results come back through the inbox;
 - a Lease renewed on its own thread (`leadership`) makes exactly one daemon act, and
   every write is fenced by it.
+
+The daemon owns these parts and hands each only what it uses (constructor injection, as
+Kueue's scheduler composes queues, cache, client and recorder); the one state they share
+is the book of placed, pending and in-flight workloads (`state.Book`).
 
 Restart safety: nothing lives only in memory. Where a workload runs is read back from the
 copies on the clusters (labels and annotations), so a daemon killed between creating a copy
@@ -20,55 +27,58 @@ and annotating the staging object adopts that copy instead of creating a second 
 
 from __future__ import annotations
 
-import functools
 import logging
 import queue
 import threading
 import time
 from datetime import datetime, timezone
 
-from placer.daemon.caches import ClusterCache, served_kinds
+from placer.daemon.caches import ClusterCache
 from placer.daemon.clock import Clock, TimeSource
+from placer.daemon.creates import Creator
 from placer.daemon.events import Recorder
 from placer.daemon.execute import ClusterWorkers, fenced_client
+from placer.daemon.executor import Executor
 from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
 from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Touched
 from placer.daemon.metrics import Metrics, MetricsServer
-from placer.daemon.planning import Planning
-from placer.daemon.reconcile import COMPANION_KINDS
-from placer.daemon.state import GVK, DaemonConfig
+from placer.daemon.planning import Planner
+from placer.daemon.reconcile import Reconciler
+from placer.daemon.reschedule import Rescheduler
+from placer.daemon.staging import HubWriter
+from placer.daemon.state import GVK, ApiErrors, Book, Creating, DaemonConfig
+from placer.daemon.targets import Targets
+from placer.daemon.view import StagingView
+from placer.daemon.watches import Callbacks, Relist, Watches
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import Interpreter
 from placer.inputs.clusters_file import as_entry
-from placer.kube import Kube, Resource
-from placer.model.errors import NotFound, PlacerError
+from placer.kube import Kube
+from placer.model.errors import PlacerError
 from placer.model.workload import WorkloadRef
 
 log = logging.getLogger("placer.daemon")
 
-CLASS_KINDS = (("scheduling.k8s.io/v1", "PriorityClass"), ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass"))
 
-
-class Daemon(Planning):
+class Daemon:
     """The daemon. `start()` runs it in threads; `stop()` ends it. Tests may instead call
     `step()` themselves, and `wait_idle()` waits until nothing is left to do."""
 
     def __init__(self, config: DaemonConfig, kube: Kube, catalog: Catalog, *,
                  clock: TimeSource | None = None, metrics: Metrics | None = None):
         self.config = config
-        self.kube = kube
         self.catalog = catalog
         self.interpret = Interpreter(catalog)       # remembers interpretations of unchanged objects
         self.clock: TimeSource = clock or Clock()
         self.metrics = metrics or Metrics()
+        self.api_error = ApiErrors(self.metrics)
         self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
         hub = kube.client(config.hub_context, cluster="hub")
         lease_client = fenced_client(hub, None, config.timeout)      # bounded, not fenced
         self.leader = LeaderElector(lease_client, config.staging_namespace, config.lease_name, config.identity,
                                     clock=self.clock.now, timing=config.lease,
                                     on_error=lambda e: self.api_error("hub", e))
-        self.hub_reader = hub
         self.hub = fenced_client(hub, self.leader, config.timeout)
         # Events on staging objects: what `kubectl describe` shows users on the hub
         self.events = Recorder(self.hub, lambda: datetime.fromtimestamp(self.clock.wall(), timezone.utc),
@@ -82,78 +92,49 @@ class Daemon(Planning):
         self._thread: threading.Thread | None = None
         self._last_loop = self.clock.now()
         self._was_leader = False
-        self.staging, self.companions, self.classes = {}, {}, []
-        self.caches = {}
-        self._resources, self._gvk, self._clients = {}, {}, {}
-        self._resynced: set[str] = set()
-        self._resyncing: set[str] = set()
-        self.workers = ClusterWorkers(list(self.entries), self._stop)
-        self.placed, self.pending, self.excluded = {}, {}, {}
-        self.creating, self.deleting = {}, {}
-        self._checked, self._blocked_edit = {}, {}
-        self._window_opened = self._retry_at = self._fleet_changed = None
         self._next_resync = 0.0
         self._failed: dict[WorkloadRef, float] = {}
+        self.book = Book()
+        self.view = StagingView(config.hub_context)
+        self.targets = Targets(self.view, self.book, self.interpret)
+        self.workers = ClusterWorkers(list(self.entries), self._stop)
+        self.watches = Watches(config, kube, catalog, self.entries, hub, self.leader, self.view, self.targets,
+                               self._stop, Callbacks(self._on_staging, self._on_copy, self._on_capacity,
+                                                     self._target_failed, self.api_error))
+        self.relist = Relist(self.targets, self.leader, self.api_error, self._wake)
+        self._compose()
+
+    def _compose(self) -> None:
+        """The parts that act, each given what it uses."""
+        self.writer = HubWriter(self.hub, self.view, self.events, self.clock, self.api_error)
+        self.executor = Executor(self.writer, self.view, self.targets, self.book, self.workers, self.inbox,
+                                 self.queue, self.clock, self.api_error)
+        self.creator = Creator(self.entries, self.catalog, self.interpret, self.book, self.view, self.targets,
+                               self.executor, self.queue, self.clock, self.metrics)
+        self.rescheduler = Rescheduler(self.config.reschedule_after, self.entries, self.book, self.view,
+                                       self.targets, self.executor, self.queue, self.clock, self.metrics)
+        self.reconciler = Reconciler(self.config, self.entries, self.catalog, self.interpret, self.book, self.view,
+                                     self.targets, self.executor, self.writer, self.rescheduler, self.workers,
+                                     self.queue, self.clock)
+        self.planner = Planner(self.config, self.catalog, self.interpret, self.book, self.view, self.targets,
+                               self.reconciler, self.creator, self.executor, self.clock, self.metrics)
+
+    # --- what tests and tools read ------------------------------------------------------
+
+    @property
+    def caches(self) -> dict[str, ClusterCache]:
+        return self.targets.caches
+
+    @property
+    def creating(self) -> dict[WorkloadRef, Creating]:
+        return self.book.creating
 
     # --- lifecycle --------------------------------------------------------------------
 
     def start_watches(self) -> None:
         """Discover the kinds and start every informer (idempotent)."""
-        if self.staging:
-            return
-        ns = self.config.staging_namespace
-        for gvk in self.catalog.kinds():
-            try:
-                res = self.hub_reader.resource_for(*gvk)
-            except NotFound:
-                continue
-            except PlacerError as e:
-                self.api_error("hub", e)
-                raise
-            self._resources[gvk] = res
-            self._gvk[(res.group, gvk[1])] = gvk
-            self.staging[gvk] = self._hub_informer(res, ns, self._on_staging, gvk)
-        for gvk in COMPANION_KINDS:
-            if gvk[1] == "Secret" and not self.config.secrets:
-                continue                    # no read access to Secrets unless groups need them
-            self.companions[gvk] = self._hub_informer(self.hub_reader.resource_for(*gvk), ns, _ignore, gvk)
-        for gvk in CLASS_KINDS:
-            try:
-                self.classes.append(self._hub_informer(self.hub_reader.resource_for(*gvk), None, _ignore, gvk))
-                self.classes[-1].optional = True   # not readable: built-ins and the pods' own classes only
-            except PlacerError:
-                continue                    # no Kueue on the hub, or not readable: built-ins only
-        for name, entry in self.entries.items():
-            base = self.kube.client(entry.context, cluster=name)
-            self._clients[name] = fenced_client(base, self.leader, self.config.timeout,
-                                                on_failure=functools.partial(self._target_failed, name))
-            kinds, why = served_kinds(base, list(self.staging), self._resources)
-            if why:
-                self.api_error(name, PlacerError(why))
-                log.warning("cluster %s: %s; watching it until it answers", name, why)
-            self.caches[name] = ClusterCache(
-                name, dict(entry.labels or {}), entry.context, base, kinds, self._stop,
-                on_error=functools.partial(self.api_error, name),
-                on_copy=functools.partial(self._on_copy, name),
-                on_capacity=self._on_capacity, retry_delay=self.config.watch_retry,
-                topology=tuple(getattr(entry, "topology", None) or ()))
-        for inf in self._informers():
-            inf.start()
-        self.workers.start()
-
-    def _hub_informer(self, res: Resource, ns: str | None, handler, gvk: GVK) -> Informer:
-        return Informer(self.hub_reader, res, namespace=ns, label_selector=None, handler=handler, cluster="hub",
-                        stop=self._stop, on_error=lambda e: self.api_error("hub", e),
-                        retry_delay=self.config.watch_retry, gvk=gvk)
-
-    def _hub_informers(self) -> list[Informer]:
-        return list(self.staging.values()) + list(self.companions.values()) + self.classes
-
-    def _informers(self) -> list[Informer]:
-        out = self._hub_informers()
-        for cache in self.caches.values():
-            out += cache.informers()
-        return out
+        if self.watches.start():
+            self.workers.start()
 
     def start(self, metrics_addr: str | None = None) -> "Daemon":
         if metrics_addr:        # first: a busy port is an input error, before any watch starts
@@ -193,7 +174,7 @@ class Daemon(Planning):
 
     def _idle_wait(self) -> float:
         now = self.clock.now()
-        due = [t for t in (self.queue.next_due(), self._plan_due(), self._next_resync) if t is not None]
+        due = [t for t in (self.queue.next_due(), self.planner.due(), self._next_resync) if t is not None]
         return min(0.25, max(0.005, min(due, default=now + 0.25) - now))
 
     def healthy(self) -> tuple[bool, str]:
@@ -208,12 +189,12 @@ class Daemon(Planning):
     # --- informer callbacks (informer threads) ----------------------------------------
 
     def _on_staging(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
-        self.inbox.put(Touched(self.ref_of(inf.gvk, *key)))
+        self.inbox.put(Touched(self.view.ref_of(inf.gvk, *key)))
         self._wake.set()
 
     def _on_copy(self, cluster: str, gvk: GVK, key: tuple[str, str]) -> None:
         if key[0] == self.config.staging_namespace:
-            self.inbox.put(Touched(self.ref_of(gvk, *key)))
+            self.inbox.put(Touched(self.view.ref_of(gvk, *key)))
             self._wake.set()
 
     def _target_failed(self, cluster: str, e: PlacerError) -> None:
@@ -240,17 +221,17 @@ class Daemon(Planning):
             did = self._drain_inbox(now, leader)
             if not leader:
                 self._was_leader = False
-                self._resynced.clear()
+                self.targets.resynced.clear()
                 return did
-            if not self._caches_synced():
+            if not self.watches.synced():
                 return did
             if not self._was_leader:
                 # a new leader trusts nothing it did not read: relist the copies, recheck everything
                 self._was_leader = True
-                self._resync_copies()
+                self.relist.start()
                 self._enqueue_all(now)
-            elif len(self._resynced) < len(self.caches):
-                self._resync_copies()
+            elif len(self.targets.resynced) < len(self.caches):
+                self.relist.start()
             if now >= self._next_resync:
                 self._next_resync = now + self.config.resync_interval
                 self._enqueue_all(now)
@@ -261,40 +242,12 @@ class Daemon(Planning):
                     break                            # lost it: stop acting at once
                 self._reconcile_safely(key)
             did = did or bool(keys)
-            due = self._plan_due()
-            if due is not None and self.clock.now() >= due and self.leader.is_leader and self._relisted():
-                self.plan_round()
+            due = self.planner.due()
+            if due is not None and self.clock.now() >= due and self.leader.is_leader and self.relist.done():
+                self.planner.plan_round()
                 did = True
             self._update_gauges()
             return did
-
-    def _relisted(self) -> bool:
-        """A new leader plans only once every cluster it can read has been relisted."""
-        return all(n in self._resynced for n, c in self.caches.items() if c.synced)
-
-    def _resync_copies(self) -> None:
-        """Relist placer's copies on every synced cluster not relisted since this daemon
-        became leader: one thread per cluster, so that a slow one holds back only itself
-        (a cluster is planned on once its relist is done)."""
-        for name, cache in self.caches.items():
-            if name in self._resynced or name in self._resyncing or not cache.synced:
-                continue
-            self._resyncing.add(name)
-            epoch = self.leader.acquired
-            threading.Thread(target=self._resync_one, args=(name, epoch), name=f"placer-resync-{name}",
-                             daemon=True).start()
-
-    def _resync_one(self, name: str, epoch: int) -> None:
-        try:
-            self.caches[name].resync_copies()
-            if epoch == self.leader.acquired:        # still the same term of leadership
-                self._resynced.add(name)
-        except PlacerError as e:
-            self.api_error(name, e)
-            log.warning("cluster %s: cannot relist placer's copies: %s; not planning on it yet", name, e)
-        finally:
-            self._resyncing.discard(name)
-            self._wake.set()
 
     def _drain_inbox(self, now: float, leader: bool) -> bool:
         did = False
@@ -307,8 +260,8 @@ class Daemon(Planning):
             match item:
                 case FleetChanged():
                     self._capacity.clear()
-                    if self._fleet_changed is None:
-                        self._fleet_changed = now
+                    if self.book.fleet_changed is None:
+                        self.book.fleet_changed = now
                 case Touched(ref):
                     self.queue.add(ref, now)
                 case _:
@@ -323,42 +276,23 @@ class Daemon(Planning):
         the lease: it only records what happened)."""
         match item:
             case Created(create, result):
-                self.created(create, result)
+                self.creator.created(create, result)
             case Checked(ref, cluster, found):
-                self.copy_checked(ref, cluster, found)
+                self.reconciler.copy_checked(ref, cluster, found)
             case Applied(ref, cluster, result, why, type_, reason):
-                self.copy_applied(ref, cluster, result, why, type_, reason)
+                self.executor.applied(ref, cluster, result, why, type_, reason)
             case Deleted(ref, cluster, result, why):
-                self.copy_deleted(ref, cluster, result, why)
+                self.executor.deleted(ref, cluster, result, why)
 
     def _enqueue_all(self, now: float) -> None:
-        for gvk, inf in self.staging.items():
-            for obj in inf.items():
-                meta = obj.get("metadata") or {}
-                self.queue.add(self.ref_of(gvk, meta.get("namespace") or "", meta.get("name") or ""), now)
+        for ref in self.view.refs():
+            self.queue.add(ref, now)
         for cache in self.caches.values():
             for gvk, inf in cache.copies.items():
                 for obj in inf.items():
                     meta = obj.get("metadata") or {}
                     if meta.get("namespace") == self.config.staging_namespace:
-                        self.queue.add(self.ref_of(gvk, meta["namespace"], meta.get("name") or ""), now)
-
-    def _caches_synced(self) -> bool:
-        """The hub's caches must be synced; a target that cannot be read is left out of
-        planning, but adoption needs every reachable cluster's copies known first."""
-        hub = all(i.synced.is_set() or (i.optional and i.tried.is_set()) for i in self._hub_informers())
-        return hub and all(i.tried.is_set() for i in self._informers())
-
-    def _plan_due(self) -> float | None:
-        due = []
-        if self._window_opened is not None:
-            due.append(self._window_opened + self.config.batch_window)
-        if any(p.message for p in self.pending.values()):
-            if self._fleet_changed is not None:
-                due.append(self._fleet_changed)
-            if self._retry_at is not None:
-                due.append(self._retry_at)
-        return min(due) if due else None
+                        self.queue.add(self.view.ref_of(gvk, meta["namespace"], meta.get("name") or ""), now)
 
     def wait_idle(self, timeout: float = 30.0, settle: float = 0.05) -> bool:
         """Until every informer has synced, the inbox is empty, no cluster queue has work,
@@ -376,7 +310,7 @@ class Daemon(Planning):
         return False
 
     def _idle_now(self) -> bool:
-        if not all(i.tried.is_set() for i in self._informers()) or not self.inbox.empty():
+        if not self.watches.tried() or not self.inbox.empty():
             return False
         if not self.workers.idle():
             return False
@@ -385,17 +319,17 @@ class Daemon(Planning):
                 return False
             if not self.leader.is_leader:
                 return self.leader.attempted.is_set()    # a standby (or not yet tried) has nothing to do
-            if not self._relisted():
+            if not self.relist.done():
                 return False
             now = self.clock.now()
             if self.queue.due_count(now):
                 return False
-            due = self._plan_due()
+            due = self.planner.due()
             return due is None or due > now + 0.5
 
     def _reconcile_safely(self, ref: WorkloadRef) -> None:
         try:
-            self.reconcile(ref)
+            self.reconciler.reconcile(ref)
             self._failed.pop(ref, None)
         except PlacerError as e:
             self.api_error(e.cluster or "hub", e)
@@ -405,15 +339,11 @@ class Daemon(Planning):
             self.queue.add(ref, self.clock.now() + delay)
 
     def _update_gauges(self) -> None:
-        self.metrics.set("placer_queue_depth", len(self.queue) + len(self.pending))
-        self.metrics.set("placer_unplaced", sum(1 for p in self.pending.values() if p.message))
-        self.metrics.set("placer_placed", len(self.placed))
+        self.metrics.set("placer_queue_depth", len(self.queue) + len(self.book.pending))
+        self.metrics.set("placer_unplaced", sum(1 for p in self.book.pending.values() if p.message))
+        self.metrics.set("placer_placed", len(self.book.placed))
         self.metrics.set("placer_interpretations_total", self.interpret.misses, labels={"result": "computed"})
         self.metrics.set("placer_interpretations_total", self.interpret.hits, labels={"result": "remembered"})
-
-
-def _ignore(inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
-    """Companions and priority classes are read from their caches when a round needs them."""
 
 
 __all__ = ["Daemon", "DaemonConfig"]

@@ -8,6 +8,9 @@ actions with their reasons out. The daemon's executor applies them.
   reasons per cluster.
 - `on_copy_gone(...)`, `drifted(...)`, `edit_fits(...)`: what to do when a copy vanished, was
   edited on its cluster, or its staging object's spec changed after placement.
+- `staging_gone`, `keep_one`, `invalid`, `placed_status`, `copy_gone`, `correct_drift`,
+  `forward_spec`, `edit_blocked`, `withdrawal`, `unplaced`: one staging workload's
+  actions (`placer.daemon.actions`), each with its reason.
 """
 
 from __future__ import annotations
@@ -17,14 +20,28 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from placer.actuate.compare import contains, demand
+from placer.actuate.compare import contains
+from placer.daemon.actions import (
+    Action,
+    Annotate,
+    Condition,
+    Create,
+    Delete,
+    ForwardSpec,
+    MirrorStatus,
+    Record,
+    Unplace,
+)
+from placer.daemon.events import FAILED, NORMAL, RESCHEDULED, UNPLACED, WARNING
 from placer.model.fleet import Cluster, Fleet
-from placer.model.names import ANN_CLUSTER
-from placer.model.plan import Placement, Plan
+from placer.model.names import ANN_CLUSTER, ANN_MESSAGE, ANN_PHASE, PLACED_CLUSTER
+from placer.model.plan import Plan
 from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 from placer.solve import ANN_SELECTOR, solve
 
 FINISHED = (Phase.COMPLETED.value, Phase.FAILED.value)
+PHASE_INVALID = "Invalid"
+COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT = "CopyDeleted", "DriftCorrected", "EditDoesNotFit"
 
 
 # --- what goes in ----------------------------------------------------------------------
@@ -52,26 +69,6 @@ class PendingGroup:
 
 
 # --- what comes out ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Create:
-    """Create the group's copies on `cluster`; `messages`: what to tell each member."""
-
-    cluster: str
-    group: str
-    members: tuple[WorkloadRef, ...]
-    messages: Mapping[WorkloadRef, str]
-    reason: str = "placed by the plan"
-    placements: tuple[Placement, ...] = ()     # the plan's, per member: nodes (and chosen domains)
-
-
-@dataclass(frozen=True)
-class Unplace:
-    """The workload stays pending: annotate it with why (one line per cluster)."""
-
-    ref: WorkloadRef
-    reason: str
-
 
 @dataclass(frozen=True)
 class Decision:
@@ -225,5 +222,100 @@ def edit_fits(cluster: Cluster, new: Workload, committed: Sequence[tuple[Placeme
     return EditFit(False, reasons[0] if reasons else f"does not fit {cluster.name}")
 
 
+# --- one staging workload's actions ------------------------------------------------------------
+
+def staging_gone(ref: WorkloadRef, clusters: Sequence[str]) -> tuple[Delete, ...]:
+    """Gone from the hub without our finalizer's consent (or never finalized): no copy survives."""
+    return tuple(Delete(c, ref, "its staging object is gone") for c in clusters)
+
+
+def keep_one(ref: WorkloadRef, named: str | None, copies: Sequence[tuple[str, Mapping[str, Any]]]
+             ) -> tuple[tuple[str, Any], tuple[Delete, ...]]:
+    """Two copies must never exist; if they do (a copy made by hand, an old split brain),
+    keep the one the staging object names, else the oldest, and delete the rest."""
+    keep = next((c for c in copies if c[0] == named), None) or \
+        min(copies, key=lambda c: (c[1].get("metadata") or {}).get("creationTimestamp") or "")
+    return keep, tuple(Delete(c, ref, f"duplicate of the copy on {keep[0]}") for c, _ in copies if c != keep[0])
+
+
+def invalid(ref: WorkloadRef, message: str) -> tuple[Action, ...]:
+    """A malformed staging object: say why, on the object and as an Event."""
+    return (Record(ref, WARNING, FAILED, message),
+            Annotate(ref, {ANN_PHASE: PHASE_INVALID, ANN_MESSAGE: message[:1000]}, finalizer=True))
+
+
+def placed_status(ref: WorkloadRef, cluster: str, ann: Mapping[str, str], phase: str, detail: str,
+                  blocked: str | None, status: Mapping[str, Any] | None) -> tuple[MirrorStatus, Annotate]:
+    """A placed workload's report: the copy's status first (whoever sees the new phase
+    annotation finds the status that explains it), then where, the phase and a message that
+    keeps the plan's wording (or says why a spec edit is held back)."""
+    message = ann.get(ANN_MESSAGE) if ann.get(PLACED_CLUSTER) == cluster else None
+    if not message or not message.startswith(f"placed on {cluster}"):
+        message = f"placed on {cluster}"
+    message = blocked or _with_detail(message, detail)
+    return (MirrorStatus(ref, cluster, status),
+            Annotate(ref, {PLACED_CLUSTER: cluster, ANN_PHASE: phase, ANN_MESSAGE: message}, finalizer=True))
+
+
+def copy_gone(ref: WorkloadRef, cluster: str, ann: Mapping[str, str], known: bool
+              ) -> tuple[CopyGone, tuple[Action, ...]]:
+    """The copy on `cluster` is gone (the cluster said so): a finished workload only says so
+    (once); anything else, when we placed it there, is told it goes back to pending."""
+    gone = on_copy_gone(cluster, ann.get(ANN_PHASE))
+    if not gone.replace:
+        if ann.get(ANN_MESSAGE, "").find("was deleted after it finished") >= 0:
+            return gone, ()
+        return gone, (Annotate(ref, {ANN_MESSAGE: f"{ann.get(ANN_MESSAGE, '')} | {gone.reason}"[:1000]}),)
+    if not known and ann.get(PLACED_CLUSTER) != cluster:
+        return gone, ()
+    return gone, (Record(ref, WARNING, COPY_DELETED, gone.reason),
+                  Annotate(ref, {PLACED_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: gone.reason},
+                           finalizer=True))
+
+
+def correct_drift(ref: WorkloadRef, cluster: str, desired: Mapping[str, Any], copy: Mapping[str, Any]
+                  ) -> ForwardSpec | None:
+    """A copy edited on its cluster is put back (None: no drift)."""
+    fields = drifted(desired, copy)
+    if not fields:
+        return None
+    why = f"spec.{', spec.'.join(fields)} changed on {cluster} by someone else; put back"
+    return ForwardSpec(ref, cluster, desired, why, (NORMAL, DRIFT_CORRECTED))
+
+
+def forward_spec(ref: WorkloadRef, cluster: str, desired: Mapping[str, Any], generation: str) -> ForwardSpec:
+    return ForwardSpec(ref, cluster, desired, f"spec change (generation {generation}) applied to the copy")
+
+
+def edit_blocked(ref: WorkloadRef, reason: str) -> tuple[str, tuple[Action, ...]]:
+    """A staging spec edit that does not fit its cluster stays on the hub; the copy keeps
+    running as it is. Returns the text and what tells the user."""
+    text = f"spec edit not forwarded: {reason}"
+    return text, (Record(ref, WARNING, EDIT_DOES_NOT_FIT, text), Annotate(ref, {ANN_MESSAGE: text[:1000]}),
+                  Condition(ref, True, "Placed", text))
+
+
+def withdrawal(ref: WorkloadRef, cluster: str, why: str, copies_on: Sequence[str]) -> tuple[Action, ...]:
+    """A stuck workload off `cluster` (its copy there deleted), told it is placed elsewhere."""
+    message = f"withdrawn from {cluster}: {why}; placing elsewhere"
+    deletes = tuple(Delete(c, ref, f"rescheduling: {why}") for c in copies_on if c == cluster)
+    return deletes + (Record(ref, WARNING, RESCHEDULED, message),
+                      Annotate(ref, {PLACED_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message}))
+
+
+def unplaced(ref: WorkloadRef, message: str) -> tuple[Record, Condition, Annotate]:
+    """What an Unplace writes: an Event, the Placed condition false, the pending annotations."""
+    return (Record(ref, WARNING, UNPLACED, message), Condition(ref, False, UNPLACED, message),
+            Annotate(ref, {ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message[:1000], PLACED_CLUSTER: None},
+                     finalizer=True))
+
+
+def _with_detail(message: str, detail: str) -> str:
+    base = message.split(" | ", 1)[0]
+    return f"{base} | {detail}"[:1000] if detail else base
+
+
 __all__ = ["Create", "CopyGone", "Decision", "EditFit", "PendingGroup", "Snapshot", "Unplace",
-           "decide", "drifted", "edit_fits", "on_copy_gone", "with_policy"]
+           "copy_gone", "correct_drift", "decide", "drifted", "edit_blocked", "edit_fits", "forward_spec",
+           "invalid", "keep_one", "on_copy_gone", "placed_status", "staging_gone", "unplaced", "with_policy",
+           "withdrawal"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from placer.daemon.decide import Create
+from placer.daemon.actions import Create
 from placer.model.workload import WorkloadRef
 
 

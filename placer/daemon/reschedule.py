@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
-from placer.daemon.events import RESCHEDULED, WARNING
-from placer.daemon.staging import HubWrites
-from placer.daemon.state import Pending, ann_of
-from placer.model.names import ANN_MESSAGE, ANN_PHASE, ANN_RESCHEDULE, PLACED_CLUSTER
+from placer.daemon import decide as DC
+from placer.daemon.clock import TimeSource
+from placer.daemon.executor import Executor
+from placer.daemon.informer import WorkQueue
+from placer.daemon.metrics import Metrics
+from placer.daemon.state import Book, Pending, ann_of
+from placer.daemon.targets import Targets
+from placer.daemon.view import StagingView
+from placer.model.names import ANN_RESCHEDULE
 from placer.model.workload import Phase, Workload, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
@@ -50,15 +55,28 @@ def judge(phase: str, placed_at: float, now: float, after: float | None, running
     return Verdict(True, None, f"{pods - running} of {pods} pods not running after {after:.0f}s")
 
 
-class Reschedule(HubWrites):
-    def check_reschedule(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str,
-                         phase: str) -> None:
-        after = reschedule_after(staging, self.config.reschedule_after)
-        placed = self.placed.get(ref)
+class Rescheduler:
+    """Watches placed workloads' pods (from the pod caches) and withdraws the stuck ones."""
+
+    def __init__(self, default_after: float | None, clusters: Iterable[str], book: Book, view: StagingView,
+                 targets: Targets, executor: Executor, queue: WorkQueue, clock: TimeSource, metrics: Metrics):
+        self.default_after = default_after
+        self.clusters = tuple(clusters)
+        self.book = book
+        self.view = view
+        self.targets = targets
+        self.executor = executor
+        self.queue = queue
+        self.clock = clock
+        self.metrics = metrics
+
+    def check(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str, phase: str) -> None:
+        after = reschedule_after(staging, self.default_after)
+        placed = self.book.placed.get(ref)
         if placed is None or after is None:
             return
         now = self.clock.now()
-        running = self.caches[cluster].running(workload) if now - placed.placed_at >= after else 0
+        running = self.targets.caches[cluster].running(workload) if now - placed.placed_at >= after else 0
         v = judge(phase, placed.placed_at, now, after, running, workload.pods)
         if v.recheck_at is not None:
             self.queue.add(ref, v.recheck_at)
@@ -67,33 +85,12 @@ class Reschedule(HubWrites):
 
     def withdraw(self, ref: WorkloadRef, staging: dict, cluster: str, why: str) -> None:
         """Take a stuck group off its cluster and plan it again elsewhere."""
-        for member, obj in self.group_members(ref, staging):
-            for c, _ in self.copies_of(member):
-                if c == cluster:
-                    self.delete_copy(c, member, f"rescheduling: {why}")
-            self.placed.pop(member, None)
-            self.exclude(member, cluster)
-            message = f"withdrawn from {cluster}: {why}; placing elsewhere"
-            self.event(member, obj, WARNING, RESCHEDULED, message)
-            self.annotate(member, obj, {PLACED_CLUSTER: None, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message})
-            self.pending[member] = Pending(self.clock.now())
+        for member, _ in self.view.group_members(ref, staging):
+            actions = DC.withdrawal(member, cluster, why, [c for c, _ in self.targets.copies_of(member)])
+            self.book.placed.pop(member, None)
+            self.book.exclude(member, cluster, self.clusters)
+            self.executor.perform(actions)
+            self.book.pending[member] = Pending(self.clock.now())
             self.metrics.inc("placer_withdrawals_total")
-            log.info("%s: %s", member, message)
-        if self._window_opened is None:
-            self._window_opened = self.clock.now()
-
-    def exclude(self, ref: WorkloadRef, cluster: str) -> None:
-        excluded = self.excluded.setdefault(ref, set())
-        excluded.add(cluster)
-        if excluded >= set(self.entries):
-            excluded.clear()                    # excluded everywhere: let every cluster compete again
-
-    # provided by the reconcile part
-    def group_members(self, ref: WorkloadRef, staging: Mapping[str, Any]) -> list[tuple[WorkloadRef, dict]]:
-        raise NotImplementedError
-
-    def copies_of(self, ref: WorkloadRef) -> list[tuple[str, dict]]:
-        raise NotImplementedError
-
-    def delete_copy(self, cluster: str, ref: WorkloadRef, why: str, companions: dict | None = None) -> None:
-        raise NotImplementedError
+            log.info("%s: withdrawn from %s: %s; placing elsewhere", member, cluster, why)
+        self.book.open_window(self.clock.now())

@@ -1,19 +1,22 @@
 """Writing to the hub: annotations, label and finalizer in one merge patch per staging
-object; the status mirrored from the copy (with placer's Placed condition); Events.
-Every write goes through the fenced hub client."""
+object; the status mirrored from the copy (with placer's Placed condition); Events; the
+finalizer given up. Every write goes through the fenced hub client, and what it returns
+goes into the hub's cache at once."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from placer import actuate as A
-from placer.daemon.events import UNPLACED, WARNING, condition_of, placed_condition, with_condition
-from placer.daemon.state import DaemonState
+from placer.daemon.clock import TimeSource
+from placer.daemon.events import Recorder, condition_of, placed_condition, with_condition
+from placer.daemon.view import StagingView
+from placer.kube import KubeClient
 from placer.model.errors import Conflict, PlacerError
-from placer.model.names import ANN_MESSAGE, ANN_PHASE, FINALIZER, PLACED_CLUSTER
-from placer.model.workload import Phase, WorkloadRef
+from placer.model.names import FINALIZER, PLACED_CLUSTER
+from placer.model.workload import WorkloadRef
 
 log = logging.getLogger("placer.daemon")
 
@@ -29,7 +32,18 @@ def status_patch(have: Mapping[str, Any] | None, want: Mapping[str, Any] | None)
     return status
 
 
-class HubWrites(DaemonState):
+class HubWriter:
+    """The daemon's one writer to the hub, given the fenced hub client and the view whose
+    cache it keeps current."""
+
+    def __init__(self, hub: KubeClient, view: StagingView, events: Recorder, clock: TimeSource,
+                 on_error: Callable[[str, Exception], None]):
+        self.hub = hub
+        self.view = view
+        self.events = events
+        self.clock = clock
+        self.on_error = on_error
+
     def wall(self) -> datetime:
         return datetime.fromtimestamp(self.clock.wall(), timezone.utc)
 
@@ -63,27 +77,25 @@ class HubWrites(DaemonState):
             patch["metadata"]["finalizers"] = finalizers + [FINALIZER]
             patch["metadata"]["resourceVersion"] = meta.get("resourceVersion")
         gvk = (staging["apiVersion"], staging["kind"])
-        res = self._resources[gvk]
+        res = self.view.resources[gvk]
         try:
             updated = self.hub.patch(res, ref.name, patch, ref.namespace)
         except Conflict:
-            fresh = self.hub.get(res, ref.name, ref.namespace)
-            self.staging[gvk].assume(fresh, notify=False)
-            return self.annotate(ref, {**fresh, "apiVersion": gvk[0], "kind": gvk[1]}, values, finalizer=finalizer)
-        self.staging[gvk].assume(updated, notify=False)
-        return {**updated, "apiVersion": gvk[0], "kind": gvk[1]}
+            fresh = self.view.assume(gvk, self.hub.get(res, ref.name, ref.namespace))
+            return self.annotate(ref, fresh, values, finalizer=finalizer)
+        return self.view.assume(gvk, updated)
 
     def ensure_finalizer(self, ref: WorkloadRef, staging: dict) -> None:
         self.annotate(ref, staging, {}, finalizer=True)
 
     def write_status(self, ref: WorkloadRef, staging: dict, status: Mapping[str, Any]) -> None:
         gvk = (staging["apiVersion"], staging["kind"])
-        res = self._resources[gvk]
+        res = self.view.resources[gvk]
         if "status" in res.subresources:
             updated = self.hub.patch_status(res, ref.name, status, ref.namespace)
         else:
             updated = self.hub.patch(res, ref.name, {"status": dict(status)}, ref.namespace)
-        self.staging[gvk].assume(updated, notify=False)
+        self.view.assume(gvk, updated)
 
     def condition(self, ref: WorkloadRef, staging: dict, *, placed: bool, reason: str, message: str) -> None:
         """Set the Placed condition on a staging object whose status keeps conditions."""
@@ -98,31 +110,23 @@ class HubWrites(DaemonState):
         try:
             self.write_status(ref, staging, {"conditions": status["conditions"]})
         except PlacerError as e:
-            self.api_error("hub", e)
+            self.on_error("hub", e)
 
-    def mirror_status(self, ref: WorkloadRef, staging: dict, remote: Mapping[str, Any], cluster: str) -> None:
+    def mirror_status(self, ref: WorkloadRef, staging: dict, remote_status: Mapping[str, Any] | None,
+                      cluster: str) -> None:
         """The copy's status on the staging object, plus placer's Placed condition where it fits."""
         have = staging.get("status")
-        want = remote.get("status")
+        want = remote_status
         cond = placed_condition(True, "Placed", f"placed on {cluster}", self.wall(), condition_of(have))
         want = with_condition(want, cond) or want
         patch = status_patch(have, want)
         if patch is not None:
             self.write_status(ref, staging, patch)
 
-    def set_unplaced(self, ref: WorkloadRef, message: str) -> None:
-        p = self.pending.get(ref)
-        if p is None:
-            return
-        p.message = message
-        staging = self.staged(ref)
-        if staging is None:
-            return
-        self.event(ref, staging, WARNING, UNPLACED, message)
-        self.condition(ref, staging, placed=False, reason=UNPLACED, message=message)
-        try:
-            self.annotate(ref, self.staged(ref) or staging, {ANN_PHASE: Phase.PENDING.value,
-                                                              ANN_MESSAGE: message[:1000], PLACED_CLUSTER: None},
-                          finalizer=True)
-        except PlacerError as e:
-            self.api_error("hub", e)
+    def remove_finalizer(self, ref: WorkloadRef, staging: Mapping[str, Any]) -> None:
+        """Give our finalizer up (guarded by the version read: someone else's may change)."""
+        meta = staging.get("metadata") or {}
+        gvk = (staging["apiVersion"], staging["kind"])
+        rest = [f for f in meta.get("finalizers") or () if f != FINALIZER]
+        self.hub.patch(self.view.resources[gvk], ref.name, {"metadata": {
+            "finalizers": rest or None, "resourceVersion": meta.get("resourceVersion")}}, ref.namespace)

@@ -1,27 +1,16 @@
-"""What the daemon knows between rounds, declared once for its parts (hub writes,
-reconcile, planning): configuration, the decisions it rebuilds from the clusters after a
-restart, and the handles every part uses. Nothing here lives only in memory that could not
-be read back from the hub and the targets."""
+"""What the daemon knows between rounds: its configuration and the book of decisions it
+rebuilds from the clusters after a restart (where each workload is placed, what waits).
+Nothing here lives only in memory that could not be read back from the hub and the targets."""
 
 from __future__ import annotations
 
 import os
-import queue as _queue
 import socket
-import threading
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
-from placer.daemon.caches import ClusterCache
-from placer.daemon.clock import TimeSource
-from placer.daemon.events import Recorder
-from placer.daemon.execute import ClusterWorkers
-from placer.daemon.informer import Informer, WorkQueue
-from placer.daemon.leadership import LeaderElector, LeaseTiming
+from placer.daemon.leadership import LeaseTiming
 from placer.daemon.metrics import Metrics
-from placer.definitions.catalog import Catalog
-from placer.definitions.interpret import Interpreter
-from placer.kube import Kube, KubeClient, Resource
 from placer.model.workload import PlacementGroup, WorkloadRef
 
 GVK = tuple[str, str]
@@ -79,65 +68,52 @@ class Creating:
     members: tuple[WorkloadRef, ...]
 
 
-class DaemonState:
-    """Attributes shared by the daemon's parts (set in `Daemon.__init__`)."""
+class Book:
+    """What the daemon has decided and not yet seen through, shared by the parts that change
+    it (planner, reconciler, rescheduler, executor): where each workload is placed, what waits,
+    what is excluded, and the creates and deletes in flight. Nothing else is shared."""
 
-    config: DaemonConfig
-    kube: Kube
-    catalog: Catalog
-    interpret: Interpreter
-    clock: TimeSource
+    def __init__(self) -> None:
+        self.placed: dict[WorkloadRef, Remote] = {}
+        self.pending: dict[WorkloadRef, Pending] = {}
+        self.excluded: dict[WorkloadRef, set[str]] = {}
+        self.creating: dict[WorkloadRef, Creating] = {}
+        self.deleting: dict[tuple[str, WorkloadRef], float] = {}
+        self.checked: dict[tuple[str, WorkloadRef], str] = {}     # copy version found free of drift
+        self.blocked_edit: dict[WorkloadRef, str] = {}            # why a spec edit was not forwarded
+        self.window_opened: float | None = None                  # a planning window is open since
+        self.retry_at: float | None = None                       # unplaced workloads retried then
+        self.fleet_changed: float | None = None                  # capacity changed since
+
+    def open_window(self, now: float) -> None:
+        if self.window_opened is None:
+            self.window_opened = now
+
+    def make_pending(self, ref: WorkloadRef, now: float) -> None:
+        if ref not in self.pending:
+            self.pending[ref] = Pending(now)
+            self.open_window(now)
+
+    def forget(self, ref: WorkloadRef) -> None:
+        self.placed.pop(ref, None)
+        self.pending.pop(ref, None)
+        self.excluded.pop(ref, None)
+        self.blocked_edit.pop(ref, None)
+
+    def exclude(self, ref: WorkloadRef, cluster: str, clusters: Iterable[str]) -> None:
+        excluded = self.excluded.setdefault(ref, set())
+        excluded.add(cluster)
+        if excluded >= set(clusters):
+            excluded.clear()                    # excluded everywhere: let every cluster compete again
+
+
+@dataclass(frozen=True)
+class ApiErrors:
+    """Counts a failed API call per cluster (the caller logs or retries)."""
+
     metrics: Metrics
-    entries: dict[str, Any]
-    leader: LeaderElector
-    hub: KubeClient
-    events: Recorder
-    queue: WorkQueue
-    inbox: _queue.SimpleQueue
-    workers: ClusterWorkers
-    caches: dict[str, ClusterCache]
-    staging: dict[GVK, Informer]               # (apiVersion, kind) -> hub informer
-    companions: dict[GVK, Informer]
-    classes: list[Informer]
-    _resources: dict[GVK, Resource]
-    _gvk: dict[tuple[str, str], GVK]           # (group, kind) -> (apiVersion, kind)
-    _clients: dict[str, KubeClient]
-    _resynced: set[str]
-    _stop: threading.Event
-    _wake: threading.Event
-    placed: dict[WorkloadRef, Remote]
-    pending: dict[WorkloadRef, Pending]
-    excluded: dict[WorkloadRef, set[str]]
-    creating: dict[WorkloadRef, Creating]
-    deleting: dict[tuple[str, WorkloadRef], float]
-    _checked: dict[tuple[str, WorkloadRef], str]
-    _blocked_edit: dict[WorkloadRef, str]
-    _window_opened: float | None
-    _retry_at: float | None
-    _fleet_changed: float | None
 
-    # --- lookups every part uses ---------------------------------------------------------
-
-    def gvk_of(self, ref: WorkloadRef) -> GVK | None:
-        return self._gvk.get((ref.group, ref.kind))
-
-    def ref_of(self, gvk: GVK, namespace: str, name: str) -> WorkloadRef:
-        return WorkloadRef.of({"apiVersion": gvk[0], "kind": gvk[1], "metadata": {"namespace": namespace,
-                                                                                   "name": name}})
-
-    def staged(self, ref: WorkloadRef) -> dict | None:
-        """The staging object as the hub's cache holds it (with apiVersion and kind)."""
-        gvk = self.gvk_of(ref)
-        inf = self.staging.get(gvk) if gvk else None
-        obj = inf.get(ref.namespace, ref.name) if inf else None
-        if obj is not None and gvk:
-            obj = {**obj, "apiVersion": gvk[0], "kind": gvk[1]}
-        return obj
-
-    def client(self, cluster: str) -> KubeClient:
-        return self._clients[cluster]
-
-    def api_error(self, cluster: str, e: Exception) -> None:
+    def __call__(self, cluster: str, e: Exception) -> None:
         self.metrics.inc("placer_api_errors_total", labels={"cluster": cluster})
 
 

@@ -1,0 +1,173 @@
+"""Creating a group on its cluster: the copies prepared from the staging objects as they are
+when the cluster's queue gets to them, applied there, and the result recorded when it comes
+back through the inbox: the copy goes into the cache, the staging object gets one patch; a
+refused apply or a name collision excludes that cluster for the workload, and the next
+round places it elsewhere."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+from placer import actuate as A
+from placer.actuate.topology import choices_by_workload
+from placer.daemon.actions import Annotate, Create, Record
+from placer.daemon.clock import TimeSource
+from placer.daemon.events import FAILED, NORMAL, PLACED, WARNING
+from placer.daemon.executor import Executor
+from placer.daemon.informer import WorkQueue
+from placer.daemon.leadership import NotLeader
+from placer.daemon.messages import Created
+from placer.daemon.metrics import Metrics
+from placer.daemon.state import Book, Creating, Remote, origin_of
+from placer.daemon.targets import Interpret, Targets
+from placer.daemon.view import StagingView
+from placer.definitions.catalog import Catalog
+from placer.model.errors import InputError, KubeError, PlacerError, Unreachable
+from placer.model.names import ANN_MESSAGE, ANN_PHASE, ANN_SOURCE_GENERATION, PLACED_CLUSTER
+from placer.model.topology import TopologyChoice
+from placer.model.workload import Phase, PlacementGroup, WorkloadRef
+
+log = logging.getLogger("placer.daemon")
+
+
+def prepare(group: PlacementGroup, entry: Any, catalog: Catalog, cluster: str, plan_id: str,
+            topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None) -> list[dict]:
+    """The group's copies for `cluster` (its clusters-file `entry`); `topology`: the domains
+    chosen per workload, handed to the cluster's scheduler (placer.actuate.topology)."""
+    objects = A.prepare_objects(group, entry, catalog, plan_id=plan_id,
+                                origin=lambda obj: origin_of(WorkloadRef.of(obj)), cluster=cluster,
+                                topology=topology)
+    by_name = {(w.kind, w.name): w for w in group.workloads}
+    for obj in objects:
+        meta = obj["metadata"]
+        # finalizers on the hub belong to hub-side controllers (ours among them): a copy
+        # carrying them could never be deleted on its cluster (the server's own fields,
+        # owners included, prepare_objects has already left out)
+        meta.pop("finalizers", None)
+        w = by_name.get((str(obj.get("kind")), str(meta.get("name"))))
+        gen = (w.obj.get("metadata") or {}).get("generation") if w else None
+        if gen is not None:
+            meta["annotations"][ANN_SOURCE_GENERATION] = str(gen)
+    return objects
+
+
+def refused(e: PlacerError) -> bool:
+    """An apply the cluster refused for this workload and would refuse again (someone
+    else's object of the same name, a Pod Security level, a forbidden or invalid object),
+    as opposed to a transient failure worth retrying there."""
+    if isinstance(e, (A.NotOurs, InputError)):
+        return True
+    return isinstance(e, KubeError) and e.status in (400, 403, 404, 409, 422)
+
+
+class Creator:
+    """Performs a round's Creates and records their results."""
+
+    def __init__(self, entries: Mapping[str, Any], catalog: Catalog, interpret: Interpret, book: Book,
+                 view: StagingView, targets: Targets, executor: Executor, queue: WorkQueue, clock: TimeSource,
+                 metrics: Metrics):
+        self.entries = entries
+        self.catalog = catalog
+        self.interpret = interpret
+        self.book = book
+        self.view = view
+        self.targets = targets
+        self.executor = executor
+        self.queue = queue
+        self.clock = clock
+        self.metrics = metrics
+
+    def start(self, c: Create, planning: PlacementGroup, plan_id: str) -> None:
+        if c.cluster not in self.targets.caches:     # never a cluster outside the clusters file
+            return
+        for ref in c.members:
+            self.book.creating[ref] = Creating(c.cluster, planning, c.members)
+
+        def create() -> Any:
+            return self.create_group(c, plan_id)
+
+        def done(result: Any) -> None:
+            self.executor.inbox.put(Created(c, result))
+        if not self.executor.submit(c.cluster, ("create", c.group), create, done):
+            for ref in c.members:
+                self.book.creating.pop(ref, None)
+            self.book.open_window(self.clock.now())     # planned again next round
+
+    def create_group(self, c: Create, plan_id: str) -> Any:
+        """On the cluster's queue: the group's copies, made from the staging objects as they
+        are now. Returns the objects applied and their AppliedRefs (or the error)."""
+        failing = self.targets.caches[c.cluster].error
+        if failing:                               # queued behind a failure: go back to planning now
+            raise Unreachable(f"{c.cluster} is failing ({failing})", cluster=c.cluster)
+        sources = []
+        for ref in c.members:
+            if self.targets.copies_of(ref):
+                return "placed meanwhile"         # adopted: never a second copy
+            staging = self.view.staged(ref)
+            if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp"):
+                return "deleted meanwhile"
+            sources.append(self.interpret(staging, str(ref)))
+        group = PlacementGroup(c.group, tuple(sources), tuple(self.view.companions_of(c.group)))
+        objects = prepare(group, self.entries[c.cluster], self.catalog, c.cluster, plan_id,
+                          topology=choices_by_workload(c.placements))
+        applied = A.apply_group(self.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
+                                pod_security=A.handoff_of(self.entries[c.cluster]).pod_security)
+        return objects, applied
+
+    def created(self, c: Create, result: Any) -> None:
+        for ref in c.members:
+            self.book.creating.pop(ref, None)
+        now = self.clock.now()
+        if isinstance(result, (NotLeader, str)):
+            # fenced (the next leader, or this one again, plans it) or overtaken (adopted,
+            # deleted): look again, and plan what is still pending in the next round
+            for ref in c.members:
+                self.queue.add(ref, now)
+            self.book.open_window(now)
+            return
+        if isinstance(result, PlacerError):
+            self.failed(c, result)
+            return
+        objects, applied = result
+        for ref in c.members:
+            obj, ap = next(((o, a) for o, a in zip(objects, applied) if WorkloadRef.of(o) == ref), (None, None))
+            if obj is not None and ap is not None:
+                self.placed(c, ref, obj, ap, now)
+
+    def placed(self, c: Create, ref: WorkloadRef, obj: dict, ap: Any, now: float) -> None:
+        gvk = self.view.gvk_of(ref)
+        if gvk is not None:
+            meta = {**obj["metadata"], "resourceVersion": ap.after or "0", "uid": ap.uid, "generation": 1}
+            self.targets.caches[c.cluster].copies[gvk].assume({**obj, "metadata": meta})
+        self.book.placed[ref] = Remote(c.cluster, now)
+        self.book.pending.pop(ref, None)
+        self.metrics.inc("placer_placements_total")
+        message = c.messages.get(ref, f"placed on {c.cluster}")
+        staging = self.view.staged(ref)
+        if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp"):
+            self.queue.add(ref, now)          # deleted while being placed: reconcile removes the copy
+            return
+        self.executor.perform([Record(ref, NORMAL, PLACED,
+                                      message + (f" (group {c.group})" if len(c.members) > 1 else ""))])
+        try:
+            self.executor.perform([Annotate(ref, {PLACED_CLUSTER: c.cluster, ANN_PHASE: Phase.PENDING.value,
+                                                  ANN_MESSAGE: message}, finalizer=True)])
+        except PlacerError as e:
+            self.executor.on_error("hub", e)
+            self.queue.add(ref, now + 1.0)    # the copy exists: the next pass annotates it
+        log.info("%s: %s", ref, message)
+
+    def failed(self, c: Create, e: PlacerError) -> None:
+        self.executor.on_error(c.cluster, e)
+        log.warning("group %s: placing on %s failed: %s", c.group, c.cluster, e)
+        text = f"placing on {c.cluster} failed: {e.message}"
+        if refused(e):              # the same cluster would refuse again: let the next round go elsewhere
+            for ref in c.members:
+                self.book.exclude(ref, c.cluster, self.entries)
+            text += f"; {c.cluster} is excluded for it, placing elsewhere"
+        for ref in c.members:
+            self.executor.do(Record(ref, WARNING, FAILED, f"placing on {c.cluster} failed: {e.message}"))
+            self.executor.unplace(ref, text)
+        now = self.clock.now()
+        self.book.retry_at = min(self.book.retry_at or now + 0.2, now + 0.2)   # elsewhere, or here once it answers

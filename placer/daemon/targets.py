@@ -1,0 +1,73 @@
+"""The target clusters as the daemon's caches hold them: placer's copies of a workload, the
+clusters a round may plan on, the demand promised there, and the frozen snapshot a
+planning round decides on. Read only: writes go to a cluster's own queue (`executor`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+from placer import actuate as A
+from placer.daemon import decide as DC
+from placer.daemon.caches import ClusterCache
+from placer.daemon.state import Book, ann_of, origin_of
+from placer.daemon.view import StagingView
+from placer.kube import KubeClient
+from placer.model.fleet import Fleet
+from placer.model.workload import PlacementGroup, Workload, WorkloadRef
+
+Interpret = Callable[[Mapping[str, Any], str], Workload]
+
+
+class Targets:
+    """Filled by the daemon's watches (`watches.start_watches`) once it starts."""
+
+    def __init__(self, view: StagingView, book: Book, interpret: Interpret):
+        self.view = view
+        self.book = book
+        self.interpret = interpret
+        self.caches: dict[str, ClusterCache] = {}
+        self.clients: dict[str, KubeClient] = {}            # fenced, one per cluster
+        self.resynced: set[str] = set()                     # copies relisted since this daemon leads
+
+    def client(self, cluster: str) -> KubeClient:
+        return self.clients[cluster]
+
+    def copies_of(self, ref: WorkloadRef) -> list[tuple[str, dict]]:
+        """placer's copies of `ref` on every cluster, in clusters-file order (not those being deleted)."""
+        gvk = self.view.gvk_of(ref)
+        if gvk is None:
+            return []
+        want = {A.workload_label(ref), A.legacy_workload_label(ref)}
+        out = []
+        for cluster, cache in self.caches.items():
+            obj = cache.copy(gvk, ref.namespace, ref.name)
+            if obj is None or (cluster, ref) in self.book.deleting:
+                continue
+            meta = obj.get("metadata") or {}
+            if (meta.get("labels") or {}).get(A.WORKLOAD) in want and ann_of(obj).get(A.ORIGIN) == origin_of(ref):
+                out.append((cluster, {**obj, "apiVersion": gvk[0], "kind": gvk[1]}))
+        return out
+
+    def usable(self) -> list[str]:
+        """Clusters a round may plan on: their caches synced (and, for a new leader, their
+        copies relisted)."""
+        return [c for c, cache in self.caches.items() if cache.synced and c in self.resynced]
+
+    def committed(self) -> list[tuple[PlacementGroup, str]]:
+        out: list[tuple[PlacementGroup, str]] = []
+        for name in self.usable():
+            out += self.caches[name].promises(self.interpret)
+        seen: set[str] = set()
+        for c in self.book.creating.values():
+            if c.group.key not in seen:
+                seen.add(c.group.key)
+                out.append((dataclasses.replace(c.group, key=f"creating:{c.group.key}"), c.cluster))
+        return out
+
+    def snapshot(self) -> DC.Snapshot:
+        committed = self.committed()
+        reserved = A.reserved_by_cluster(committed)
+        clusters = tuple(dataclasses.replace(self.caches[n].cluster(), reserved=reserved.get(n, {}))
+                         for n in self.usable())
+        return DC.Snapshot(Fleet(clusters), tuple(committed))
