@@ -111,7 +111,7 @@ class Daemon:
                                  self.queue, self.clock, self.api_error)
         self.creator = Creator(self.entries, self.catalog, self.interpret, self.book, self.view, self.targets,
                                self.executor, self.queue, self.clock, self.metrics)
-        self.rescheduler = Rescheduler(self.config.reschedule_after, self.entries, self.book, self.view,
+        self.rescheduler = Rescheduler(self.config.reschedule_after, tuple(self.entries), self.book, self.view,
                                        self.targets, self.executor, self.queue, self.clock, self.metrics)
         self.reconciler = Reconciler(self.config, self.entries, self.catalog, self.interpret, self.book, self.view,
                                      self.targets, self.executor, self.writer, self.rescheduler, self.workers,

@@ -7,6 +7,7 @@ round places it elsewhere."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from placer import actuate as A
@@ -61,22 +62,20 @@ def refused(e: PlacerError) -> bool:
     return isinstance(e, KubeError) and e.status in (400, 403, 404, 409, 422)
 
 
+@dataclass(eq=False)
 class Creator:
     """Performs a round's Creates and records their results."""
 
-    def __init__(self, entries: Mapping[str, Any], catalog: Catalog, interpret: Interpret, book: Book,
-                 view: StagingView, targets: Targets, executor: Executor, queue: WorkQueue, clock: TimeSource,
-                 metrics: Metrics):
-        self.entries = entries
-        self.catalog = catalog
-        self.interpret = interpret
-        self.book = book
-        self.view = view
-        self.targets = targets
-        self.executor = executor
-        self.queue = queue
-        self.clock = clock
-        self.metrics = metrics
+    entries: Mapping[str, Any]
+    catalog: Catalog
+    interpret: Interpret
+    book: Book
+    view: StagingView
+    targets: Targets
+    executor: Executor
+    queue: WorkQueue
+    clock: TimeSource
+    metrics: Metrics
 
     def start(self, c: Create, planning: PlacementGroup, plan_id: str) -> None:
         if c.cluster not in self.targets.caches:     # never a cluster outside the clusters file

@@ -6,6 +6,7 @@ the executor performs (writes to targets go to the target's own queue)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
@@ -35,26 +36,24 @@ log = logging.getLogger("placer.daemon")
 __all__ = ["COMPANION_KINDS", "COPY_DELETED", "DRIFT_CORRECTED", "EDIT_DOES_NOT_FIT", "PHASE_INVALID", "Reconciler"]
 
 
+@dataclass(eq=False)
 class Reconciler:
     """Given the book, both caches, the executor (and the hub writer for the finalizer), the
     rescheduler, and what a spec forward needs (catalog, clusters-file entries, config)."""
 
-    def __init__(self, config: DaemonConfig, entries: Mapping[str, Any], catalog: Catalog, interpret: Interpret,
-                 book: Book, view: StagingView, targets: Targets, executor: Executor, writer: HubWriter,
-                 rescheduler: Rescheduler, workers: ClusterWorkers, queue: WorkQueue, clock: TimeSource):
-        self.config = config
-        self.entries = entries
-        self.catalog = catalog
-        self.interpret = interpret
-        self.book = book
-        self.view = view
-        self.targets = targets
-        self.executor = executor
-        self.writer = writer
-        self.rescheduler = rescheduler
-        self.workers = workers
-        self.queue = queue
-        self.clock = clock
+    config: DaemonConfig
+    entries: Mapping[str, Any]
+    catalog: Catalog
+    interpret: Interpret
+    book: Book
+    view: StagingView
+    targets: Targets
+    executor: Executor
+    writer: HubWriter
+    rescheduler: Rescheduler
+    workers: ClusterWorkers
+    queue: WorkQueue
+    clock: TimeSource
 
     def reconcile(self, ref: WorkloadRef) -> None:
         if ref in self.book.creating:

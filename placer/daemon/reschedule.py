@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from placer.daemon import decide as DC
 from placer.daemon.clock import TimeSource
@@ -55,20 +55,19 @@ def judge(phase: str, placed_at: float, now: float, after: float | None, running
     return Verdict(True, None, f"{pods - running} of {pods} pods not running after {after:.0f}s")
 
 
+@dataclass(eq=False)
 class Rescheduler:
     """Watches placed workloads' pods (from the pod caches) and withdraws the stuck ones."""
 
-    def __init__(self, default_after: float | None, clusters: Iterable[str], book: Book, view: StagingView,
-                 targets: Targets, executor: Executor, queue: WorkQueue, clock: TimeSource, metrics: Metrics):
-        self.default_after = default_after
-        self.clusters = tuple(clusters)
-        self.book = book
-        self.view = view
-        self.targets = targets
-        self.executor = executor
-        self.queue = queue
-        self.clock = clock
-        self.metrics = metrics
+    default_after: float | None
+    clusters: tuple[str, ...]
+    book: Book
+    view: StagingView
+    targets: Targets
+    executor: Executor
+    queue: WorkQueue
+    clock: TimeSource
+    metrics: Metrics
 
     def check(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str, phase: str) -> None:
         after = reschedule_after(staging, self.default_after)
