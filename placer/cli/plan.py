@@ -17,8 +17,7 @@ from placer.cli.output import OUTPUT_HELP, emit, parse_output
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 from placer.cli.topology_view import topology_lines
 from placer.model.plan import Placement, Plan, Unplaced
-from placer.ops.checks import DEFAULT_TIME_LIMIT
-from placer.ops.preview import dry_run_mode
+from placer.ops.checks import DEFAULT_TIME_LIMIT, dry_run_mode
 
 if TYPE_CHECKING:                 # placer.ops.plan brings the Kubernetes client and the solver: loaded when used
     from placer.ops.plan import PlanResult

@@ -11,27 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from placer.actuate import prepare_objects
+from placer.actuate.topology import choices_by_workload
 from placer.definitions.catalog import Catalog
 from placer.inputs.clusters_file import as_entry
-from placer.model.errors import InputError, KubeError, PlacerError
+from placer.kube import Kube, run_concurrently
+from placer.model.errors import KubeError, PlacerError
 from placer.model.plan import Plan
 from placer.model.workload import PlacementGroup
-
-if TYPE_CHECKING:                 # the CLI imports this module at start: the client loads when used
-    from placer.kube import Kube
-
-DRY_RUN_MODES = ("none", "client", "server")
-
-
-def dry_run_mode(value: str | None) -> str | None:
-    """kubectl's `--dry-run[=none|client|server]`: None for a real run."""
-    if value is None or value == "none":
-        return None
-    if value not in DRY_RUN_MODES:
-        raise InputError(f"--dry-run={value}: expected one of {', '.join(DRY_RUN_MODES)}")
-    return value
+from placer.ops.context import Context
+from placer.ops.submit import SubmitResult
 
 
 @dataclass(frozen=True)
@@ -48,12 +39,21 @@ class Preview:
         return not any(self.refused.values())
 
 
+def preview(ctx: Context, result: SubmitResult, mode: str) -> Preview:
+    """The use case of `submit --dry-run[=client|server] -o yaml|json|name`: the objects
+    of a dry run's `result` per cluster, as they would be created (`server`: as each API
+    server answered its dry run)."""
+    if result.plan is None:
+        return Preview({})
+    objects = preview_objects(result.plan, result.groups, ctx.entries, ctx.catalog, result.plan_id)
+    if mode == "server" and objects:
+        return server_dry_run(ctx.kube, ctx.entries, objects)
+    return Preview(objects)
+
+
 def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[Any], catalog: Catalog,
                     plan_id: str) -> dict[str, list[dict[str, Any]]]:
     """cluster -> the objects of every group placed there, as `submit` would apply them."""
-    from placer.actuate import prepare_objects
-    from placer.actuate.topology import choices_by_workload
-
     chosen = choices_by_workload(plan.placements)
     by_key = {g.key: g for g in groups}
     by_name = {as_entry(e).name: e for e in entries}
@@ -72,8 +72,6 @@ def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Seque
 def server_dry_run(kube: Kube, entries: Sequence[Any], objects: Mapping[str, Sequence[Mapping[str, Any]]]
                    ) -> Preview:
     """Ask each cluster's API server to apply its objects with dryRun=All, concurrently."""
-    from placer.kube import run_concurrently
-
     by_name = {as_entry(e).name: as_entry(e) for e in entries}
     simulated = {c: "simulated cluster: no API server to ask" for c in objects if not by_name[c].context}
 
