@@ -34,7 +34,9 @@ def plan(
     kubeconfig: Optional[str] = kubeconfig_option(),
     context: List[str] = context_option(),
     all_contexts: bool = all_contexts_option(),
-    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Wall-clock bound on the whole plan, seconds: reading, solving and explaining (a search it cuts short is flagged timeLimitHit)."),
+    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit",
+                                     help="Wall-clock bound on the whole plan, seconds: reading, solving and "
+                                          "explaining (a search it cuts short is flagged timeLimitHit)."),
     output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
     namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
                                             help="Namespace for objects of the files that name none "
