@@ -176,7 +176,7 @@ def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups:
     if hooks.progress:
         hooks.progress("searching what would make the rest fit")
     t = time.monotonic()
-    plan = plan_with_options(plan, view, pending, groups, ctx.catalog, gpu_resources=ctx.gpu_resources,
+    plan = plan_with_options(ctx, plan, view, pending, groups,
                              deadline=request.started + request.time_limit * OPTIONS_END)
     timings["options"] = time.monotonic() - t
     return plan
