@@ -9,7 +9,7 @@ from placer.inputs.clusters_file import ClusterEntry
 from placer.kube import Kube
 from placer.model.errors import InputError
 from placer.ops.context import Scope, context_of, local_context
-from placer.ops.submit_request import SubmitRequest
+from placer.ops.requests import SubmitRequest
 
 
 def test_context_of_takes_plain_entries_and_resolves_nothing():
@@ -45,3 +45,21 @@ def test_submit_request_checks_the_clusters_it_is_given():
     SubmitRequest(("x.yaml",), dry_run=True).check_clusters(simulated)
     with pytest.raises(InputError, match="every cluster is simulated"):
         SubmitRequest(("x.yaml",)).check_clusters(simulated)
+
+
+def test_describe_on_a_local_context_reads_files_only(tmp_path):
+    from pathlib import Path
+
+    from placer.ops.describe import Described, PodRef, describe
+    from placer.ops.requests import DescribeRequest
+
+    job = Path(__file__).resolve().parent.parent / "examples" / "job.yaml"
+    with local_context(Scope(kubeconfig=str(tmp_path / "absent"))) as ctx:
+        [found] = describe(ctx, DescribeRequest(files=(str(job),)))
+        assert found.pods is None and found.pod_dicts is None and found.workload.kind == "Job"
+        with pytest.raises(InputError, match="give either -f FILE"):
+            describe(ctx, DescribeRequest())
+        with pytest.raises(InputError, match="give either -f FILE"):
+            describe(ctx, DescribeRequest("job/x", files=(str(job),)))
+    live = Described(found.workload, {"main/main": [PodRef("p-0", "n1", "Running")]})
+    assert live.pod_dicts == {"main/main": [{"name": "p-0", "node": "n1", "phase": "Running"}]}

@@ -16,7 +16,7 @@ from placer.cli.output import OUTPUT_HELP, Output, emit, emit_documents, parse_o
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, open_ctx
 from placer.model.plan import Unplaced
 from placer.ops.checks import DEFAULT_TIME_LIMIT, dry_run_mode  # the solver's default, as for plan
-from placer.ops.submit_request import SubmitRequest
+from placer.ops.requests import SubmitRequest
 
 if TYPE_CHECKING:                 # placer.ops.submit brings the Kubernetes client and the solver: loaded when used
     from placer.ops.context import Context

@@ -43,7 +43,7 @@ from placer.model.topology import TopologyChoice
 from placer.model.workload import PlacementGroup, WorkloadRef
 from placer.ops.context import Context, Say
 from placer.ops.delete import remove_objects
-from placer.ops.submit_request import SubmitRequest, check_cluster  # noqa: F401 (re-exported)
+from placer.ops.requests import SubmitRequest, check_cluster  # noqa: F401 (re-exported)
 from placer.solve import solve
 
 __all__ = ["SIMULATED", "Already", "pin", "pin_groups", "submit", "SubmitRequest", "SubmitResult"]

@@ -1,5 +1,5 @@
-"""What `placer submit` is asked to do, and the checks of it that need no cluster (pure:
-the CLI imports this at start)."""
+"""What `placer submit` and `placer describe` are asked to do, and the checks of it that
+need no cluster (pure: the CLI builds these at start, before the client loads)."""
 
 from __future__ import annotations
 
@@ -51,3 +51,18 @@ def check_cluster(cluster: str | None, entries: Sequence[Any], *, dry_run: bool 
                          "with contexts, or a kubeconfig)")
     if cluster is not None and cluster not in names:
         raise InputError(f"--cluster {cluster}: no such cluster (known: {', '.join(names)})")
+
+
+@dataclass(frozen=True)
+class DescribeRequest:
+    """What to describe: the workloads of files, or one live object (`ref`, KIND/NAME) in
+    `namespace` of the kubeconfig's `context` (None: the current one)."""
+
+    ref: str | None = None
+    files: tuple[str, ...] = ()
+    namespace: str | None = None      # with files: kubectl's -n with -f (fills in, must agree)
+    context: str | None = None
+
+    def check(self) -> None:
+        if bool(self.ref) == bool(self.files):
+            raise InputError("give either -f FILE... or KIND/NAME (or KIND NAME)")
