@@ -15,9 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from placer.actuate import prepare_objects
 from placer.actuate.topology import choices_by_workload
-from placer.definitions.catalog import Catalog
-from placer.inputs.clusters_file import as_entry
-from placer.kube import Kube, run_concurrently
+from placer.kube import run_concurrently
 from placer.model.errors import KubeError, PlacerError
 from placer.model.plan import Plan
 from placer.model.workload import PlacementGroup
@@ -45,18 +43,18 @@ def preview(ctx: Context, result: SubmitResult, mode: str) -> Preview:
     server answered its dry run)."""
     if result.plan is None:
         return Preview({})
-    objects = preview_objects(result.plan, result.groups, ctx.entries, ctx.catalog, result.plan_id)
+    objects = preview_objects(ctx, result.plan, result.groups, result.plan_id)
     if mode == "server" and objects:
-        return server_dry_run(ctx.kube, ctx.entries, objects)
+        return server_dry_run(ctx, objects)
     return Preview(objects)
 
 
-def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[Any], catalog: Catalog,
-                    plan_id: str) -> dict[str, list[dict[str, Any]]]:
+def preview_objects(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_id: str
+                    ) -> dict[str, list[dict[str, Any]]]:
     """cluster -> the objects of every group placed there, as `submit` would apply them."""
     chosen = choices_by_workload(plan.placements)
     by_key = {g.key: g for g in groups}
-    by_name = {as_entry(e).name: e for e in entries}
+    by_name = {e.name: e for e in ctx.entries}
     out: dict[str, list[dict[str, Any]]] = {}
     seen: set[tuple[str, str]] = set()
     for p in plan.placements:
@@ -64,15 +62,14 @@ def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Seque
             continue
         seen.add((p.group, p.cluster))
         out.setdefault(p.cluster, []).extend(
-            prepare_objects(by_key[p.group], by_name[p.cluster], catalog, plan_id=plan_id, cluster=p.cluster,
+            prepare_objects(by_key[p.group], by_name[p.cluster], ctx.catalog, plan_id=plan_id, cluster=p.cluster,
                             topology=chosen))
     return out
 
 
-def server_dry_run(kube: Kube, entries: Sequence[Any], objects: Mapping[str, Sequence[Mapping[str, Any]]]
-                   ) -> Preview:
+def server_dry_run(ctx: Context, objects: Mapping[str, Sequence[Mapping[str, Any]]]) -> Preview:
     """Ask each cluster's API server to apply its objects with dryRun=All, concurrently."""
-    by_name = {as_entry(e).name: as_entry(e) for e in entries}
+    kube, by_name = ctx.kube, {e.name: e for e in ctx.entries}
     simulated = {c: "simulated cluster: no API server to ask" for c in objects if not by_name[c].context}
 
     def one(cluster: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
