@@ -139,14 +139,15 @@ def test_a_shared_companion_is_applied_by_each_group_on_one_cluster(fresh_fleet,
     """Two groups bringing the same unreferenced ConfigMap to one cluster: both are created,
     the second does not refuse the ConfigMap as someone else's."""
     from placer.kube import Kube
-    from placer.ops.submit import submit
+    from placer.ops.context import context_of
+    from placer.ops.submit import SubmitRequest, submit
     from tests.kubeapi.builders import gpu_node
 
     fresh_fleet["alpha"].seed([gpu_node("a0")])
     path = write(tmp_path, "two.yaml", job("a", ns="shared-cm"), job("b", ns="shared-cm"),
                  obj("ConfigMap", "settings", ns="shared-cm", data={"k": "v"}))
     kube = Kube(str(fresh_fleet.kubeconfig))
-    result = submit([path], entries=[{"name": "alpha", "context": "alpha"}], catalog=catalog, kube=kube)
+    result = submit(context_of([{"name": "alpha", "context": "alpha"}], catalog, kube), SubmitRequest((path,)))
     assert result.failed == () and len(result.created) == 2, result
     client = kube.client("alpha")
     assert client.get("configmaps", "settings", "shared-cm")["data"] == {"k": "v"}

@@ -60,7 +60,8 @@ def test_workload_ref_text_round_trips():
 def test_job_and_deployment_sharing_a_name_are_submitted_and_found_again_apart(fresh_fleet, tmp_path):
     from placer.definitions.catalog import load_catalog
     from placer.kube import Kube
-    from placer.ops.submit import submit
+    from placer.ops.context import context_of
+    from placer.ops.submit import SubmitRequest, submit
     from tests.kubeapi.builders import gpu_node
 
     fresh_fleet["alpha"].seed([gpu_node("a0")])
@@ -71,8 +72,8 @@ def test_job_and_deployment_sharing_a_name_are_submitted_and_found_again_apart(f
     def run():
         kube = Kube(str(fresh_fleet.kubeconfig))
         try:
-            return submit([str(tmp_path / "train.yaml")], entries=entries, catalog=load_catalog(), kube=kube,
-                          time_limit=3, workers=1)
+            return submit(context_of(entries, load_catalog(), kube),
+                          SubmitRequest((str(tmp_path / "train.yaml"),), time_limit=3, workers=1))
         finally:
             kube.close()
     first = run()

@@ -106,17 +106,18 @@ def test_the_higher_class_gets_the_capacity(tmp_path):
 
 def test_classes_are_read_from_the_target_clusters(fresh_fleet, tmp_path, catalog):
     from placer.kube import Kube
-    from placer.ops.submit import submit
+    from placer.ops.context import context_of
+    from placer.ops.submit import SubmitRequest, submit
     from tests.kubeapi.builders import gpu_node
 
     fresh_fleet["alpha"].seed([gpu_node("a0")])
     kube = Kube(str(fresh_fleet.kubeconfig))
     kube.client("alpha").create("priorityclasses.scheduling.k8s.io", pclass("team-high", 300))
     path = write(tmp_path, job("live", pc="team-high", ns="prio-live"))
-    result = submit([path], entries=[{"name": "alpha", "context": "alpha"}], catalog=catalog, kube=kube,
-                    dry_run=True)
+    alpha = context_of([{"name": "alpha", "context": "alpha"}], catalog, kube)
+    result = submit(alpha, SubmitRequest((path,), dry_run=True))
     [p] = result.plan.placements
     assert p.priority == 300
     missing = write(tmp_path, job("lost", pc="team-low", ns="prio-live"), name="lost.yaml")
     with pytest.raises(Exception, match="team-low.*looked in .*context alpha"):
-        submit([missing], entries=[{"name": "alpha", "context": "alpha"}], catalog=catalog, kube=kube, dry_run=True)
+        submit(alpha, SubmitRequest((missing,), dry_run=True))

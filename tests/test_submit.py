@@ -15,7 +15,8 @@ from placer.cli import app
 from placer.definitions.catalog import load_catalog
 from placer.kube import Kube, RetryPolicy
 from placer.model.errors import InputError
-from placer.ops.submit import submit
+from placer.ops.context import context_of
+from placer.ops.submit import SubmitRequest, submit
 from tests.kubeapi.builders import bound_pod, gpu_node
 
 JOBSET = "jobset.x-k8s.io/v1alpha2"
@@ -84,8 +85,8 @@ class Env:
     def submit(self, paths, **kw):
         kube = self.kube()
         try:
-            return submit(paths, entries=self.entries, catalog=self.catalog, kube=kube, time_limit=5,
-                          workers=1, **kw)
+            return submit(context_of(self.entries, self.catalog, kube),
+                          SubmitRequest(tuple(paths), time_limit=5, workers=1, **kw))
         finally:
             kube.close()
 
@@ -264,7 +265,7 @@ def test_cluster_refusing_connections_while_applying_is_reported(env, tmp_path):
         return real(client, objects, **kw)
     S.A.apply_group = down_then_apply
     try:
-        result = submit([path], entries=ENTRIES, catalog=env.catalog, kube=kube, time_limit=5, workers=1)
+        result = submit(context_of(ENTRIES, env.catalog, kube), SubmitRequest((path,), time_limit=5, workers=1))
     finally:
         S.A.apply_group = real
         kube.close()

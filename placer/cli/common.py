@@ -12,7 +12,8 @@ import typer
 import typer.core
 from rich.console import Console
 
-from placer.model.errors import PlacerError
+from placer.model.errors import InputError, PlacerError
+from placer.model.podspec import DEFAULT_GPU_RESOURCES
 
 
 class _Root(typer.core.TyperGroup):
@@ -98,23 +99,10 @@ def note(message: str) -> None:
 
 
 def gpu_resources(names: list[str] | None) -> tuple[str, ...]:
-    from placer.model.podspec import DEFAULT_GPU_RESOURCES
     if names:
         for name in names:
             if not _RESOURCE_NAME.match(name):
-                from placer.model.errors import InputError
                 raise InputError(f"--gpu-resource {name!r}: expected a resource name such as nvidia.com/gpu")
         return tuple(names)
     env = os.environ.get("PLACER_GPU_RESOURCES", "")
     return tuple(n.strip() for n in env.split(",") if n.strip()) or DEFAULT_GPU_RESOURCES
-
-
-def emit(data: object, output: str) -> None:
-    """Machine-readable output on stdout, exactly as data (no rich markup)."""
-    import json
-
-    import yaml
-    if output == "json":
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    else:
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))

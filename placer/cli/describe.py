@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, gpu_resources, out, run
+from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, gpu_resources, out, run, warn
 from placer.cli.output import emit, parse_output, resource_name
 from placer.definitions.describe import workload_json, workload_tree
 from placer.model.errors import InputError
-from placer.model.workload import Workload
+from placer.ops.requests import DescribeRequest
+
+if TYPE_CHECKING:                 # placer.ops.describe brings the Kubernetes client: loaded when used
+    from placer.ops.describe import Described
 
 
 @app.command()
@@ -29,29 +32,29 @@ def describe(
     gpu: List[str] = typer.Option([], "--gpu-resource", help=GPU_HELP),
 ) -> None:
     """Describe workloads: components, instances, pods, per-pod requests, GPUs, gangs, phase."""
-    def go() -> None:
-        # the use case reads clusters: its kubernetes client loads when the command runs, not at CLI start
-        from placer.ops.describe import describe_files, describe_ref
+    fmt = run(lambda: parse_output(output, ("table", "json", "yaml", "name", "jsonpath")))
+    request = run(lambda: DescribeRequest(live_ref(ref, name), tuple(files), namespace, context))
+    found = run(lambda: _describe(request, kubeconfig, catalog, gpu))
+    if fmt.tabular:
+        for d in found:
+            out.print(workload_tree(d.workload, d.pod_dicts))
+    else:
+        emit([workload_json(d.workload, d.pod_dicts) for d in found], fmt,
+             names=(resource_name(w.obj or {"apiVersion": w.api_version, "kind": w.kind,
+                                             "metadata": {"name": w.name}}) for w in (d.workload for d in found)))
 
-        fmt = parse_output(output, ("table", "json", "yaml", "name", "jsonpath"))
-        target = live_ref(ref, name)
-        if bool(target) == bool(files):
-            raise InputError("give either -f FILE... or KIND/NAME (or KIND NAME)")
-        items: list[tuple[Workload, Mapping[str, Sequence[Mapping[str, Any]]] | None]]
-        if not target:
-            items = [(w, None) for w in describe_files(files, catalog_dirs=catalog, namespace=namespace,
-                                                              gpu_resources=gpu_resources(gpu))]
-        else:
-            items = [describe_ref(target, namespace=namespace, context=context, kubeconfig=kubeconfig,
-                                       catalog_dirs=catalog, gpu_resources=gpu_resources(gpu))]
-        if fmt.tabular:
-            for w, pods in items:
-                out.print(workload_tree(w, pods))
-        else:
-            emit([workload_json(w, pods) for w, pods in items], fmt,
-                 names=(resource_name(w.obj or {"apiVersion": w.api_version, "kind": w.kind,
-                                                 "metadata": {"name": w.name}}) for w, _ in items))
-    run(go)
+
+def _describe(request: DescribeRequest, kubeconfig: str | None, catalog: list[str], gpu: list[str]
+              ) -> tuple[Described, ...]:
+    """The describe on a Context of no clusters (a live object names its own context)."""
+    # the use case reads clusters: its kubernetes client loads when the command runs, not at CLI start
+    from placer.ops.context import Scope, local_context
+    from placer.ops.describe import describe as describe_workloads
+
+    request.check()
+    scope = Scope(kubeconfig=kubeconfig, catalog_dirs=tuple(catalog), gpu_resources=gpu_resources(gpu))
+    with local_context(scope, warn=warn) as ctx:
+        return describe_workloads(ctx, request)
 
 
 def live_ref(ref: str | None, name: str | None) -> str | None:

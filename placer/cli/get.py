@@ -79,7 +79,8 @@ def render(rows, warnings, *, all_namespaces: bool, wide: bool) -> None:
             cells += [",".join(r.nodes) or "<none>", r.plan or "<none>"]
         t.add_row(*(escape(c) for c in cells))
     for r in warnings:
-        cells = (["-"] if all_namespaces else []) + ["-", "-", r.cluster, "-", f"[yellow]{escape(r.error)}[/yellow]", "-"]
+        cells = (["-"] if all_namespaces else []) + ["-", "-", r.cluster, "-",
+                                                     f"[yellow]{escape(r.error or '')}[/yellow]", "-"]
         if wide:
             cells += ["-", "-"]
         t.add_row(*cells)

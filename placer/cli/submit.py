@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, List, Optional
+from functools import partial
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 import typer
 import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
+from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run, warn
 from placer.cli.output import OUTPUT_HELP, Output, emit, emit_documents, parse_output
-from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, resolve
-from placer.model.errors import InputError
-from placer.ops.checks import DEFAULT_TIME_LIMIT  # the solver's default, as for plan
-from placer.ops.preview import dry_run_mode
+from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, open_ctx
+from placer.model.plan import Unplaced
+from placer.ops.checks import DEFAULT_TIME_LIMIT, dry_run_mode  # the solver's default, as for plan
+from placer.ops.requests import SubmitRequest
 
 if TYPE_CHECKING:                 # placer.ops.submit brings the Kubernetes client and the solver: loaded when used
+    from placer.ops.context import Context
+    from placer.ops.preview import Preview
     from placer.ops.submit import SubmitResult
 
 
@@ -51,36 +54,15 @@ def submit(
     applied where it lives (configured / unchanged). Exit 3 when something is unplaced or
     a new version no longer fits, 1 when an API call failed (nothing of that group is left
     behind), 2 on bad input."""
-    def go() -> SubmitResult:
-        from placer.definitions.catalog import load_catalog
-        from placer.fleetview.registry import with_fleet_definitions
-        from placer.inputs.manifests import expand_paths
-        from placer.kube import Kube
-        from placer.ops.submit import check_cluster
-        from placer.ops.submit import submit as do_submit
-
-        if time_limit <= 0:
-            raise InputError(f"--time-limit {time_limit}: must be positive")
-        expand_paths(files)                                # bad paths fail before the slow parts
-        entries = seen["entries"] = resolve(clusters_file, kubeconfig, context, all_contexts).clusters
-        check_cluster(cluster, entries, dry_run=mode is not None)
-        kube = Kube(kubeconfig)
-        try:
-            cat = with_fleet_definitions(load_catalog(catalog), kube, [e.context for e in entries if e.context],
-                                         _warn)
-            return do_submit(files, entries=entries, catalog=cat, kube=kube,
-                             dry_run=mode is not None, cluster=cluster, time_limit=time_limit, replace=replace,
-                             namespace=namespace,
-                             skip_unreachable=skip_unreachable, gpu_resources=gpu_resources(gpu),
-                             progress=_progress if fmt.tabular and sys.stderr.isatty() else None)
-        finally:
-            kube.close()
     fmt = run(lambda: parse_output(output))
     mode = run(lambda: dry_run_mode(dry_run))
-    seen: dict[str, Any] = {}                       # the clusters resolved once, for the preview too
-    result = run(go)
-    if mode is not None and not fmt.tabular:
-        raise typer.Exit(run(lambda: show_preview(result, mode, fmt, seen["entries"], kubeconfig, catalog)))
+    request = SubmitRequest(tuple(files), dry_run=mode is not None, cluster=cluster, time_limit=time_limit,
+                            skip_unreachable=skip_unreachable, replace=replace, namespace=namespace)
+    opener = partial(open_ctx, clusters_file, kubeconfig, context, all_contexts, catalog)
+    result, shown = run(lambda: _submit(request, opener, gpu, mode if not fmt.tabular else None,
+                                        _progress if fmt.tabular and sys.stderr.isatty() else None))
+    if shown is not None:
+        raise typer.Exit(run(lambda: show_preview(result, shown, fmt)))
     if fmt.tabular:
         render(result)
     else:
@@ -88,42 +70,39 @@ def submit(
     raise typer.Exit(result.exit_code)
 
 
-def show_preview(result: SubmitResult, mode: str, fmt: Output, entries: list[Any],
-                 kubeconfig: str | None, catalog: list[str]) -> int:
+def _submit(request: SubmitRequest, opener: Callable[..., Context], gpu: list[str], preview_mode: str | None,
+            progress: Callable[[str], None] | None) -> tuple[SubmitResult, Preview | None]:
+    """The submit on one Context, and (`preview_mode`) the objects its dry run would create."""
+    from placer.ops.preview import preview  # the client and the solver: loaded when the command runs
+    from placer.ops.submit import submit as submit_workloads
+
+    request.check()                                    # bad numbers and paths fail before the slow parts
+    with opener(gpu=gpu_resources(gpu), check=request.check_clusters) as ctx:
+        result = submit_workloads(ctx, request, progress=progress)
+        return result, (preview(ctx, result, preview_mode) if preview_mode else None)
+
+
+def show_preview(result: SubmitResult, shown: Preview, fmt: Output) -> int:
     """`--dry-run[=client|server] -o yaml|json|name`: the objects per cluster, exactly as they
     would be created (server: as the API server answered the dry run): YAML documents after
     a `# cluster:` line; in JSON, the submit report with `objects: {cluster: [...]}`. The exit code."""
-    from placer.definitions.catalog import load_catalog
-    from placer.kube import Kube
-    from placer.ops.preview import Preview, preview_objects, server_dry_run
-
-    objects = preview_objects(result.plan, result.groups, entries, load_catalog(catalog),
-                              result.plan_id) if result.plan else {}
-    preview = Preview(objects)
-    if mode == "server" and objects:
-        kube = Kube(kubeconfig)
-        try:
-            preview = server_dry_run(kube, entries, objects)
-        finally:
-            kube.close()
-    items = [o for objs in preview.objects.values() for o in objs]
     if fmt.format == "yaml":
-        for cluster, objs in preview.objects.items():
+        for cluster, objs in shown.objects.items():
             for o in objs:
                 sys.stdout.write(f"---\n# cluster: {cluster}\n" + yaml.safe_dump(o, sort_keys=False))
     elif fmt.format in ("json", "jsonpath"):          # the submit report, with the objects per cluster
-        emit({**result.to_dict(), "objects": {c: list(objs) for c, objs in preview.objects.items()}}, fmt)
+        emit({**result.to_dict(), "objects": {c: list(objs) for c, objs in shown.objects.items()}}, fmt)
     else:
-        emit_documents(items, fmt)
-    for cluster, why in preview.not_validated.items():
-        _warn(f"{cluster}: {why}; objects not validated")
-    for cluster, refused in preview.refused.items():
+        emit_documents([o for objs in shown.objects.values() for o in objs], fmt)
+    for cluster, why in shown.not_validated.items():
+        warn(f"{cluster}: {why}; objects not validated")
+    for cluster, refused in shown.refused.items():
         for ref, why in refused.items():
             err.print(f"error: {cluster}: {ref}: {why}", markup=False, highlight=False)
     for u in result.plan.unplaced if result.plan else ():
         first = next(iter(u.reasons.items()), None)
-        _warn(f"{u.workload} unplaced" + (f": {first[0]}: {first[1].render()}" if first else ""))
-    return 1 if not preview.ok else result.exit_code
+        warn(f"{u.workload} unplaced" + (f": {first[0]}: {first[1].render()}" if first else ""))
+    return 1 if not shown.ok else result.exit_code
 
 
 def _name_of(ref: str) -> str:
@@ -132,26 +111,38 @@ def _name_of(ref: str) -> str:
     return f"{kind.lower()}/{where.rpartition('/')[2]}"
 
 
-def _warn(message: str) -> None:
-    err.print(f"warning: {message}", markup=False, highlight=False)
-
-
 def _progress(message: str) -> None:
     err.print(f"[dim]{escape(message)}[/dim]")
 
 
 def render(result: SubmitResult) -> None:
+    """The table of what happened to each workload, the warnings, and the counts line."""
     t = Table(box=None, pad_edge=False)
     for col in ("WORKLOAD", "KIND", "GPUS", "CLUSTER", "RESULT"):
         t.add_column(col, no_wrap=col != "RESULT")
+    updated = {u.workload for u in result.updated}
+    for row in (*_placement_rows(result, updated), *_updated_rows(result), *_already_rows(result, updated),
+                *_unplaced_rows(result, updated), *_refused_rows(result)):
+        t.add_row(*row)
+    out.print(t)
+    plan = result.plan
+    for key, why in (plan.overcommitted if plan else {}).items():
+        err.print(f"warning: promised {escape(key)} {escape(why)}")
+    for name, why in result.unreachable.items():
+        err.print(f"warning: {name}: {escape(why)} (left out)")
+    out.print(summary_line(result, updated))
+
+
+Row = tuple[str, str, str, str, str]
+
+
+def _placement_rows(result: SubmitResult, updated: set[str]) -> list[Row]:
+    """Workloads placed by this submit (new ones: those placed before have their own rows)."""
     created = {(c.group, c.cluster) for c in result.created}
     failed = {f.group: f for f in result.failed}
-    updated = {u.workload: u for u in result.updated}
-    plan = result.plan
-    suffix = " (dry run)" if result.dry_run else ""
-    for p in plan.placements if plan else ():
-        u = updated.get(str(p.ref)) if p.ref else None
-        if u is not None:
+    rows = []
+    for p in result.plan.placements if result.plan else ():
+        if p.ref and str(p.ref) in updated:
             continue
         if result.dry_run:
             status = "[cyan]would create[/cyan]"
@@ -161,39 +152,59 @@ def render(result: SubmitResult) -> None:
             f = failed.get(p.group)
             status = f"[red]failed: {escape(f.error) if f else 'not applied'}[/red]"
         nodes = ", ".join(sorted(p.nodes))
-        t.add_row(escape(p.workload), p.kind, str(p.gpus), p.cluster, f"{status} [dim]({escape(nodes)})[/dim]")
+        rows.append((escape(p.workload), p.kind, str(p.gpus), p.cluster, f"{status} [dim]({escape(nodes)})[/dim]"))
+    return rows
+
+
+UPDATE_COLOURS = {"unchanged": "dim", "configured": "green", "replaced": "green", "kept": "yellow"}
+
+
+def _updated_rows(result: SubmitResult) -> list[Row]:
+    suffix = " (dry run)" if result.dry_run else ""
+    rows = []
     for u in result.updated:
-        colour = {"unchanged": "dim", "configured": "green", "replaced": "green", "kept": "yellow"}[u.result]
+        colour = UPDATE_COLOURS[u.result]
         text = f"[{colour}]{u.result}{suffix}[/{colour}]"
         if u.previous:
             text += f" (from {escape(u.previous)})"
         if u.why:
             text += f": {escape(u.why)}"
-        t.add_row(escape(_short(u.workload)), u.kind, "-", u.cluster, text)
-    for a in result.already:
-        if a.workload not in updated:              # placed before, in a group that gained members
-            t.add_row(escape(_short(a.workload)), a.kind, "-", a.cluster,
-                      f"[yellow]already placed[/yellow]{' by plan ' + escape(a.plan) if a.plan else ''}")
-    for un in plan.unplaced if plan else ():
-        if un.ref is not None and str(un.ref) in updated:
-            continue
+        rows.append((escape(_short(u.workload)), u.kind, "-", u.cluster, text))
+    return rows
+
+
+def _already_rows(result: SubmitResult, updated: set[str]) -> list[Row]:
+    """Placed before, in a group that gained members (so not applied again)."""
+    return [(escape(_short(a.workload)), a.kind, "-", a.cluster,
+             f"[yellow]already placed[/yellow]{' by plan ' + escape(a.plan) if a.plan else ''}")
+            for a in result.already if a.workload not in updated]
+
+
+def _unplaced_rows(result: SubmitResult, updated: set[str]) -> list[Row]:
+    rows = []
+    for un in _unplaced(result, updated):
         reasons = "; ".join(f"{c}: {r.render()}" for c, r in un.reasons.items())
-        t.add_row(escape(un.workload), un.kind, str(un.gpus), "-", f"[red]unplaced[/red]: {escape(reasons)}")
-    for f in result.failed:
-        if f.cluster == "-":
-            t.add_row(", ".join(f.workloads), "-", "-", "-", f"[red]refused: {escape(f.error)}[/red]")
-    out.print(t)
-    if plan and plan.overcommitted:
-        for key, why in plan.overcommitted.items():
-            err.print(f"warning: promised {escape(key)} {escape(why)}")
-    for name, why in result.unreachable.items():
-        err.print(f"warning: {name}: {escape(why)} (left out)")
+        rows.append((escape(un.workload), un.kind, str(un.gpus), "-", f"[red]unplaced[/red]: {escape(reasons)}"))
+    return rows
+
+
+def _unplaced(result: SubmitResult, updated: set[str]) -> list[Unplaced]:
+    """The plan's unplaced workloads, but for new versions of placed ones (kept: their own rows)."""
+    return [u for u in (result.plan.unplaced if result.plan else ())
+            if not (u.ref is not None and str(u.ref) in updated)]
+
+
+def _refused_rows(result: SubmitResult) -> list[Row]:
+    return [(", ".join(f.workloads), "-", "-", "-", f"[red]refused: {escape(f.error)}[/red]")
+            for f in result.failed if f.cluster == "-"]
+
+
+def summary_line(result: SubmitResult, updated: set[str]) -> str:
     head = "dry run, nothing created" if result.dry_run else f"plan {result.plan_id}"
-    n_unplaced = sum(1 for u in plan.unplaced if not (u.ref is not None and str(u.ref) in updated)) if plan else 0
-    counts = {r: sum(1 for u in result.updated if u.result == r) for r in ("configured", "unchanged", "replaced", "kept")}
-    out.print(f"{head}: {len(result.created)} created, {counts['configured']} configured, "
-              f"{counts['unchanged']} unchanged, {counts['replaced']} replaced, {n_unplaced + counts['kept']} unplaced, "
-              f"{len(result.failed)} failed")
+    counts = {r: sum(1 for u in result.updated if u.result == r) for r in UPDATE_COLOURS}
+    return (f"{head}: {len(result.created)} created, {counts['configured']} configured, "
+            f"{counts['unchanged']} unchanged, {counts['replaced']} replaced, "
+            f"{len(_unplaced(result, updated)) + counts['kept']} unplaced, {len(result.failed)} failed")
 
 
 def _short(ref_text: str) -> str:

@@ -1,13 +1,14 @@
-"""The cluster options every command shares, and the one rule that turns them into
-clusters (`placer.inputs.targets.resolve_clusters`)."""
+"""The cluster options every command shares, and the command's one Context built from
+them (`placer.ops.context.open_context`, which applies the one rule of
+`placer.inputs.targets.resolve_clusters`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import typer
 
-from placer.cli.common import err, note, warn
+from placer.cli.common import note, warn
 
 if TYPE_CHECKING:                 # placer.ops.context brings the Kubernetes client: loaded when a command runs
     from placer.inputs.targets import Targets
@@ -32,17 +33,6 @@ def context_option():
 
 def all_contexts_option():
     return typer.Option(False, "--all-contexts", help="Use every context of the kubeconfig.")
-
-
-def resolve(clusters: Optional[str], kubeconfig: Optional[str], contexts: List[str] | None = None,
-            all_contexts: bool = False):
-    """The clusters in effect; the bundled example fleet is announced plainly on stderr."""
-    from placer.inputs.targets import resolve_clusters
-
-    targets = resolve_clusters(clusters, kubeconfig=kubeconfig, contexts=contexts or (), all_contexts=all_contexts)
-    if targets.notice:
-        err.print(f"note: {targets.notice}", markup=False, highlight=False)
-    return targets
 
 
 def open_ctx(clusters: Optional[str], kubeconfig: Optional[str], contexts: Sequence[str] = (),

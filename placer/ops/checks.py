@@ -1,5 +1,5 @@
-"""Checks of the numbers a command is given, shared by the use cases and the CLI (pure:
-the CLI imports this at start)."""
+"""Checks of the numbers and modes a command is given, shared by the use cases and the
+CLI (pure: the CLI imports this at start)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 from placer.model.errors import InputError
 
 DEFAULT_TIME_LIMIT = 10.0          # seconds: plan's bound on the whole plan, submit's solver limit
+DRY_RUN_MODES = ("none", "client", "server")
 
 
 def check_number(option: str, value: float | int | None, *, minimum: float = 0, inclusive: bool = False) -> None:
@@ -19,3 +20,12 @@ def check_number(option: str, value: float | int | None, *, minimum: float = 0, 
     if not ok:
         bound = f"at least {minimum:g}" if inclusive else ("positive" if minimum == 0 else f"above {minimum:g}")
         raise InputError(f"{option} {value}: must be a finite number, {bound}")
+
+
+def dry_run_mode(value: str | None) -> str | None:
+    """kubectl's `--dry-run[=none|client|server]`: None for a real run."""
+    if value is None or value == "none":
+        return None
+    if value not in DRY_RUN_MODES:
+        raise InputError(f"--dry-run={value}: expected one of {', '.join(DRY_RUN_MODES)}")
+    return value

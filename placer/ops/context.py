@@ -11,12 +11,12 @@ model) keep taking plain values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from placer.definitions.catalog import Catalog, load_catalog
 from placer.fleetview.registry import with_fleet_definitions
-from placer.inputs.clusters_file import ClusterEntry
-from placer.inputs.targets import Targets, resolve_clusters
+from placer.inputs.clusters_file import ClusterEntry, ClustersFile, as_entry
+from placer.inputs.targets import FROM_FILE, Targets, resolve_clusters
 from placer.kube import Kube
 from placer.model.podspec import DEFAULT_GPU_RESOURCES
 
@@ -93,3 +93,21 @@ def context_for(targets: Targets, scope: Scope, *, warn: Say = _quiet) -> Contex
         kube.close()
         raise
     return Context(targets, catalog, kube, tuple(scope.gpu_resources), warn)
+
+
+def local_context(scope: Scope, *, warn: Say = _quiet) -> Context:
+    """A Context of no clusters: the catalog of `scope` alone, nothing read from a fleet
+    (`describe -f` is pure; `describe KIND/NAME` reads the one cluster it names itself)."""
+    return context_for(_targets_of([], "no clusters"), scope, warn=warn)
+
+
+def context_of(entries: Sequence[Any], catalog: Catalog, kube: Kube, *,
+               gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, warn: Say = _quiet) -> Context:
+    """A Context of clusters given as values (clusters-file entries or plain mappings, as
+    libraries and tests write them) with a catalog already loaded: nothing is resolved."""
+    return Context(_targets_of(entries, "the given clusters"), catalog, kube, tuple(gpu_resources), warn)
+
+
+def _targets_of(entries: Sequence[Any], description: str) -> Targets:
+    file = ClustersFile.model_construct(hub=None, clusters=[as_entry(e) for e in entries])
+    return Targets(file, description, FROM_FILE)

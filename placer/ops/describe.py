@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
-from placer.definitions.catalog import load_catalog
+from placer.definitions.interpret import interpret
 from placer.fleetview.registry import with_cluster_definitions
 from placer.inputs.manifests import classify, read_documents
 from placer.kube import Kube, KubeClient, run_concurrently
 from placer.model.errors import InputError
 from placer.model.podspec import DEFAULT_GPU_RESOURCES
 from placer.model.workload import Workload
+from placer.ops.context import Context, Scope, local_context
+from placer.ops.requests import DescribeRequest
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,6 @@ def describe_live(ref: str, namespace: str | None, context: str | None, kubeconf
                   gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> tuple[Workload, PodsByComponent]:
     """The live object's interpretation and its pods by `component/instance`. Definitions
     registered in the cluster override the catalog's."""
-    from placer.definitions.interpret import interpret
-
     kind, name = parse_ref(ref)
     kube = kube or Kube(kubeconfig)
     client = kube.client(context)
@@ -93,22 +93,52 @@ def _stderr(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-# --- the library API's describe (placer.api) ----------------------------------------
+# --- the use case of `placer describe` ---------------------------------------------
+
+@dataclass(frozen=True)
+class Described:
+    """A workload's interpretation, and for a live one its pods by `component/instance`."""
+
+    workload: Workload
+    pods: Mapping[str, Sequence[PodRef]] | None = None
+
+    @property
+    def pod_dicts(self) -> dict[str, list[dict[str, Any]]] | None:
+        """The pods as plain mappings (what the tree and the JSON render)."""
+        return None if self.pods is None else {k: [p.to_json() for p in v] for k, v in self.pods.items()}
+
+
+def describe(ctx: Context, request: DescribeRequest) -> tuple[Described, ...]:
+    """The use case of `placer describe`: interpret the files' workloads (companions
+    skipped), or read the live object and find its pods. The Context gives the catalog,
+    the GPU names and the Kube handle; a live cluster's own definitions override the catalog's."""
+    request.check()
+    if request.files:
+        docs = read_documents(list(request.files), namespace=request.namespace)
+        return tuple(Described(w) for w in classify(docs, ctx.catalog, gpu_resources=ctx.gpu_resources).workloads)
+    assert request.ref is not None, "checked: a ref or files"
+    workload, pods = describe_live(request.ref, request.namespace, request.context, None, ctx.catalog,
+                                   kube=ctx.kube, warn=ctx.warn, gpu_resources=ctx.gpu_resources)
+    return (Described(workload, pods),)
+
+
+# --- the library API's describe (placer.api), on the use case -------------------------
 
 def describe_files(paths: Sequence[str], *, catalog_dirs: Sequence[str] = (),
                    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
                    namespace: str | None = None) -> list[Workload]:
     """Interpret every workload document in the files (companions skipped); `namespace`
     as kubectl's -n with -f (fills in, and must agree with, the objects' namespaces)."""
-    catalog = load_catalog(catalog_dirs)
-    docs = read_documents(paths, namespace=namespace)
-    return list(classify(docs, catalog, gpu_resources=gpu_resources).workloads)
+    with local_context(Scope(catalog_dirs=tuple(catalog_dirs), gpu_resources=tuple(gpu_resources))) as ctx:
+        return [d.workload for d in describe(ctx, DescribeRequest(files=tuple(paths), namespace=namespace))]
 
 
 def describe_ref(ref: str, *, namespace: str | None = None, context: str | None = None,
-                  kubeconfig: str | None = None, catalog_dirs: Sequence[str] = (),
-                  gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES
-                  ) -> tuple[Workload, Mapping[str, Sequence[Mapping[str, Any]]]]:
+                 kubeconfig: str | None = None, catalog_dirs: Sequence[str] = (),
+                 gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES
+                 ) -> tuple[Workload, Mapping[str, Sequence[Mapping[str, Any]]]]:
     """A live object's workload and its pods by `component/instance`."""
-    workload, pods = describe_live(ref, namespace, context, kubeconfig, load_catalog(catalog_dirs))
-    return workload, {k: [p if isinstance(p, Mapping) else vars(p) for p in v] for k, v in pods.items()}
+    scope = Scope(kubeconfig=kubeconfig, catalog_dirs=tuple(catalog_dirs), gpu_resources=tuple(gpu_resources))
+    with local_context(scope, warn=_stderr) as ctx:
+        [found] = describe(ctx, DescribeRequest(ref, namespace=namespace, context=context))
+    return found.workload, found.pod_dicts or {}

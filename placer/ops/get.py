@@ -8,19 +8,17 @@ interpreted for its GPUs and phase; `wide` also finds its pods' nodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from placer import actuate as A
-from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import interpret
 from placer.fleetview.inventory import error_reason
-from placer.inputs.clusters_file import as_entry
-from placer.kube import Kube, KubeClient, Resource, run_concurrently
+from placer.inputs.clusters_file import ClusterEntry
+from placer.kube import KubeClient, Resource, run_concurrently
 from placer.model.errors import InputError, NotFound, PlacerError
-from placer.model.podspec import DEFAULT_GPU_RESOURCES
 from placer.model.selectors import and_selectors
 from placer.model.workload import WorkloadRef
 from placer.ops.context import Context
@@ -69,7 +67,6 @@ class Query:
     namespace: str | None = "default"
     selector: str | None = None
     wide: bool = False
-    gpu_resources: Sequence[str] = field(default=tuple(DEFAULT_GPU_RESOURCES))
 
     @classmethod
     def parse(cls, arg: str | None, **kw: Any) -> "Query":
@@ -88,21 +85,16 @@ class Query:
 
 
 def get_placed(ctx: Context, query: Query) -> list[Row]:
-    """The use case of `placer get`: the query's rows across the Context's live clusters."""
-    return list_placed(ctx.kube, ctx.entries, ctx.catalog, query)
+    """The use case of `placer get`: the query's rows for every live cluster of the
+    Context, in entry order; warning rows for the clusters that could not be read."""
+    live = ctx.live
 
-
-def list_placed(kube: Kube, entries: Sequence[Any], catalog: Catalog, query: Query) -> list[Row]:
-    """Rows for every live cluster of `entries`, in entry order; warning rows for the
-    clusters that could not be read."""
-    live = [e for e in map(as_entry, entries) if e.context]
-
-    def one(entry: Any) -> tuple[list[Row], bool]:
+    def one(entry: ClusterEntry) -> tuple[list[Row], bool]:
         try:
-            return _cluster_rows(kube.client(entry.context, cluster=entry.name), entry.name, catalog, query)
+            return _cluster_rows(ctx, ctx.kube.client(entry.context, cluster=entry.name), entry.name, query)
         except PlacerError as e:
             return [Row(entry.name, error=error_reason(e))], True
-    results = run_concurrently({e.name: partial(one, e) for e in live}, max_workers=kube.max_workers)
+    results = run_concurrently({e.name: partial(one, e) for e in live}, max_workers=ctx.kube.max_workers)
     if query.type and live and not any(known for _, known in results.values()):
         raise InputError(f'unknown type "{query.type}": no cluster serves a workload kind of that name that '
                          "placer places (see placer catalog list)")
@@ -111,12 +103,12 @@ def list_placed(kube: Kube, entries: Sequence[Any], catalog: Catalog, query: Que
                                        r.ref.name if r.ref else "", r.ref.kind if r.ref else "", r.cluster))
 
 
-def _cluster_rows(client: KubeClient, cluster: str, catalog: Catalog, query: Query) -> tuple[list[Row], bool]:
+def _cluster_rows(ctx: Context, client: KubeClient, cluster: str, query: Query) -> tuple[list[Row], bool]:
     """The cluster's rows, and whether it serves a kind that `query.type` names."""
     selector = and_selectors(A.MANAGED_SELECTOR, query.selector)
     seen: set[tuple[str, str]] = set()
     objects = []
-    for api_version, kind in catalog.kinds():
+    for api_version, kind in ctx.catalog.kinds():
         try:
             res = client.resource_for(api_version, kind)
         except NotFound:
@@ -136,15 +128,15 @@ def _cluster_rows(client: KubeClient, cluster: str, catalog: Catalog, query: Que
     if query.wide:
         for ns in sorted({o["metadata"].get("namespace") or "default" for o in objects}):
             pods[ns] = list(client.list("pods", ns).items)
-    return [_row(cluster, o, catalog, query, pods) for o in objects], bool(seen)
+    return [_row(ctx, cluster, o, query, pods) for o in objects], bool(seen)
 
 
-def _row(cluster: str, obj: Mapping[str, Any], catalog: Catalog, query: Query, pods: Mapping[str, list]) -> Row:
+def _row(ctx: Context, cluster: str, obj: Mapping[str, Any], query: Query, pods: Mapping[str, list]) -> Row:
     meta = obj.get("metadata") or {}
     ann = meta.get("annotations") or {}
     ref = WorkloadRef.of(obj)
     try:
-        w = interpret(obj, catalog, gpu_resources=query.gpu_resources, source=f"{cluster}/{ref}")
+        w = interpret(obj, ctx.catalog, gpu_resources=ctx.gpu_resources, source=f"{cluster}/{ref}")
     except PlacerError as e:
         return Row(cluster, ref, phase=f"Unknown ({e.message})", created=meta.get("creationTimestamp") or "",
                    plan=ann.get(A.PLAN) or "")

@@ -1,10 +1,11 @@
 """What runs on the live clusters, as the options search needs it, and the plan with its
 options attached (`placer plan`).
 
-No I/O: everything comes from the `FleetView` that `plan` already read (nodes, active pods,
-placer's own copies and their promises). Running workloads are placer's copies read back,
-and other GPU pods grouped by their controlling owner (a Job, a ReplicaSet, a bare pod):
-what a cluster's own scheduler could preempt or what could finish.
+No I/O: everything comes from the `FleetView` that `plan` already read (nodes, active
+pods, placer's own copies and their promises); the Context gives only the catalog and the
+GPU names. Running workloads are placer's copies read back, and other GPU pods grouped by
+their controlling owner (a Job, a ReplicaSet, a bare pod): what a cluster's own scheduler
+could preempt or what could finish.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from placer.model.names import ANN_PRIORITY
 from placer.model.plan import Plan
 from placer.model.podspec import DEFAULT_GPU_RESOURCES
 from placer.model.workload import PlacementGroup
+from placer.ops.context import Context
 from placer.solve.options import Running, what_would_fit, with_options
 from placer.solve.problem import gpus_of
 
@@ -79,18 +81,18 @@ def running_workloads(view: FleetView, catalog: Catalog, *,
     return out
 
 
-def plan_with_options(plan: Plan, view: FleetView, pending: Sequence[PlacementGroup],
-                      originals: Sequence[PlacementGroup], catalog: Catalog, *,
-                      gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-                      deadline: float | None = None) -> Plan:
-    """`plan` (solved from `pending`, the rest of `originals` once workloads already placed
-    are set aside) with options on every unplaced workload."""
+def plan_with_options(ctx: Context, plan: Plan, view: FleetView, pending: Sequence[PlacementGroup],
+                      originals: Sequence[PlacementGroup], *, deadline: float | None = None) -> Plan:
+    """The use case of the options search (`placer plan`, what-if with running work): `plan`
+    (solved from `pending`, the rest of `originals` once workloads already placed are set
+    aside) with options on every unplaced workload, on the Context's catalog and GPU names."""
     if not plan.unplaced:
         return plan
-    planning = [A.planning_view(g, catalog, gpu_resources=gpu_resources) for g in pending]
+    gpus = ctx.gpu_resources
+    planning = [A.planning_view(g, ctx.catalog, gpu_resources=gpus) for g in pending]
     # a group partly placed already is pinned where that part runs: placer's pin, not the user's
     held = {g.key for g in originals if any(w.ref in view.placed for w in g.workloads)}
     found = what_would_fit(view.fleet, planning, plan, committed=view.promised,
-                           running=running_workloads(view, catalog, gpu_resources=gpu_resources),
-                           gpu_resources=gpu_resources, deadline=deadline, held_pins=held)
+                           running=running_workloads(view, ctx.catalog, gpu_resources=gpus),
+                           gpu_resources=gpus, deadline=deadline, held_pins=held)
     return with_options(plan, found)

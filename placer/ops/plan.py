@@ -133,8 +133,7 @@ def _groups(ctx: Context, request: PlanRequest, hooks: Hooks) -> list[PlacementG
     hub = ctx.targets.hub
     assert hub is not None, "no files and no hub was refused by _check"
     hooks.announce(f"planning the pending objects of namespace {hub.stagingNamespace} on hub context {hub.context}")
-    return staging_groups(hub.context, hub.stagingNamespace, ctx.catalog, kube=ctx.kube,
-                          gpu_resources=ctx.gpu_resources, warn=hooks.announce)
+    return staging_groups(ctx, hub.context, hub.stagingNamespace, warn=hooks.announce)
 
 
 def cluster_priority_classes(ctx: Context):
@@ -176,7 +175,7 @@ def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups:
     if hooks.progress:
         hooks.progress("searching what would make the rest fit")
     t = time.monotonic()
-    plan = plan_with_options(plan, view, pending, groups, ctx.catalog, gpu_resources=ctx.gpu_resources,
+    plan = plan_with_options(ctx, plan, view, pending, groups,
                              deadline=request.started + request.time_limit * OPTIONS_END)
     timings["options"] = time.monotonic() - t
     return plan

@@ -11,27 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from placer.definitions.catalog import Catalog
-from placer.inputs.clusters_file import as_entry
-from placer.model.errors import InputError, KubeError, PlacerError
+from placer.actuate import prepare_objects
+from placer.actuate.topology import choices_by_workload
+from placer.kube import run_concurrently
+from placer.model.errors import KubeError, PlacerError
 from placer.model.plan import Plan
 from placer.model.workload import PlacementGroup
-
-if TYPE_CHECKING:                 # the CLI imports this module at start: the client loads when used
-    from placer.kube import Kube
-
-DRY_RUN_MODES = ("none", "client", "server")
-
-
-def dry_run_mode(value: str | None) -> str | None:
-    """kubectl's `--dry-run[=none|client|server]`: None for a real run."""
-    if value is None or value == "none":
-        return None
-    if value not in DRY_RUN_MODES:
-        raise InputError(f"--dry-run={value}: expected one of {', '.join(DRY_RUN_MODES)}")
-    return value
+from placer.ops.context import Context
+from placer.ops.submit import SubmitResult
 
 
 @dataclass(frozen=True)
@@ -48,15 +37,24 @@ class Preview:
         return not any(self.refused.values())
 
 
-def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[Any], catalog: Catalog,
-                    plan_id: str) -> dict[str, list[dict[str, Any]]]:
-    """cluster -> the objects of every group placed there, as `submit` would apply them."""
-    from placer.actuate import prepare_objects
-    from placer.actuate.topology import choices_by_workload
+def preview(ctx: Context, result: SubmitResult, mode: str) -> Preview:
+    """The use case of `submit --dry-run[=client|server] -o yaml|json|name`: the objects
+    of a dry run's `result` per cluster, as they would be created (`server`: as each API
+    server answered its dry run)."""
+    if result.plan is None:
+        return Preview({})
+    objects = preview_objects(ctx, result.plan, result.groups, result.plan_id)
+    if mode == "server" and objects:
+        return server_dry_run(ctx, objects)
+    return Preview(objects)
 
+
+def preview_objects(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_id: str
+                    ) -> dict[str, list[dict[str, Any]]]:
+    """cluster -> the objects of every group placed there, as `submit` would apply them."""
     chosen = choices_by_workload(plan.placements)
     by_key = {g.key: g for g in groups}
-    by_name = {as_entry(e).name: e for e in entries}
+    by_name = {e.name: e for e in ctx.entries}
     out: dict[str, list[dict[str, Any]]] = {}
     seen: set[tuple[str, str]] = set()
     for p in plan.placements:
@@ -64,17 +62,14 @@ def preview_objects(plan: Plan, groups: Sequence[PlacementGroup], entries: Seque
             continue
         seen.add((p.group, p.cluster))
         out.setdefault(p.cluster, []).extend(
-            prepare_objects(by_key[p.group], by_name[p.cluster], catalog, plan_id=plan_id, cluster=p.cluster,
+            prepare_objects(by_key[p.group], by_name[p.cluster], ctx.catalog, plan_id=plan_id, cluster=p.cluster,
                             topology=chosen))
     return out
 
 
-def server_dry_run(kube: Kube, entries: Sequence[Any], objects: Mapping[str, Sequence[Mapping[str, Any]]]
-                   ) -> Preview:
+def server_dry_run(ctx: Context, objects: Mapping[str, Sequence[Mapping[str, Any]]]) -> Preview:
     """Ask each cluster's API server to apply its objects with dryRun=All, concurrently."""
-    from placer.kube import run_concurrently
-
-    by_name = {as_entry(e).name: as_entry(e) for e in entries}
+    kube, by_name = ctx.kube, {e.name: e for e in ctx.entries}
     simulated = {c: "simulated cluster: no API server to ask" for c in objects if not by_name[c].context}
 
     def one(cluster: str) -> tuple[list[dict[str, Any]], dict[str, str]]:

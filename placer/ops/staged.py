@@ -11,18 +11,16 @@ its own group.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from typing import Sequence
 
-from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import interpret
 from placer.fleetview.registry import with_cluster_definitions
 from placer.inputs.grouping import group
 from placer.inputs.priority import read_classes, with_priorities
-from placer.kube import Kube
 from placer.model.errors import NotFound
 from placer.model.names import ANN_GROUP, PLACED_CLUSTER
-from placer.model.podspec import DEFAULT_GPU_RESOURCES
 from placer.model.workload import PlacementGroup, Workload
+from placer.ops.context import Context, Say
 
 
 def _pending(obj: dict) -> bool:
@@ -43,13 +41,11 @@ def _staged_key(w: Workload) -> str:
     return f"{w.namespace}/{value}" if value else w.key
 
 
-def staging_groups(context: str, namespace: str, catalog: Catalog, *, kubeconfig: str | None = None,
-                   kube: Kube | None = None, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-                   warn: Callable[[str], None] = lambda m: None) -> list[PlacementGroup]:
-    """The staging namespace's pending workloads, grouped, in (kind, name) order."""
-    kube = kube or Kube(kubeconfig)
-    client = kube.client(context, cluster="hub")
-    catalog = with_cluster_definitions(catalog, client, warn)
+def staging_groups(ctx: Context, context: str, namespace: str, *, warn: Say) -> list[PlacementGroup]:
+    """The staging namespace's pending workloads on the hub's `context`, grouped, in
+    (kind, name) order; `warn` hears the hub's definitions that could not be used."""
+    client = ctx.kube.client(context, cluster="hub")
+    catalog = with_cluster_definitions(ctx.catalog, client, warn)
     workloads: list[Workload] = []
     for api_version, kind in catalog.kinds():
         try:
@@ -60,6 +56,6 @@ def staging_groups(context: str, namespace: str, catalog: Catalog, *, kubeconfig
         for obj in items:
             if _pending(obj):
                 name = (obj.get("metadata") or {}).get("name", "?")
-                workloads.append(interpret(obj, catalog, gpu_resources=gpu_resources,
+                workloads.append(interpret(obj, catalog, gpu_resources=ctx.gpu_resources,
                                            source=f"hub {namespace}/{kind.lower()}/{name}"))
-    return with_priorities(group_objects(workloads), read_classes(kube, [context]))
+    return with_priorities(group_objects(workloads), read_classes(ctx.kube, [context]))

@@ -16,12 +16,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from placer import actuate as A
 from placer.actuate.compare import contains, demand
 from placer.actuate.topology import choices_by_workload, choices_of
-from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import interpret
 from placer.fleetview.view import (
     SIMULATED,
@@ -34,19 +33,20 @@ from placer.fleetview.view import (
     read_fleet,
     split_already_placed,  # noqa: F401 (re-exported)
 )
-from placer.inputs.clusters_file import as_entry
+from placer.inputs.clusters_file import ClusterEntry
 from placer.inputs.manifests import load_groups
-from placer.kube import Kube, run_concurrently
+from placer.inputs.priority import read_classes
+from placer.kube import run_concurrently
 from placer.model.errors import InputError, KubeError, PlacerError
 from placer.model.plan import Placement, Plan
-from placer.model.podspec import DEFAULT_GPU_RESOURCES
 from placer.model.topology import TopologyChoice
-from placer.model.workload import PlacementGroup, Workload, WorkloadRef
-from placer.ops.checks import DEFAULT_TIME_LIMIT
+from placer.model.workload import PlacementGroup, WorkloadRef
+from placer.ops.context import Context, Say
 from placer.ops.delete import remove_objects
+from placer.ops.requests import SubmitRequest, check_cluster  # noqa: F401 (re-exported)
 from placer.solve import solve
 
-__all__ = ["SIMULATED", "Already", "pin", "pin_groups", "submit", "SubmitResult"]
+__all__ = ["SIMULATED", "Already", "pin", "pin_groups", "submit", "SubmitRequest", "SubmitResult"]
 
 # what happened to a workload that was already placed
 UNCHANGED, CONFIGURED, REPLACED, KEPT = "unchanged", "configured", "replaced", "kept"
@@ -158,18 +158,6 @@ def groups_by_cluster(plan: Plan, keys: Iterable[str] | None = None) -> dict[str
     return out
 
 
-def check_cluster(cluster: str | None, entries: Sequence[Any], *, dry_run: bool = False) -> None:
-    """A dry run may plan on simulated clusters (it creates nothing); a submit needs a live one."""
-    names = [as_entry(e).name for e in entries]
-    if not entries:
-        raise InputError("no clusters to submit to (give --clusters FILE or a kubeconfig with contexts)")
-    if not dry_run and not any(as_entry(e).context for e in entries):
-        raise InputError("no live clusters to submit to: every cluster is simulated (give --clusters FILE "
-                         "with contexts, or a kubeconfig)")
-    if cluster is not None and cluster not in names:
-        raise InputError(f"--cluster {cluster}: no such cluster (known: {', '.join(names)})")
-
-
 @dataclass
 class _PlacedGroup:
     """A group whose workloads are all placed on one cluster, with its new objects."""
@@ -181,8 +169,9 @@ class _PlacedGroup:
     demand_changed: bool               # some workload asks for different pods
 
 
-def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: Mapping[str, Any],
-                   catalog: Catalog, gpu_resources: Sequence[str]) -> list[_PlacedGroup]:
+def _placed_groups(ctx: Context, groups: Sequence[PlacementGroup], view: FleetView) -> list[_PlacedGroup]:
+    """The groups whose workloads are all placed on one cluster, with their new objects."""
+    entries = _by_name(ctx)
     out = []
     for g in groups:
         found = [view.placed.get(w.ref) for w in g.workloads]
@@ -192,8 +181,8 @@ def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: M
         cluster = refs[0].cluster
         # the domains chosen when it was placed stay (recorded on each copy)
         kept = {w.ref: choices_of(r.object) for w, r in zip(g.workloads, refs) if r is not None}
-        objects = A.prepare_objects(g, entries[cluster], catalog, plan_id=refs[0].plan or "", cluster=cluster,
-                                    topology=kept)
+        objects = A.prepare_objects(g, entries[cluster], ctx.catalog, plan_id=refs[0].plan or "",
+                                    cluster=cluster, topology=kept)
         have = {WorkloadRef.of(r.object): r.object for r in refs}
         changed = demand_changed = False
         for obj in objects:
@@ -201,8 +190,8 @@ def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: M
             if live is None:
                 continue                                # a companion: the apply itself tells
             changed = changed or not contains(live, obj)
-            new = interpret(obj, catalog, gpu_resources=gpu_resources)
-            old = interpret(live, catalog, gpu_resources=gpu_resources)
+            new = interpret(obj, ctx.catalog, gpu_resources=ctx.gpu_resources)
+            old = interpret(live, ctx.catalog, gpu_resources=ctx.gpu_resources)
             demand_changed = demand_changed or demand(new) != demand(old)
         out.append(_PlacedGroup(g, cluster, objects, changed, demand_changed))
     return out
@@ -210,63 +199,34 @@ def _placed_groups(groups: Sequence[PlacementGroup], view: FleetView, entries: M
 
 # --- the command -----------------------------------------------------------------------
 
-def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, kube: Kube,
-           dry_run: bool = False, cluster: str | None = None,
-           time_limit: float = DEFAULT_TIME_LIMIT, workers: int | None = None, seed: int = 0,
-           plan_id: str | None = None, skip_unreachable: bool = False, replace: bool = False,
-           gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-           progress: Callable[[str], None] | None = None, namespace: str | None = None,
-           priority_classes: Any = None) -> SubmitResult:
-    """Plan the files' workloads on the live clusters of `entries` and create them; apply
-    new versions of workloads already placed where they live (`replace`: move those that
-    no longer fit there)."""
-    check_cluster(cluster, entries, dry_run=dry_run)
-    for e in entries:
+def submit(ctx: Context, request: SubmitRequest, *, progress: Say | None = None) -> SubmitResult:
+    """The use case of `placer submit`: plan the files' workloads on the Context's clusters
+    and create them; apply new versions of workloads already placed where they live
+    (`replace`: move those that no longer fit there)."""
+    check_cluster(request.cluster, ctx.entries, dry_run=request.dry_run)
+    for e in ctx.entries:
         A.handoff_of(e)                                   # bad hand-off settings are bad input
-    if priority_classes is None:                          # PriorityClasses of the target clusters
-        from placer.inputs.priority import read_classes
-        priority_classes = read_classes(kube, [as_entry(e).context for e in entries if as_entry(e).context])
-    groups = load_groups(paths, catalog, gpu_resources=gpu_resources, namespace=namespace,
-                         priority_classes=priority_classes)
-    if not groups:
-        raise InputError("no workloads in the given files", source=", ".join(paths))
-    plan_id = plan_id or A.new_plan_id()
-    by_name = {as_entry(e).name: e for e in entries}
-
-    # a dry run also plans on simulated clusters, as `placer plan` does (nothing is created)
-    view = read_fleet(entries, kube, catalog, gpu_resources=gpu_resources, simulated_usable=dry_run)
-    unreachable = view.unreachable
-    if unreachable and not skip_unreachable:
-        raise KubeError("cannot check " + "; ".join(f"{n} ({why})" for n, why in unreachable.items())
-                        + " for workloads already placed there; nothing submitted. Retry, or pass "
-                        "--skip-unreachable to place on the reachable clusters anyway")
+    groups = _load(ctx, request)
+    plan_id = request.plan_id or A.new_plan_id()
+    view = _read(ctx, request)
     pending, already, split = split_already_placed(groups, view.placed)
     refused = [Failed(key, "-", _workloads(next(g for g in groups if g.key == key)),
                       f"group {key}: {why}; delete the stray copies first") for key, why in split.items()]
-    if cluster is not None:
-        pending = pin_groups(pending, cluster)
-    placed_groups = _placed_groups(groups, view, by_name, catalog, gpu_resources)
+    if request.cluster is not None:
+        pending = pin_groups(pending, request.cluster)
+    placed_groups = _placed_groups(ctx, groups, view)
     # a new version asking for other pods must fit where it lives, in the room its old one leaves
     moving = [pg for pg in placed_groups if pg.demand_changed]
     planning = pending + [dataclasses.replace(pg.group, workloads=tuple(pin(w, pg.cluster) for w in pg.group.workloads))
                           for pg in moving]
-    kwargs = {"workers": workers} if workers else {}
-    options = dict(time_limit=time_limit, seed=seed, progress=progress, **kwargs)
-    plan = None
-    if planning:
-        view_ = freeing(view, [w.ref for pg in moving for w in pg.group.workloads], catalog,
-                        gpu_resources=gpu_resources)
-        plan = plan_groups(view_, planning, catalog, solve=solve, gpu_resources=gpu_resources, **options)
-        misfits = [pg for pg in moving if plan.placement(pg.group.workloads[0].ref) is None]
-        if replace and misfits:
-            plan = _replan(plan, view_, planning, misfits, catalog, gpu_resources, options)
-    updates, apply_now, move = _decide(placed_groups, plan, replace)
-    result: dict[str, Any] = dict(already=tuple(already), unreachable=unreachable, reserved=view.reserved)
-    if dry_run:
+    plan = _plan(ctx, request, view, planning, moving, progress) if planning else None
+    updates, apply_now, move = _decide(placed_groups, plan, request.replace)
+    result: dict[str, Any] = dict(already=tuple(already), unreachable=view.unreachable, reserved=view.reserved)
+    if request.dry_run:
         return SubmitResult(plan_id, True, plan, failed=tuple(refused), updated=tuple(updates),
                             groups=tuple(planning), **result)
-    created, failed = apply_plan(plan, pending, entries, catalog, kube, plan_id) if plan else ([], [])
-    done, failed_updates = _apply_updates(apply_now, move, by_name, catalog, kube, plan_id,
+    created, failed = apply_plan(ctx, plan, pending, plan_id) if plan else ([], [])
+    done, failed_updates = _apply_updates(ctx, apply_now, move, plan_id,
                                           choices_by_workload(plan.placements) if plan else {})
     done_refs = {u.workload for u in done}
     updates = [u for u in updates if u.workload not in done_refs and u.result in (KEPT, UNCHANGED)] + done
@@ -274,16 +234,54 @@ def submit(paths: Sequence[str], *, entries: Sequence[Any], catalog: Catalog, ku
                         updated=tuple(updates), **result)
 
 
-def _replan(plan: Plan, view: FleetView, planning: Sequence[PlacementGroup], misfits: Sequence[_PlacedGroup],
-            catalog: Catalog, gpu_resources: Sequence[str], options: Mapping[str, Any]) -> Plan:
+def _load(ctx: Context, request: SubmitRequest) -> list[PlacementGroup]:
+    """The files' groups, with the PriorityClasses of the target clusters."""
+    classes = read_classes(ctx.kube, [e.context for e in ctx.live])
+    groups = load_groups(list(request.files), ctx.catalog, gpu_resources=ctx.gpu_resources,
+                         namespace=request.namespace, priority_classes=classes)
+    if not groups:
+        raise InputError("no workloads in the given files", source=", ".join(request.files))
+    return groups
+
+
+def _read(ctx: Context, request: SubmitRequest) -> FleetView:
+    """The fleet; a cluster that cannot be checked for copies already placed stops the
+    submit unless `skip_unreachable`."""
+    # a dry run also plans on simulated clusters, as `placer plan` does (nothing is created)
+    view = read_fleet(ctx.entries, ctx.kube, ctx.catalog, gpu_resources=ctx.gpu_resources,
+                      simulated_usable=request.dry_run)
+    unreachable = view.unreachable
+    if unreachable and not request.skip_unreachable:
+        raise KubeError("cannot check " + "; ".join(f"{n} ({why})" for n, why in unreachable.items())
+                        + " for workloads already placed there; nothing submitted. Retry, or pass "
+                        "--skip-unreachable to place on the reachable clusters anyway")
+    return view
+
+
+def _plan(ctx: Context, request: SubmitRequest, view: FleetView, planning: Sequence[PlacementGroup],
+          moving: Sequence[_PlacedGroup], progress: Say | None) -> Plan:
+    """Plan what is pending and what moves, in the room the moving groups' old versions leave."""
+    kwargs = {"workers": request.workers} if request.workers else {}
+    options = dict(time_limit=request.time_limit, seed=request.seed, progress=progress, **kwargs)
+    view_ = freeing(view, [w.ref for pg in moving for w in pg.group.workloads], ctx.catalog,
+                    gpu_resources=ctx.gpu_resources)
+    plan = plan_groups(view_, planning, ctx.catalog, solve=solve, gpu_resources=ctx.gpu_resources, **options)
+    misfits = [pg for pg in moving if plan.placement(pg.group.workloads[0].ref) is None]
+    if request.replace and misfits:
+        plan = _replan(ctx, plan, view_, planning, misfits, options)
+    return plan
+
+
+def _replan(ctx: Context, plan: Plan, view: FleetView, planning: Sequence[PlacementGroup],
+            misfits: Sequence[_PlacedGroup], options: Mapping[str, Any]) -> Plan:
     """--replace: the groups that no longer fit where they live are planned anywhere,
     around what the first plan placed (held as committed demand)."""
     keys = {pg.group.key for pg in misfits}
     held = [(g, p.cluster) for g in planning
             if g.key not in keys and (p := plan.placement(g.workloads[0].ref)) is not None]
     view2 = FleetView(view.fleet, dataclasses.replace(view.live, promised=list(view.promised) + held))
-    second = plan_groups(view2, [pg.group for pg in misfits], catalog, solve=solve, gpu_resources=gpu_resources,
-                         **options)
+    second = plan_groups(view2, [pg.group for pg in misfits], ctx.catalog, solve=solve,
+                         gpu_resources=ctx.gpu_resources, **options)
     first = [p for p in plan.placements if p.group not in keys]
     unplaced = [u for u in plan.unplaced if u.group not in keys]
     summary = dataclasses.replace(plan.summary, placed=len(first) + len(second.placements))
@@ -319,11 +317,11 @@ def _decide(placed_groups: Sequence[_PlacedGroup], plan: Plan | None, replace: b
     return updates, apply_now, move
 
 
-def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_PlacedGroup, str]],
-                   by_name: Mapping[str, Any], catalog: Catalog, kube: Kube, plan_id: str,
-                   chosen: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None
+def _apply_updates(ctx: Context, apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_PlacedGroup, str]],
+                   plan_id: str, chosen: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None
                    ) -> tuple[list[Updated], list[Failed]]:
     """Server-side apply of new versions where they live; moves: delete there, create anew."""
+    by_name, kube = _by_name(ctx), ctx.kube
     done, failed = [], []
     for pg in apply_now:
         try:
@@ -341,7 +339,7 @@ def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_Plac
     for pg, target in move:
         try:
             remove_objects(A.client_for(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key)
-            objects = A.prepare_objects(pg.group, by_name[target], catalog, plan_id=plan_id, cluster=target,
+            objects = A.prepare_objects(pg.group, by_name[target], ctx.catalog, plan_id=plan_id, cluster=target,
                                         topology=chosen)
             A.apply_group(A.client_for(kube, by_name[target]), objects, group_key=pg.group.key,
                           pod_security=A.handoff_of(by_name[target]).pod_security)
@@ -353,12 +351,12 @@ def _apply_updates(apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_Plac
     return done, failed
 
 
-def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[Any], catalog: Catalog,
-               kube: Kube, plan_id: str) -> tuple[list[Created], list[Failed]]:
+def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_id: str
+               ) -> tuple[list[Created], list[Failed]]:
     """Create every placed group on its cluster: clusters concurrently, groups of one
     cluster in plan order, each all or nothing."""
     by_key = {g.key: g for g in groups}
-    by_name = {as_entry(e).name: e for e in entries}
+    by_name, kube = _by_name(ctx), ctx.kube
     placements: dict[str, list[Placement]] = {}
     for p in plan.placements:
         placements.setdefault(p.group, []).append(p)
@@ -373,7 +371,7 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
         for key in keys:
             g = by_key[key]
             try:
-                objects = A.prepare_objects(g, entry, catalog, plan_id=plan_id, cluster=cluster,
+                objects = A.prepare_objects(g, entry, ctx.catalog, plan_id=plan_id, cluster=cluster,
                                             topology=choices_by_workload(placements.get(key, ())))
                 applied = A.apply_group(client, objects, group_key=key,
                                         pod_security=A.handoff_of(entry).pod_security)
@@ -393,6 +391,10 @@ def apply_plan(plan: Plan, groups: Sequence[PlacementGroup], entries: Sequence[A
     created = [c for cs, _ in results.values() for c in cs]
     failed = [f for _, fs in results.values() for f in fs]
     return created, failed
+
+
+def _by_name(ctx: Context) -> dict[str, ClusterEntry]:
+    return {e.name: e for e in ctx.entries}
 
 
 def _workloads(g: PlacementGroup) -> tuple[str, ...]:

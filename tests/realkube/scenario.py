@@ -19,7 +19,8 @@ from placer.definitions.catalog import Catalog
 from placer.inputs.manifests import load_groups
 from placer.kube import Kube
 from placer.model.plan import Plan
-from placer.ops.submit import submit
+from placer.ops.context import context_of
+from placer.ops.submit import SubmitRequest, submit
 
 from .cluster import BoundPod, Cluster, NodeSpec
 from .pods import materialise
@@ -130,8 +131,8 @@ def observe(cluster: Cluster, namespace: str, expected: int, *, timeout: float =
 
 def placer_plan(kube: Kube, context: str, paths: Sequence[str], catalog: Catalog) -> Plan:
     """What `placer submit --dry-run --clusters <one entry for context> -f paths` plans."""
-    result = submit(list(paths), entries=[{"name": context, "context": context}], catalog=catalog,
-                    kube=kube, dry_run=True)
+    result = submit(context_of([{"name": context, "context": context}], catalog, kube),
+                    SubmitRequest(tuple(paths), dry_run=True))
     assert result.plan is not None, "placer found the workload already placed"
     return result.plan
 
