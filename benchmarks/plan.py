@@ -38,8 +38,8 @@ from placer.solve import model as M  # noqa: E402
 from placer.solve import policy as P
 from placer.solve import problem as PR
 from placer.solve.greedy import BASELINES  # noqa: E402
-from placer.solve.state import try_place  # noqa: E402
 from placer.solve.greedy import greedy as greedy_plan
+from placer.solve.state import try_place  # noqa: E402
 
 SCENARIOS = {
     # <= 50 workloads, <= 200 nodes: must be proven optimal

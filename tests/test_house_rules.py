@@ -36,10 +36,6 @@ def _modules() -> list[Path]:
     return sorted(ROOT.rglob("*.py"))
 
 
-# Strict xfails: issue 18 is not done (the solver's solve/decode/solve_stages, options.py and its
-# engine, submit's two functions). When the last offender
-# goes these turn into failures, and the marks must go with them.
-@pytest.mark.xfail(strict=True, reason="issue 18 open: 7 offenders listed in its note")
 def test_no_module_class_or_function_is_over_the_house_limits():
     found = [line for path in _modules()
              for line in oversized(path.read_text(), str(path.relative_to(ROOT.parent)))]

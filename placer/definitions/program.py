@@ -107,7 +107,8 @@ def _lets(defn: Definition) -> str:
 
 
 def _rule(rule: StatusRule) -> str:
-    out = f'[{json.dumps(rule.phase)}, (({rule.reason or "null"}) // $c.reason), (({rule.message or "null"}) // $c.message)]'
+    reason, message = rule.reason or "null", rule.message or "null"
+    out = f'[{json.dumps(rule.phase)}, (({reason}) // $c.reason), (({message}) // $c.message)]'
     if rule.condition:
         return (f'($conds[{json.dumps(rule.condition)}] as $c | if $c != null and $c.status == '
                 f'{json.dumps(rule.conditionStatus)} then {out} else empty end)')
@@ -117,7 +118,8 @@ def _rule(rule: StatusRule) -> str:
 # The last condition of each type, indexed once per object (training operators append).
 _CONDS = ('(reduce ((.status.conditions // []) | .[]? | select(type == "object" and (.type | type) == "string"))'
           ' as $x ({}; . + {($x.type): $x})) as $conds | ')
-_NO_STATUS = '(if ((.status // {}) | length) == 0 then ["Pending", "NotStarted", "no status reported yet"] else empty end)'
+_NO_STATUS = ('(if ((.status // {}) | length) == 0 then ["Pending", "NotStarted", "no status reported yet"]'
+              ' else empty end)')
 _UNKNOWN = '["Unknown", "", "no status rule matched"]'
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from placer.definitions.catalog import builtin_catalog_dir, definition_files
 from placer.kube import KubeClient
 from placer.model.errors import DefinitionError, InputError, NotFound
 
@@ -28,8 +29,6 @@ CRD_FILE = "workloaddefinitions.placer.dev.yaml"
 
 
 def crd_manifest() -> dict[str, Any]:
-    from placer.definitions.catalog import builtin_catalog_dir
-
     path = builtin_catalog_dir() / "crd" / CRD_FILE
     try:
         return yaml.safe_load(path.read_text())
@@ -38,8 +37,6 @@ def crd_manifest() -> dict[str, Any]:
 
 
 def builtin_definition_files() -> list[Path]:
-    from placer.definitions.catalog import definition_files, builtin_catalog_dir
-
     return definition_files(builtin_catalog_dir())
 
 

@@ -93,6 +93,7 @@ def value_kind(v: Any) -> str:
 
 _NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _TOLERATION_OPERATORS = frozenset({"", "Exists", "Equal"})
+_REQUIRED_TERMS = "pod spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
 
 
 def constraint_problem(node_selector: dict, terms: Sequence[Any], tolerations: Sequence[Any]) -> str | None:
@@ -106,8 +107,7 @@ def constraint_problem(node_selector: dict, terms: Sequence[Any], tolerations: S
         if problem:
             return problem
     for i, term in enumerate(terms):
-        problem = _term_problem(
-            f"pod spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", term)
+        problem = _term_problem(f"{_REQUIRED_TERMS}[{i}]", term)
         if problem:
             return problem
     return None
@@ -160,7 +160,8 @@ def shape_problem(spec: Any, meta: Any, resources: Any = None) -> str:
         return None if v is None or type(v) in types else f"pod {path}: expected {what}, got {value_kind(v)}"
 
     checks: list[tuple[str, Any, tuple[type, ...], str]] = [
-        ("spec", spec, (dict,), "a map"), ("metadata", meta, (dict,), "a map"), ("resources", resources, (dict,), "a map")]
+        ("spec", spec, (dict,), "a map"), ("metadata", meta, (dict,), "a map"),
+        ("resources", resources, (dict,), "a map")]
     if isinstance(resources, dict):
         checks += [(f"resources.{part}", resources.get(part), (dict,), "a map") for part in ("requests", "limits")]
     spec = spec if isinstance(spec, dict) else {}

@@ -163,8 +163,9 @@ class PodTooLarge(Reason):
     workload: str = ""
 
     def render(self) -> str:
-        return (f"a pod of {_of(self.workload, self.instance)} needs {amount(self.resource, self.per_pod)}; the largest node"
-                f"{' matching ' + self.match if self.match else ''} has {amount(self.resource, self.largest)} allocatable")
+        matching = f" matching {self.match}" if self.match else ""
+        return (f"a pod of {_of(self.workload, self.instance)} needs {amount(self.resource, self.per_pod)}; "
+                f"the largest node{matching} has {amount(self.resource, self.largest)} allocatable")
 
 
 @dataclass(frozen=True)
