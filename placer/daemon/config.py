@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import signal
 import threading
 
+from placer.daemon.core import Daemon
 from placer.daemon.state import DaemonConfig
 from placer.definitions.catalog import Catalog
 from placer.fleetview.registry import with_fleet_definitions
+from placer.inputs.targets import FROM_FILE, resolve_clusters
 from placer.kube import Kube
 from placer.model.errors import InputError
 
@@ -61,8 +64,6 @@ def parse_duration(text: str, option: str = "--reschedule-after") -> float:
 def config_from_file(clusters_file: str | None, *, batch_window: float, reschedule_after: float | None,
                      time_limit: float, kubeconfig: str | None = None) -> DaemonConfig:
     """The daemon's configuration from the clusters file's `hub:` section and live entries."""
-    from placer.inputs.targets import FROM_FILE, resolve_clusters
-
     loaded = resolve_clusters(clusters_file, kubeconfig=kubeconfig)
     hub = loaded.hub
     if loaded.source != FROM_FILE:
@@ -85,13 +86,10 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
 def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog,
                metrics_addr: str | None) -> None:
     """Run until SIGTERM or SIGINT, then stop cleanly (giving the lease up)."""
-    import signal
-
     kube = Kube(kubeconfig, max_workers=64)
     # definitions registered on the hub (first: they win) and the target clusters
     catalog = with_fleet_definitions(catalog, kube, [config.hub_context, *(e.context for e in config.clusters)],
                                      lambda m: log.warning("%s", m))
-    from placer.daemon.core import Daemon
 
     daemon = Daemon(config, kube, catalog)
     done = threading.Event()

@@ -27,6 +27,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from placer.model.errors import InputError
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 SOLVE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -153,7 +155,6 @@ class MetricsServer:
         try:
             self._httpd = ThreadingHTTPServer((host or "127.0.0.1", int(port or 0)), Handler)
         except OSError as e:        # a busy port, an address not on this machine
-            from placer.model.errors import InputError
             raise InputError(f"--metrics-addr {address}: cannot listen: {e.strerror or e}") from None
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -178,7 +179,6 @@ def parse_address(text: str) -> str:
     """HOST:PORT as given to --metrics-addr (":9090" means every interface)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        from placer.model.errors import InputError
         raise InputError(f"--metrics-addr {text!r}: expected HOST:PORT")
     return f"{host or '0.0.0.0'}:{port}"
 

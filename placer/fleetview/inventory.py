@@ -184,7 +184,7 @@ def live_cluster(entry: ClusterEntry, kube: Kube) -> Cluster:
 def live_clusters(entries: Iterable[ClusterEntry], kubeconfig: str | None = None, *,
                   kube: Kube | None = None) -> dict[str, Cluster]:
     """Snapshots of every entry that names a context, read concurrently, by name."""
-    from placer.kube import Kube, run_concurrently
+    from placer.kube import Kube, run_concurrently  # the client loads when used (see above)
 
     kube = kube or Kube(kubeconfig)
     live = [e for e in entries if getattr(e, "context", None)]

@@ -16,7 +16,14 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from placer.definitions.catalog import builtin_catalog_dir, definition_files
+from placer.definitions.catalog import (
+    builtin_catalog_dir,
+    compile_definition,
+    compile_document,
+    definition_files,
+    read_yaml_documents,
+    unwrap,
+)
 from placer.kube import KubeClient
 from placer.model.errors import DefinitionError, InputError, NotFound
 
@@ -87,7 +94,6 @@ class Applied:
 def read_definition_files(paths: Iterable[str | Path]) -> list[tuple[str, dict[str, Any]]]:
     """(source, document) per definition in the files (a file may hold several), each
     validated and compiled first: an invalid one is a DefinitionError naming file and field."""
-    from placer.definitions.catalog import compile_document, read_yaml_documents, unwrap
 
     docs: list[tuple[str, dict[str, Any]]] = []
     for path in paths:
@@ -118,7 +124,6 @@ def apply_definitions(client: KubeClient, docs: Iterable[tuple[str, Mapping[str,
 def cluster_definitions(client: KubeClient, warn: Callable[[str], None]) -> list[Any]:
     """The compiled definitions registered in the cluster; invalid ones are reported
     through `warn` and skipped. None registered, or no CRD: []."""
-    from placer.definitions.catalog import compile_definition
 
     try:
         res = client.resource_for(API_VERSION, KIND)

@@ -195,7 +195,7 @@ def classify(docs: Iterable[Document], catalog: Catalog, *,
 def group(batch: Batch) -> list[PlacementGroup]:
     """Workloads tied by `placer.dev/group` or by a companion they share form a group;
     companions follow the workloads that reference them (see `placer.inputs.grouping`)."""
-    from placer.inputs.grouping import group as by_references
+    from placer.inputs.grouping import group as by_references  # networkx loads when grouping, not at CLI start
     return by_references(batch.workloads, batch.companions)
 
 

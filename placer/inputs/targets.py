@@ -122,7 +122,7 @@ def _select(file: ClustersFile, contexts: Sequence[str], description: str) -> Cl
 def _kubeconfig_contexts(kubeconfig: str | None) -> tuple[list[str], str | None] | None:
     """(contexts, current), or None when there is no kubeconfig at all. A kubeconfig asked
     for with --kubeconfig must be readable; one that exists but is broken is an error too."""
-    from placer.kube import kubeconfig_paths, list_contexts
+    from placer.kube import kubeconfig_paths, list_contexts  # the client loads only when a kubeconfig is read
 
     if not kubeconfig:
         paths = [os.path.expanduser(p) for p in kubeconfig_paths(None).split(os.pathsep) if p]
