@@ -34,7 +34,7 @@ def placed_jobsets(n: int) -> dict[str, A.PlacedRef]:
         o = jobset(f"job-{i}", pods=2, gpus=4)
         o["metadata"].update(uid=f"u{i}", resourceVersion=str(1000 + i), creationTimestamp="2026-12-02T10:00:00Z",
                              managedFields=[{"manager": "placer", "operation": "Apply"}])
-        o["metadata"]["annotations"].update({A.WORKLOAD: f"staging/job-{i}", A.PLAN: "p1", A.CLUSTER: "alpha"})
+        o["metadata"]["annotations"].update({A.WORKLOAD: f"staging/job-{i}", A.PLAN: "p1", A.PLACED_CLUSTER: "alpha"})
         o["status"] = {"replicatedJobsStatus": [{"name": "workers", "ready": 0, "active": 0}]}
         out[f"staging/job-{i}"] = A.PlacedRef("alpha", o)
     return out

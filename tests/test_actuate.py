@@ -81,7 +81,7 @@ def test_prepare_objects_strips_labels_patches_and_namespaces(catalog):
                               A.GROUP: A.label_value("f.yaml"), A.PLACED_CLUSTER: "east",
                               A.WORKLOAD: A.workload_label("vision/PyTorchJob.kubeflow.org/ddp")}
     assert meta["annotations"][A.ORIGIN] == "hub/x/PyTorchJob/ddp"
-    assert meta["annotations"][A.PLAN] == "p9" and meta["annotations"][A.CLUSTER] == "east"
+    assert meta["annotations"][A.PLAN] == "p9" and meta["annotations"][A.PLACED_CLUSTER] == "east"
     assert job_out["spec"]["runPolicy"]["suspend"] is False            # un-suspended at its path
     for role in ("Master", "Worker"):
         pod = job_out["spec"]["pytorchReplicaSpecs"][role]["template"]

@@ -354,11 +354,11 @@ def test_a_pin_survives_an_unplaced_round_and_is_never_moved(env):
     # issue 12, defect 2: an unplaceable pinned workload had its pin erased (placer.dev/cluster: null)
     # and a later round placed it elsewhere
     d = env.daemon()
-    pinned = jobset("pinned", pods=3, gpus=8, annotations={D.ANN_CLUSTER: "alpha"})   # alpha has 2 nodes
+    pinned = jobset("pinned", pods=3, gpus=8, annotations={D.ANN_PIN: "alpha"})   # alpha has 2 nodes
     env.create(pinned)
     assert d.wait_idle(10)
     ann = env.annotations(pinned)
-    assert ann[D.ANN_CLUSTER] == "alpha" and D.PLACED_CLUSTER not in ann
+    assert ann[D.ANN_PIN] == "alpha" and D.PLACED_CLUSTER not in ann
     assert ann[D.ANN_MESSAGE].startswith("unplaced: ") and "pinned to alpha" in ann[D.ANN_MESSAGE]
     env.kube.client("beta").create("nodes", gpu_node("b-new", gpus=8))      # beta now fits it
     assert d.wait_idle(10)
@@ -366,10 +366,10 @@ def test_a_pin_survives_an_unplaced_round_and_is_never_moved(env):
     wait_for(lambda: _placed(env, pinned) == "alpha", what="placed where pinned")
     assert list(env.copies(pinned)) == ["alpha"]
     ann = env.annotations(pinned)
-    assert ann[D.ANN_CLUSTER] == "alpha" and ann[D.PLACED_CLUSTER] == "alpha"
+    assert ann[D.ANN_PIN] == "alpha" and ann[D.PLACED_CLUSTER] == "alpha"
     assert env.staged(pinned)["metadata"]["labels"][D.PLACED_CLUSTER] == "alpha"     # kubectl get -l on the hub
     copy_ = env.copies(pinned)["alpha"]["metadata"]
-    assert copy_["labels"][D.PLACED_CLUSTER] == "alpha" and copy_["annotations"][D.ANN_CLUSTER] == "alpha"
+    assert copy_["labels"][D.PLACED_CLUSTER] == "alpha" and copy_["annotations"][D.ANN_PIN] == "alpha"
 
 
 def test_placer_delete_leaves_daemon_copies_to_their_staging_object(env):

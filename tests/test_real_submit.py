@@ -123,7 +123,7 @@ def test_server_side_apply_resubmit_and_rollback(fleet, tmp_path):
     managers = {(m["manager"], m["operation"]) for m in created["metadata"]["managedFields"]}
     assert ("placer", "Apply") in managers                         # server-side apply, by the real server
     assert created["metadata"]["labels"][A.MANAGED] == "true"
-    assert east.get("configmaps", "cfg", ns)["metadata"]["annotations"][A.CLUSTER] == "east"
+    assert east.get("configmaps", "cfg", ns)["metadata"]["annotations"][A.PLACED_CLUSTER] == "east"
     fleet.wait_bound("east", ns, 2, f"{JOB_PODS}=train")
     def placer_write(obj):          # the Job controller writes status; placer's own apply must not recur
         return obj["metadata"]["generation"], [m["time"] for m in obj["metadata"]["managedFields"]

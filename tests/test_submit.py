@@ -111,7 +111,7 @@ def test_submit_places_and_creates_with_labels_annotations_and_namespace(env, tm
     js = alpha.get(JOBSET, "JobSet", "train", "ml")
     labels, ann = js["metadata"]["labels"], js["metadata"]["annotations"]
     assert labels[A.MANAGED] == "true" and labels[A.WORKLOAD] == A.workload_label("ml/JobSet.jobset.x-k8s.io/train")
-    assert ann[A.WORKLOAD] == "ml/JobSet.jobset.x-k8s.io/train" and ann[A.PLAN] == "p-1" and ann[A.CLUSTER] == "alpha"
+    assert ann[A.WORKLOAD] == "ml/JobSet.jobset.x-k8s.io/train" and ann[A.PLAN] == "p-1" and ann[A.PLACED_CLUSTER] == "alpha"
     assert ann[A.ORIGIN] == path and ann[A.GROUP] == path
     assert [m["manager"] for m in js["metadata"]["managedFields"]] == ["placer"]
     assert js["metadata"]["managedFields"][0]["operation"] == "Apply"

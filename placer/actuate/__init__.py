@@ -43,11 +43,11 @@ from placer.fleetview.placed import (
     reserved_by_cluster,
 )
 from placer.model.labels import MANAGED_SELECTOR, cluster_label, label_value, legacy_workload_label, workload_label
-from placer.model.names import CLUSTER, GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD
+from placer.model.names import GROUP, MANAGED, ORIGIN, PLACED_CLUSTER, PLAN, SHARED, WORKLOAD
 
 __all__ = [
     # names (placer.model.names)
-    "CLUSTER", "GROUP", "MANAGED", "ORIGIN", "PLACED_CLUSTER", "PLAN", "SHARED", "WORKLOAD",
+    "GROUP", "MANAGED", "ORIGIN", "PLACED_CLUSTER", "PLAN", "SHARED", "WORKLOAD",
     # prepare
     "MANAGED_SELECTOR", "SERVER_FIELDS", "SUSPEND_KEEP", "SUSPEND_OMIT", "SUSPEND_UNSUSPEND", "Handoff",
     "cluster_label", "handoff_of", "label_value", "legacy_workload_label", "new_plan_id", "planning_view",

@@ -11,10 +11,10 @@ from placer.daemon.reconcile import COMPANION_KINDS, COPY_DELETED, DRIFT_CORRECT
 from placer.daemon.reschedule import DEFAULT_RESCHEDULE_AFTER
 from placer.daemon.state import DaemonConfig, Pending, Remote
 from placer.model.names import (
-    ANN_CLUSTER,
     ANN_GROUP,
     ANN_MESSAGE,
     ANN_PHASE,
+    ANN_PIN,
     ANN_RESCHEDULE,
     ANN_SOURCE_GENERATION,
     FINALIZER,
@@ -22,7 +22,7 @@ from placer.model.names import (
 )
 
 __all__ = [
-    "ANN_CLUSTER", "ANN_GROUP", "ANN_MESSAGE", "ANN_PHASE", "ANN_RESCHEDULE", "ANN_SOURCE_GENERATION",
+    "ANN_PIN", "ANN_GROUP", "ANN_MESSAGE", "ANN_PHASE", "ANN_RESCHEDULE", "ANN_SOURCE_GENERATION",
     "COMPANION_KINDS", "COPY_DELETED", "Clock", "DEFAULT_RESCHEDULE_AFTER", "DRIFT_CORRECTED", "Daemon",
     "DaemonConfig", "EDIT_DOES_NOT_FIT", "FINALIZER", "FakeClock", "JsonFormatter", "LeaderElector",
     "LeaseTiming", "NotLeader", "PHASE_INVALID", "PLACED_CLUSTER", "Pending", "Remote", "TimeSource",

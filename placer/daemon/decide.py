@@ -34,7 +34,7 @@ from placer.daemon.actions import (
 )
 from placer.daemon.events import FAILED, NORMAL, RESCHEDULED, UNPLACED, WARNING
 from placer.model.fleet import Cluster, Fleet
-from placer.model.names import ANN_CLUSTER, ANN_MESSAGE, ANN_PHASE, PLACED_CLUSTER
+from placer.model.names import ANN_MESSAGE, ANN_PHASE, ANN_PIN, PLACED_CLUSTER
 from placer.model.plan import Plan
 from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 from placer.solve import ANN_SELECTOR, solve
@@ -213,7 +213,7 @@ def edit_fits(cluster: Cluster, new: Workload, committed: Sequence[tuple[Placeme
     snapshot with the workload's own pods taken out (the room its old version leaves),
     `committed` what others are promised there."""
     group = PlacementGroup(f"edit:{new.ref}", (dataclasses.replace(
-        new, annotations={k: v for k, v in new.annotations.items() if k not in (ANN_CLUSTER, ANN_SELECTOR)}),))
+        new, annotations={k: v for k, v in new.annotations.items() if k not in (ANN_PIN, ANN_SELECTOR)}),))
     plan = solve(Fleet((cluster,)), [group], time_limit=time_limit, workers=1, seed=0,
                  committed=[c for c in committed if c[1] == cluster.name])
     if plan.placements:

@@ -23,7 +23,7 @@ from placer.fleetview.placed import LiveState, Placed, PlacedRef, instance_pods,
 from placer.inputs.clusters_file import as_entry, simulated_cluster
 from placer.kube import Kube
 from placer.model.fleet import Cluster, Fleet
-from placer.model.names import ANN_CLUSTER
+from placer.model.names import ANN_PIN
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
 
@@ -170,7 +170,7 @@ def split_already_placed(groups: Sequence[PlacementGroup], placed: Mapping[Workl
 
 def pin(w: Workload, cluster: str) -> Workload:
     """The planning copy of `w` pinned to `cluster` (the object itself is not changed)."""
-    return dataclasses.replace(w, annotations={**w.annotations, ANN_CLUSTER: cluster})
+    return dataclasses.replace(w, annotations={**w.annotations, ANN_PIN: cluster})
 
 
 def pin_groups(groups: Iterable[PlacementGroup], cluster: str) -> list[PlacementGroup]:

@@ -2,7 +2,7 @@
 workload placed by `submit` is recognised by the daemon and by `plan`, and back."""
 
 # Policy a user sets on a workload
-ANN_CLUSTER = "placer.dev/cluster"                # pin: the user's request; placer never writes it
+ANN_PIN = "placer.dev/cluster"                    # pin: the user's request; placer never writes it
 ANN_SELECTOR = "placer.dev/cluster-selector"      # label selector over cluster labels
 ANN_PRIORITY = "placer.dev/priority"              # integer, default 0
 ANN_GROUP = "placer.dev/group"                    # objects sharing it are placed together
@@ -15,7 +15,6 @@ GROUP = ANN_GROUP                                 # label: hash of the group key
 ORIGIN = "placer.dev/origin"                      # annotation: file path, or hub/<ns>/<Kind>/<name>
 PLAN = "placer.dev/plan"                          # annotation: id of the plan that placed it
 PLACED_CLUSTER = "placer.dev/placed-cluster"      # annotation (and label): the cluster placer chose
-CLUSTER = PLACED_CLUSTER                          # on created objects: where they were placed
 SHARED = "placer.dev/shared"                      # annotation: a companion several groups bring along
 
 # What the daemon writes on staging objects

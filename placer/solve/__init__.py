@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from placer.model.fleet import Fleet
-from placer.model.names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
+from placer.model.names import ANN_PIN, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
 from placer.model.plan import Placement, Plan, Summary, Unplaced
 from placer.model.workload import PlacementGroup
 from placer.solve.decode import decode

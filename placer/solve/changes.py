@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from placer.model.fleet import Taint
-from placer.model.names import ANN_CLUSTER, ANN_SELECTOR
+from placer.model.names import ANN_PIN, ANN_SELECTOR
 from placer.model.quantity import format_quantity
 from placer.model.reasons import amount
 from placer.model.workload import Gang, PlacementGroup, Workload, WorkloadRef
@@ -137,7 +137,7 @@ class Running:
 def relaxations(group: PlacementGroup, held_pins: frozenset[str]
                  ) -> list[tuple[str, tuple[str, ...], str, PlacementGroup]]:
     out = []
-    for constraint, ann in (("cluster-selector", ANN_SELECTOR), ("pin", ANN_CLUSTER)):
+    for constraint, ann in (("cluster-selector", ANN_SELECTOR), ("pin", ANN_PIN)):
         if constraint == "pin" and group.key in held_pins:
             continue                 # pinned where its group already runs: not the user's to drop
         who = [w for w in group.workloads if (w.annotations or {}).get(ann)]

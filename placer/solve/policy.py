@@ -9,7 +9,7 @@ from typing import Mapping
 from placer.model import reasons as R
 from placer.model.errors import InputError
 from placer.model.fleet import Cluster
-from placer.model.names import ANN_CLUSTER, ANN_PRIORITY, ANN_SELECTOR
+from placer.model.names import ANN_PIN, ANN_PRIORITY, ANN_SELECTOR
 from placer.model.selectors import Requirement, parse_label_selector, selector_matches
 from placer.model.workload import PlacementGroup
 
@@ -40,8 +40,8 @@ def group_policy(group: PlacementGroup) -> Policy:
                 raise InputError(f"annotation {ANN_PRIORITY}: {ann[ANN_PRIORITY]!r} is not an integer",
                                  obj=w.key, source=w.source) from None
             priority = p if priority is None else max(priority, p)
-        if ann.get(ANN_CLUSTER):
-            pins.append((w.key, str(ann[ANN_CLUSTER]).strip()))
+        if ann.get(ANN_PIN):
+            pins.append((w.key, str(ann[ANN_PIN]).strip()))
         if ann.get(ANN_SELECTOR):
             text = str(ann[ANN_SELECTOR]).strip()
             try:

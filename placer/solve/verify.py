@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from placer.model.errors import VerificationError
 from placer.model.fleet import Cluster, Fleet, Node
-from placer.model.names import ANN_CLUSTER, ANN_SELECTOR
+from placer.model.names import ANN_PIN, ANN_SELECTOR
 from placer.model.plan import Placement, Plan
 from placer.model.selectors import parse_label_selector, selector_matches
 from placer.model.workload import Instance, PlacementGroup, Workload
@@ -29,7 +29,7 @@ def _check_policy(g: PlacementGroup, w: Workload, cluster_name: str, cluster_lab
     ann = w.annotations or {}
     if cluster_name in g.excluded:
         _fail(f"group {g.key} is excluded from {cluster_name}", cluster_name, w.key)
-    pin = g.pin or ann.get(ANN_CLUSTER)           # the group's pin stands for its workloads' own
+    pin = g.pin or ann.get(ANN_PIN)           # the group's pin stands for its workloads' own
     if pin and str(pin).strip() != cluster_name:
         _fail(f"pinned to {pin} but placed on {cluster_name}", cluster_name, w.key)
     sel = ann.get(ANN_SELECTOR)
