@@ -6,9 +6,10 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 import typer
 
-from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, gpu_resources, out, run
+from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
 from placer.cli.output import emit, parse_output, resource_name
-from placer.definitions.describe import workload_json, workload_tree
+from placer.definitions.catalog import load_catalog
+from placer.definitions.describe import served_by, workload_json, workload_tree
 from placer.model.errors import InputError
 from placer.model.workload import Workload
 
@@ -44,11 +45,16 @@ def describe(
         else:
             items = [describe_ref(target, namespace=namespace, context=context, kubeconfig=kubeconfig,
                                        catalog_dirs=catalog, gpu_resources=gpu_resources(gpu))]
+        cat = load_catalog(catalog)               # compiled once: the use case's load is remembered
+        served = [served_by(cat.lookup(w.api_version, w.kind), w) for w, _ in items]
+        for s in served:
+            for warning in s.get("warnings", ()):
+                err.print(f"warning: {warning}", markup=False, highlight=False)
         if fmt.tabular:
             for w, pods in items:
                 out.print(workload_tree(w, pods))
         else:
-            emit([workload_json(w, pods) for w, pods in items], fmt,
+            emit([workload_json(w, pods, s) for (w, pods), s in zip(items, served)], fmt,
                  names=(resource_name(w.obj or {"apiVersion": w.api_version, "kind": w.kind,
                                                  "metadata": {"name": w.name}}) for w, _ in items))
     run(go)

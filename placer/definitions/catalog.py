@@ -34,6 +34,7 @@ class CompiledDefinition:
     layout: Layout                                # where the program puts each field
     _paths_program: Any = field(default=None, repr=False)
     format: str = PLACER_FORMAT                   # what the source document was: placer or karta
+    gang_check: str | None = None                 # Karta: jq naming the gang keys it cannot predict
 
     @property
     def name(self) -> str:
@@ -120,7 +121,10 @@ def compile_document(doc: Any, source: str) -> CompiledDefinition:
     the latter, so they point at the user's own text. A Karta is read as the placer
     definition it stands for."""
     if is_karta(doc):
-        return compile_definition(karta_definition(doc, source), source, KARTA_FORMAT)
+        translated = karta_definition(doc, source)
+        compiled = compile_definition(translated.document, source, KARTA_FORMAT)
+        compiled.gang_check = translated.gang_check
+        return compiled
     doc, prefix = unwrap(doc, source)
     try:
         return compile_definition(doc, source)
@@ -203,13 +207,30 @@ def load_catalog(extra_dirs: Sequence[str | Path] = (), *, builtin: bool = True,
     dirs = ([builtin_catalog_dir()] if builtin else []) + [Path(d) for d in extra_dirs]
     catalog, kartas = Catalog({}, frozenset()), Catalog({}, frozenset())
     for directory in dirs:
-        defs = [d for path in definition_files(directory) for d in load_definition_file(path)]
-        _reject_duplicates(defs)
+        defs = directory_definitions(directory)
         kartas = kartas.with_definitions(d for d in defs if d.format == KARTA_FORMAT)
         catalog = Catalog(catalog.with_definitions(d for d in defs if d.format != KARTA_FORMAT).by_gvk,
                           catalog.companion_kinds | _companions(directory))
     first, then = (catalog, kartas) if prefer == PLACER_FORMAT else (kartas, catalog)
     return Catalog({**then.by_gvk, **first.by_gvk}, catalog.companion_kinds)
+
+
+_LAYERS: dict[tuple[Any, ...], list[CompiledDefinition]] = {}
+
+
+def directory_definitions(directory: Path) -> list[CompiledDefinition]:
+    """A directory's definitions, compiled once per process while its files are unchanged
+    (a command that loads the catalog twice, as describe does for its JSON, pays once)."""
+    files = definition_files(directory)
+    key = (str(directory.resolve()), *((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
+    found = _LAYERS.get(key)
+    if found is None:
+        found = [d for path in files for d in load_definition_file(path)]
+        _reject_duplicates(found)
+        if len(_LAYERS) > 64:                 # a long-lived process re-reading changing directories
+            _LAYERS.clear()
+        _LAYERS[key] = found
+    return list(found)
 
 
 def _reject_duplicates(defs: list[CompiledDefinition]) -> None:

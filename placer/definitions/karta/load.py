@@ -4,13 +4,16 @@ then its translation into a placer definition document."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from placer.definitions.karta.gangs import unpredicted_expression
 from placer.definitions.karta.rules import problems
 from placer.definitions.karta.schema import API_GROUP, KIND, Karta
 from placer.definitions.karta.translate import translate
+from placer.definitions.karta.tree import Tree
 from placer.model.errors import DefinitionError
 
 FORMAT = "karta"
@@ -52,6 +55,17 @@ def karta_problems(doc: Any) -> Karta | list[tuple[str, str]]:
     return problems(karta) or karta
 
 
-def karta_definition(doc: Any, source: str) -> dict[str, Any]:
-    """The placer definition document a Karta document stands for."""
-    return translate(parse_karta(doc, source))
+@dataclass(frozen=True)
+class Translation:
+    document: dict[str, Any]                  # a placer definition document
+    # a jq program over the object: the gang key paths it cannot predict (for warnings)
+    gang_check: str | None
+
+
+def karta_definition(doc: Any, source: str) -> Translation:
+    """The placer definition document a Karta document stands for, and its gang check."""
+    karta = parse_karta(doc, source)
+    document = translate(karta)
+    unpredicted = unpredicted_expression(Tree(karta))
+    lets = "".join(f"({expr}) as ${name} | " for name, expr in document["let"].items())
+    return Translation(document, f". as $root | {lets}{unpredicted}" if unpredicted else None)

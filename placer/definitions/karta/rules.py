@@ -8,6 +8,7 @@ from typing import Iterator
 import jq
 
 from placer.definitions.karta.schema import API_VERSION, KIND, STATUS_ORDER, Component, Karta
+from placer.definitions.schema import user_error
 
 Problem = tuple[str, str]
 
@@ -177,7 +178,7 @@ def _jq(karta: Karta) -> Iterator[Problem]:
         try:
             jq.compile(f"def _k: {expr}\n;\n_k")
         except ValueError as e:
-            yield field, f"jq does not compile {expr.strip()!r}: {_first_line(str(e))}"
+            yield field, f"jq does not compile {expr.strip()!r}: {user_error(expr, ()) or _first_line(str(e))}"
 
 
 def _first_line(text: str) -> str:
