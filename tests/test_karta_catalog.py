@@ -150,3 +150,14 @@ def test_the_nine_real_definitions_load_and_count_what_their_paths_say():
     expected = sum((pcs["spec"].get("replicas") or 1) * (c["spec"].get("replicas") or 1)
                    for c in t["cliques"] if c["name"] not in grouped)
     assert interpret(pcs, real).pods == expected
+
+
+def test_a_directory_is_compiled_again_once_a_file_changes(tmp_path):
+    karta = yaml.safe_load((FIXTURES / "core.yaml").read_text())["items"][0]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(karta))
+    first = load_catalog([tmp_path], builtin=False).lookup("batch/v1", "Job")
+    assert load_catalog([tmp_path], builtin=False).lookup("batch/v1", "Job") is first     # remembered
+    karta["metadata"]["name"] = "test-job-2"
+    path.write_text(yaml.safe_dump(karta))
+    assert load_catalog([tmp_path], builtin=False).lookup("batch/v1", "Job").name == "test-job-2"

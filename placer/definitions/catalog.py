@@ -9,6 +9,7 @@ unless the caller prefers Kartas (`prefer="karta"`).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -219,10 +220,11 @@ _LAYERS: dict[tuple[Any, ...], list[CompiledDefinition]] = {}
 
 
 def directory_definitions(directory: Path) -> list[CompiledDefinition]:
-    """A directory's definitions, compiled once per process while its files are unchanged
-    (a command that loads the catalog twice, as describe does for its JSON, pays once)."""
+    """A directory's definitions, compiled once per process while its files' contents are
+    unchanged (a command that loads the catalog twice, as describe does for its JSON, pays
+    once; reading and hashing the files costs far less than compiling them)."""
     files = definition_files(directory)
-    key = (str(directory.resolve()), *((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
+    key = (str(directory.resolve()), *((str(p), _digest(p)) for p in files))
     found = _LAYERS.get(key)
     if found is None:
         found = [d for path in files for d in load_definition_file(path)]
@@ -231,6 +233,13 @@ def directory_definitions(directory: Path) -> list[CompiledDefinition]:
             _LAYERS.clear()
         _LAYERS[key] = found
     return list(found)
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""                             # unreadable: load_definition_file reports it
 
 
 def _reject_duplicates(defs: list[CompiledDefinition]) -> None:
