@@ -185,4 +185,4 @@ def test_catalog_validate_and_list(tmp_path, catdir):
     r = invoke("catalog", "list", "--catalog", catdir, "-o", "json")
     assert r.exit_code == 0
     assert {"apiVersion": "example.com/v1", "kind": "Widget", "definition": "widget",
-            "source": str(catdir / "widget.yaml")} in json.loads(r.stdout)
+            "source": str(catdir / "widget.yaml"), "format": "placer"} in json.loads(r.stdout)

@@ -10,8 +10,11 @@ from rich.table import Table
 
 from placer.cli.common import CATALOG_HELP, app, err, out, run
 from placer.cli.output import OUTPUT_HELP, emit, parse_output
-from placer.definitions.catalog import load_catalog, validate_path
+from placer.definitions.catalog import PLACER_FORMAT, load_catalog, validate_path
 from placer.model.errors import PlacerError
+
+PREFER_HELP = ("Which format serves a kind both describe: placer (its own definitions first, Kartas only "
+               "for kinds without one, as KAI) or karta.")
 
 catalog_app = typer.Typer(no_args_is_help=True, help="Workload definitions: list, validate, apply.")
 app.add_typer(catalog_app, name="catalog")
@@ -19,20 +22,22 @@ app.add_typer(catalog_app, name="catalog")
 
 @catalog_app.command("list")
 def list_(catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
-          output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP)) -> None:
-    """Every apiVersion/kind placer understands, with the definition and file that serve it."""
+          output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
+          prefer: str = typer.Option(PLACER_FORMAT, "--prefer", help=PREFER_HELP)) -> None:
+    """Every apiVersion/kind placer understands, with the definition, file and format that serve it."""
     def go() -> None:
         fmt = parse_output(output)
-        cat = load_catalog(catalog)
+        cat = load_catalog(catalog, prefer=prefer)
         rows = [{"apiVersion": api, "kind": kind, "definition": cat.by_gvk[api, kind].name,
-                 "source": cat.by_gvk[api, kind].source} for api, kind in cat.kinds()]
+                 "source": cat.by_gvk[api, kind].source, "format": cat.by_gvk[api, kind].format}
+                for api, kind in cat.kinds()]
         if not fmt.tabular:
             emit(rows, fmt, names=[f"workloaddefinition.placer.dev/{n}"
                                    for n in dict.fromkeys(r["definition"] for r in rows)])
             return
-        table = Table("APIVERSION", "KIND", "DEFINITION", "SOURCE", box=None)
+        table = Table("APIVERSION", "KIND", "DEFINITION", "FORMAT", "SOURCE", box=None)
         for r in rows:
-            table.add_row(r["apiVersion"], r["kind"], r["definition"], r["source"])
+            table.add_row(r["apiVersion"], r["kind"], r["definition"], r["format"], r["source"])
         out.print(table)
         out.print(f"companion kinds: {', '.join(sorted(cat.companion_kinds))}")
     run(go)

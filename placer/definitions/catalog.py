@@ -2,22 +2,29 @@
 
 Built-in definitions ship in `catalog/` (inside the wheel as `placer/_data/catalog`);
 user directories (`--catalog DIR`) and definitions registered in a cluster are layered on
-top, later layers winning for the same apiVersion/kind.
+top, later layers winning for the same apiVersion/kind. Workload Map (`Karta`) definitions
+may sit beside them; as in KAI, a Karta serves only the kinds no placer definition serves,
+unless the caller prefers Kartas (`prefer="karta"`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from placer.definitions.karta import FORMAT as KARTA_FORMAT
+from placer.definitions.karta import is_karta, karta_definition
 from placer.definitions.program import Layout, build_paths_program, build_program, compile_program, layout
 from placer.definitions.schema import Definition, parse_definition
 from placer.model.documents import decode, load_yaml
 from placer.model.errors import DefinitionError, InputError
 
 COMPANIONS_FILE = "companions.yaml"
+PLACER_FORMAT = "placer"
+PREFERENCES = (PLACER_FORMAT, KARTA_FORMAT)
 
 
 @dataclass
@@ -27,6 +34,8 @@ class CompiledDefinition:
     program: Any                                  # the fused jq program
     layout: Layout                                # where the program puts each field
     _paths_program: Any = field(default=None, repr=False)
+    format: str = PLACER_FORMAT                   # what the source document was: placer or karta
+    gang_check: str | None = None                 # Karta: jq naming the gang keys it cannot predict
 
     @property
     def name(self) -> str:
@@ -40,9 +49,10 @@ class CompiledDefinition:
         return self._paths_program
 
 
-def compile_definition(data: Any, source: str) -> CompiledDefinition:
+def compile_definition(data: Any, source: str, format: str = PLACER_FORMAT) -> CompiledDefinition:
     defn = parse_definition(data, source)
-    return CompiledDefinition(defn, source, compile_program(build_program(defn), defn.name), layout(defn))
+    return CompiledDefinition(defn, source, compile_program(build_program(defn), defn.name), layout(defn),
+                              format=format)
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,13 @@ def unwrap(doc: Any, source: str) -> tuple[Any, str]:
 
 def compile_document(doc: Any, source: str) -> CompiledDefinition:
     """A definition document or WorkloadDefinition object; errors name `spec.<field>` for
-    the latter, so they point at the user's own text."""
+    the latter, so they point at the user's own text. A Karta is read as the placer
+    definition it stands for."""
+    if is_karta(doc):
+        translated = karta_definition(doc, source)
+        compiled = compile_definition(translated.document, source, KARTA_FORMAT)
+        compiled.gang_check = translated.gang_check
+        return compiled
     doc, prefix = unwrap(doc, source)
     try:
         return compile_definition(doc, source)
@@ -119,8 +135,19 @@ def compile_document(doc: Any, source: str) -> CompiledDefinition:
         raise DefinitionError(prefix + e.message, source=e.source) from None
 
 
+def list_items(docs: Iterable[Any]) -> list[Any]:
+    """Documents with every `kind: List` (as `kubectl get -o yaml` prints) replaced by its items."""
+    out: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            out += [d for d in doc["items"] if d is not None]
+        else:
+            out.append(doc)
+    return out
+
+
 def load_definition_file(path: Path) -> list[CompiledDefinition]:
-    return [compile_document(doc, str(path)) for doc in read_yaml_documents(path)]
+    return [compile_document(doc, str(path)) for doc in list_items(read_yaml_documents(path))]
 
 
 def is_companions_file(path: Path) -> bool:
@@ -172,15 +199,47 @@ def _companions(directory: Path) -> set[str]:
     return companion_kinds(path) if path.exists() else set()
 
 
-def load_catalog(extra_dirs: Sequence[str | Path] = (), *, builtin: bool = True) -> Catalog:
+def load_catalog(extra_dirs: Sequence[str | Path] = (), *, builtin: bool = True,
+                 prefer: str = PLACER_FORMAT) -> Catalog:
+    """Built-ins, then each directory; Kartas (from any directory, later winning) serve the
+    kinds left without a placer definition, or every kind they claim with `prefer="karta"`."""
+    if prefer not in PREFERENCES:
+        raise InputError(f"prefer: {prefer!r}: expected one of {', '.join(PREFERENCES)}")
     dirs = ([builtin_catalog_dir()] if builtin else []) + [Path(d) for d in extra_dirs]
-    catalog = Catalog({}, frozenset())
+    catalog, kartas = Catalog({}, frozenset()), Catalog({}, frozenset())
     for directory in dirs:
-        defs = [d for path in definition_files(directory) for d in load_definition_file(path)]
-        _reject_duplicates(defs)
-        catalog = Catalog(catalog.with_definitions(defs).by_gvk,
+        defs = directory_definitions(directory)
+        kartas = kartas.with_definitions(d for d in defs if d.format == KARTA_FORMAT)
+        catalog = Catalog(catalog.with_definitions(d for d in defs if d.format != KARTA_FORMAT).by_gvk,
                           catalog.companion_kinds | _companions(directory))
-    return catalog
+    first, then = (catalog, kartas) if prefer == PLACER_FORMAT else (kartas, catalog)
+    return Catalog({**then.by_gvk, **first.by_gvk}, catalog.companion_kinds)
+
+
+_LAYERS: dict[tuple[Any, ...], list[CompiledDefinition]] = {}
+
+
+def directory_definitions(directory: Path) -> list[CompiledDefinition]:
+    """A directory's definitions, compiled once per process while its files' contents are
+    unchanged (a command that loads the catalog twice, as describe does for its JSON, pays
+    once; reading and hashing the files costs far less than compiling them)."""
+    files = definition_files(directory)
+    key = (str(directory.resolve()), *((str(p), _digest(p)) for p in files))
+    found = _LAYERS.get(key)
+    if found is None:
+        found = [d for path in files for d in load_definition_file(path)]
+        _reject_duplicates(found)
+        if len(_LAYERS) > 64:                 # a long-lived process re-reading changing directories
+            _LAYERS.clear()
+        _LAYERS[key] = found
+    return list(found)
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""                             # unreadable: load_definition_file reports it
 
 
 def _reject_duplicates(defs: list[CompiledDefinition]) -> None:

@@ -8,6 +8,8 @@ from typing import Any, Mapping, Sequence
 from rich.markup import escape
 from rich.tree import Tree
 
+from placer.definitions.catalog import PLACER_FORMAT, CompiledDefinition
+from placer.definitions.warnings import definition_warnings
 from placer.model.quantity import format_quantity, to_json_number
 from placer.model.topology import TopologyRequest
 from placer.model.workload import Instance, Workload
@@ -24,9 +26,11 @@ def instance_json(inst: Instance) -> dict[str, Any]:
             "gpus": inst.gpus, "selector": inst.selector_string()}
 
 
-def workload_json(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
-                  ) -> dict[str, Any]:
-    """The `describe -o json` element. Keys are a contract other tools read: add, never rename."""
+def workload_json(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                  served: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The `describe -o json` element. Keys are a contract other tools read: add, never rename.
+    `served`: which definition served the workload (`definitionFormat`, `definitionSource`,
+    and `warnings` when there are any), as `served_by` tells."""
     out: dict[str, Any] = {
         "apiVersion": w.api_version, "kind": w.kind, "namespace": w.namespace, "name": w.name,
         "definition": w.definition, "phase": w.phase.value, "reason": w.reason, "message": w.message,
@@ -42,8 +46,22 @@ def workload_json(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
         out["atOnce"] = {"pods": peak.pods, "gpus": peak.gpus, "resources": resources_json(peak.resources)}
     if w.source:
         out["source"] = w.source
+    out.update(served or {})
     if pods_by_component is not None:
         out["podsByComponent"] = {k: [dict(p) for p in v] for k, v in pods_by_component.items()}
+    return out
+
+
+def served_by(served: CompiledDefinition | None, w: Workload) -> dict[str, Any]:
+    """`definitionFormat`, `definitionSource` (and `warnings`) for a workload, from the
+    definition its catalog holds for the kind; a definition of that name not in the catalog
+    was registered in a cluster (placer's own format)."""
+    if served is None or served.name != w.definition:
+        return {"definitionFormat": PLACER_FORMAT, "definitionSource": "cluster"}
+    out: dict[str, Any] = {"definitionFormat": served.format, "definitionSource": served.source}
+    warnings = definition_warnings(served, w.obj) if w.obj is not None else []
+    if warnings:
+        out["warnings"] = warnings
     return out
 
 

@@ -1,0 +1,190 @@
+"""Gangs before pods exist: Karta defines gangs over pods, so each pod is predicted.
+
+A predicted pod is its template's metadata plus the labels the definition's selectors
+promise (the instance id of a `componentInstanceSelector`, the replica index of an
+owner's `replicaSelector`, the value of a `componentTypeSelector`) and the object's name
+on a key that reads an owner-name label. The real jq of `groupByKeyPaths` and `filters`
+then runs over each predicted pod; pods with one key tuple form one gang. Where a key
+cannot be predicted the workload is one gang (see `unpredicted_expression`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from placer.definitions.karta.schema import Component, Member, PodGroup, PodGroupsEntry
+from placer.definitions.karta.tree import Tree, columns
+
+_NAME = '($root.metadata.name // $root.metadata.generateName // "")'
+_LABEL = re.compile(r'\.metadata\.labels(?:\["([^"]+)"\]|\.([A-Za-z_][A-Za-z0-9_]*))')
+# labels an operator stamps with its owner's name (job-name, cluster, part-of, name)
+_OWNER_LABEL = re.compile(r"(^|[/.-])(name|job-name|set-name|cluster|part-of)$")
+MAX_COMBINATIONS = 100_000
+
+
+def gangs_expression(tree: Tree) -> str | None:
+    gang = tree.karta.spec.optimizationInstructions.gangScheduling
+    if gang is None or not tree.pod_components:
+        return None
+    if gang.podGroup is not None:
+        return _pod_group(tree, gang.podGroup)
+    if gang.podGroups:
+        return (f"[{entries(tree, gang.podGroups)}] as $karta_e | if any($karta_e[]; .key == null) "
+                f"then {_fallback()} else {_grouped()} end")
+    return None
+
+
+def unpredicted_expression(tree: Tree) -> str | None:
+    """The key paths that could not be predicted on an object (for a warning), or None when
+    the definition has no `podGroups`."""
+    gang = tree.karta.spec.optimizationInstructions.gangScheduling
+    if gang is None or not gang.podGroups or not tree.pod_components:
+        return None
+    return f"[{entries(tree, gang.podGroups)} | select(.key == null) | .miss] | unique"
+
+
+def _counts(n: int) -> str:
+    """Pods of row `$r` of component n, replicas clamped by min/max; `$min`: the gang minimum."""
+    num = '(if type == "string" then tonumber else . end)'
+    return (f"(($r[1] // 1) | {num}) as $rep | ($r[2] | {num}) as $lo | ($r[3] | {num}) as $hi"
+            f" | (if $lo != null and $rep < $lo then $lo else $rep end) as $rep"
+            f" | (if $hi != null and $rep > $hi then $hi else $rep end) as $pods"
+            f" | (if $lo != null and $lo > 0 and $lo < $pods then $lo else $pods end) as $min")
+
+
+def _member(tree: Tree, comp: Component, group: PodGroupsEntry) -> Member | None:
+    for owner in tree.chain(comp):
+        found = next((m for m in group.members if m.componentName == owner.name), None)
+        if found:
+            return found
+    return None
+
+
+def entries(tree: Tree, groups: list[PodGroupsEntry]) -> str:
+    """A jq stream: one entry per (group, pod component instance, replica combination):
+    {g, key (null: unpredictable), miss, component, instance, pods, min, total, totalMin}."""
+    parts = []
+    for group in groups:
+        for comp in tree.pod_components:
+            member = _member(tree, comp, group)
+            if member is not None:
+                parts.append(_component_entries(tree, comp, member, group.name))
+    return ", ".join(parts) or "empty"
+
+
+def _replica_owners(tree: Tree, comp: Component) -> list[Component]:
+    return [a for a in tree.ancestors(comp) if a.podSelector and a.podSelector.replicaSelector]
+
+
+def _owner_count(owner: Component) -> str:
+    path = owner.scaleDefinition.replicasPath if owner.scaleDefinition else None
+    if not path:
+        return "1"
+    return f'([({path})] | .[0] // 1 | if type == "string" then tonumber else . end)'
+
+
+def _component_entries(tree: Tree, comp: Component, member: Member, group: str) -> str:
+    n = tree.pod_index(comp)
+    owners = _replica_owners(tree, comp)
+    counts = "[" + ", ".join(f"[range(0; {_owner_count(o)})]" for o in owners) + "]"
+    tpl = _template_metadata(comp)
+    stamps = "".join(f" | {s}" for s in _stamps(comp, owners, member))
+    keys = _keys(comp, member)
+    filters = "".join(f" | select(([$pod | ({f})] | .[0]) as $v | $v != null and $v != false)" for f in member.filters)
+    return (f"($karta_rows_{n}[] as $r | $r[0] as $id | {_counts(n)} | {counts} as $axes"
+            f" | ([$axes[] | length] | reduce .[] as $x (1; . * $x)) as $prod"
+            f' | if $prod > {MAX_COMBINATIONS} then error("karta: more than {MAX_COMBINATIONS} replica combinations")'
+            f" else . end | [$axes | combinations] | to_entries[] | .key as $c | .value as $idx"
+            f" | ({{metadata: ({{name: {_NAME}, namespace: $root.metadata.namespace}} + {tpl})}}{stamps}) as $pod"
+            f"{filters} | {keys} as $k"
+            f" | {{g: {json.dumps(group)}, key: $k.key, miss: $k.miss, component: {json.dumps(comp.name)},"
+            f" instance: $id, pods: ((($pods / $prod) | floor) + (if $c < ($pods % $prod) then 1 else 0 end)),"
+            f" min: ((($min / $prod) | floor) + (if $c < ($min % $prod) then 1 else 0 end)),"
+            f" total: $pods, totalMin: $min}})")
+
+
+def _template_metadata(comp: Component) -> str:
+    """The predicted pod's labels and annotations as the template gives them."""
+    col, spec = columns(comp), comp.specDefinition
+    assert spec is not None
+    if spec.podTemplateSpecPath:
+        meta = f"($r[{col['template']}].metadata // {{}})"
+    elif spec.podSpecPath:
+        meta = f"($r[{col['metadata']}] // {{}})" if spec.metadataPath else "{}"
+    else:
+        meta = f"{{labels: ($r[{col['labelsPath']}] // {{}}), annotations: ($r[{col['annotationsPath']}] // {{}})}}"
+    return f'({meta} | {{labels: (.labels // {{}}), annotations: (.annotations // {{}})}})'
+
+
+def _set(path: str, value: str) -> str:
+    return f"(try setpath([path({path})][0]; {value}) catch .)"
+
+
+def _stamps(comp: Component, owners: list[Component], member: Member) -> list[str]:
+    out = []
+    selector = comp.podSelector
+    if selector and selector.componentTypeSelector:
+        ts = selector.componentTypeSelector
+        if ts.matchLabels:
+            out.append(f".metadata.labels += {json.dumps(ts.matchLabels)}")
+        if ts.keyPath:
+            out.append(_set(ts.keyPath, json.dumps(ts.value) if ts.value is not None else _NAME))
+    if selector and selector.componentInstanceSelector and comp.instanceIdPath:
+        out.append(_set(selector.componentInstanceSelector.idPath, "$id"))
+    for k, owner in enumerate(owners):
+        assert owner.podSelector and owner.podSelector.replicaSelector
+        out.append(_set(owner.podSelector.replicaSelector.keyPath, f"($idx[{k}] | tostring)"))
+    for label in owner_labels(member):
+        out.append(f'(if .metadata.labels[{json.dumps(label)}] == null then .metadata.labels[{json.dumps(label)}]'
+                   f" = {_NAME} else . end)")
+    return out
+
+
+def owner_labels(member: Member) -> list[str]:
+    """Labels read by the member's key paths that an operator stamps with the owner's name."""
+    found = []
+    for path in member.groupByKeyPaths:
+        for m in _LABEL.finditer(path):
+            label = m.group(1) or m.group(2)
+            if _OWNER_LABEL.search(label) and label not in found:
+                found.append(label)
+    return found
+
+
+def _keys(comp: Component, member: Member) -> str:
+    """{key: [values] | null, miss: the first key path without one non-empty value}."""
+    if not member.groupByKeyPaths:          # grouping follows owners: the member's instance
+        own = "$id" if member.componentName == comp.name else '"0"'
+        return f"{{key: [{own}], miss: null}}"
+    values = ", ".join(f"([$pod | ({k})] | if length == 1 and .[0] != null and (.[0] | tostring) != \"\" "
+                       f"then .[0] | tostring else null end)" for k in member.groupByKeyPaths)
+    paths = json.dumps([k.strip() for k in member.groupByKeyPaths])
+    return (f"([{values}] as $vs | {{key: (if any($vs[]; . == null) then null else $vs end),"
+            f" miss: ([range(0; $vs | length) | select($vs[.] == null) | {paths}[.]] | first // null)}})")
+
+
+def _grouped() -> str:
+    return ("($karta_e | map(select(.pods > 0)) | group_by([.g, .key]) | map({"
+            "name: ((.[0].g + ([.[0].key[] | \"-\" + .] | join(\"\"))) | ascii_downcase),"
+            " members: (group_by([.component, .instance]) | map({component: .[0].component,"
+            " instance: .[0].instance, pods: (map(.pods) | add)})), minMember: (map(.min) | add)}))")
+
+
+def _fallback() -> str:
+    """One gang for the whole workload: what a consumer does when keys are unknown."""
+    return (f"($karta_e | unique_by([.component, .instance]) | [{{name: ({_NAME} | ascii_downcase),"
+            f" members: map({{component, instance, pods: .total}}), minMember: (map(.totalMin) | add)}}])")
+
+
+def _pod_group(tree: Tree, pg: PodGroup) -> str:
+    """`podGroup`: one gang per top-level owner; each subgroup sized by its subtree."""
+    tops = [s.componentName for s in pg.subGroups] or [tree.karta.root.name]
+    rows = []
+    for n, comp in enumerate(tree.pod_components):
+        if any(tree.in_subtree(comp, t) for t in tops):
+            rows.append(f"($karta_rows_{n}[] as $r | {_counts(n)} | {{component: {json.dumps(comp.name)},"
+                        f" instance: $r[0], pods: $pods, min: $min}})")
+    members = ", ".join(rows) or "empty"
+    return (f"[{members}] as $m | [{{name: {json.dumps(pg.name)}, members: ($m | map({{component, instance, pods}})),"
+            f" minMember: ($m | map(.min) | add // 0)}}]")
