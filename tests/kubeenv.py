@@ -62,9 +62,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
 class RealKube:
     """The session's clusters: hack/kube-env up --dir DIR hub east west."""
 
-    def __init__(self, directory: Path, names: Iterable[str] = NAMES):
+    def __init__(self, directory: Path, names: Iterable[str] = NAMES, operators: str | None = None):
+        """`operators`: hack/kube-env up --operators LIST|all (built the first time: minutes)."""
         self.dir, self.names = Path(directory), tuple(names)
-        self.kubeconfig = Path(kube_env("up", "--dir", str(self.dir), *self.names, timeout=600).splitlines()[-1])
+        extra = ("--operators", operators) if operators else ()
+        self.kubeconfig = Path(kube_env("up", "--dir", str(self.dir), *extra, *self.names,
+                                        timeout=BUILD_TIMEOUT if operators else 600).splitlines()[-1])
         self.kube = Kube(str(self.kubeconfig), retry=RETRY, timeout=30)
 
     def client(self, name: str) -> KubeClient:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -145,7 +146,8 @@ def module_path(name: str) -> Path:
 
 def module_pinned(p: Pin) -> bool:
     gomod = module_path(p.name) / "go.mod"
-    return gomod.exists() and f"\t{p.module} {p.version}\n" in gomod.read_text()
+    text = gomod.read_text() if gomod.exists() else ""
+    return re.search(rf"^\s*(require\s+)?{re.escape(p.module)} {re.escape(p.version)}\s*$", text, re.M) is not None
 
 
 def write_module(p: Pin) -> None:
@@ -200,6 +202,7 @@ def build_into(p: Pin, source: Path, out: Path, kubectl: Path) -> None:
               [o for o in render(kubectl, crds, p) if o.get("kind") == "CustomResourceDefinition"])
         write(staging / "webhooks.json", webhook_manifests(kubectl, source, recipe, p))
         (staging / "done").write_text(f"{p.module} {p.version}\n")
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the cache from other users
         shutil.rmtree(out, ignore_errors=True)
         os.replace(staging, out)
     finally:
