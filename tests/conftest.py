@@ -11,6 +11,25 @@ from tests.kubeapi import ApiFleet, start_fleet
 FLEET_NAMES = ("alpha", "beta", "gamma")
 
 
+def pytest_configure(config) -> None:
+    """hack/kube-env's build progress (one line per component: what, about how long) on the terminal,
+    even under -q and while output is captured."""
+    from tests import kubeenv  # lazily, as the fixtures below: it loads placer.kube
+
+    def report(line: str) -> None:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        terminal = config.pluginmanager.getplugin("terminalreporter")
+        if terminal is None:
+            return
+        if capture is None:
+            terminal.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            terminal.write_line(line)
+
+    kubeenv.PROGRESS.append(report)
+
+
 @pytest.fixture(scope="session")
 def kube_fleet_session(tmp_path_factory) -> ApiFleet:
     """Three clusters (alpha, beta, gamma) with the catalog CRDs, shared by the whole session."""

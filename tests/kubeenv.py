@@ -7,6 +7,7 @@ import functools
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -26,11 +27,34 @@ RETRY = RetryPolicy(attempts=4, base=0.1, cap=1.0)
 TEST_LABEL = "placer-test/owned"
 
 
+# Where kube-env's progress lines ("kube-env: building X ... about N min", "kube-env: built X in Ns")
+# go: conftest.py adds the terminal reporter, so a cold build says what it builds under -q.
+PROGRESS: list[Callable[[str], None]] = []
+
+
 def kube_env(*args: str, timeout: float = 300) -> str:
-    proc = subprocess.run([str(KUBE_ENV), *args], capture_output=True, text=True, timeout=timeout)
+    lines: list[str] = []
+
+    def forward(stream) -> None:  # stderr as it comes: a build's progress shows while it builds
+        for line in stream:
+            lines.append(line)
+            if line.startswith(("kube-env: building", "kube-env: built")):
+                for report in PROGRESS:
+                    report(line.rstrip())
+
+    with subprocess.Popen([str(KUBE_ENV), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        reader = threading.Thread(target=forward, args=(proc.stderr,), daemon=True)
+        reader.start()
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        reader.join()
     if proc.returncode != 0:
-        raise RuntimeError(f"hack/kube-env {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return proc.stdout.strip()
+        raise RuntimeError(f"hack/kube-env {' '.join(args)} failed ({proc.returncode}): {''.join(lines).strip()}")
+    return out.strip()
 
 
 def bindir() -> Path:
