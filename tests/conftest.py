@@ -104,6 +104,26 @@ def real_kube(tmp_path_factory):
     env.down()
 
 
+@pytest.fixture(scope="session")
+def real_operators(tmp_path_factory):
+    """east and west with the real operators (tests/realkube/operators.py OPERATORS) and KWOK, started
+    once for the session (built the first time); wiped before each test like `real`."""
+    from tests import kubeenv as realkube
+    from tests.realkube.operators import NAMES, OPERATORS
+
+    realkube.require_binaries()
+    env = realkube.RealKube(tmp_path_factory.mktemp("operators"), NAMES, operators=OPERATORS)
+    yield env
+    env.down()
+
+
+@pytest.fixture
+def ops(real_operators):
+    for name in real_operators.names:
+        real_operators.wipe(name)
+    return real_operators
+
+
 @pytest.fixture
 def real(real_kube):
     """The session's real clusters, with east and west wiped (no nodes, no test namespaces) before

@@ -58,22 +58,28 @@ class Run:
         return self.home / "certs"
 
 
-def jobset_command(run: Run) -> list[str]:
-    config = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
-              "webhook": {"port": run.webhook_port, "host": "127.0.0.1", "certDir": str(run.certs)},
-              "metrics": {"bindAddress": "0"},
-              "health": {"healthProbeBindAddress": f"127.0.0.1:{run.health_port}"},
-              "leaderElection": {"leaderElect": False},
-              "internalCertManagement": {"enable": False}}
-    path = run.home / "config.yaml"
-    path.write_text(json.dumps(config, indent=1) + "\n")  # JSON is YAML
-    return [str(run.binary), f"--config={path}", f"--kubeconfig={run.kubeconfig}", "--zap-log-level=info"]
+def kubebuilder_command(config_api: str) -> Callable[[Run], list[str]]:
+    """JobSet's and LWS's shared configuration shape: webhooks on 127.0.0.1 with kube-env's
+    certificate, no metrics, no leader election, no certificate rotation of their own."""
+    def command(run: Run) -> list[str]:
+        config = {"apiVersion": config_api, "kind": "Configuration",
+                  "webhook": {"port": run.webhook_port, "host": "127.0.0.1", "certDir": str(run.certs)},
+                  "metrics": {"bindAddress": "0"},
+                  "health": {"healthProbeBindAddress": f"127.0.0.1:{run.health_port}"},
+                  "leaderElection": {"leaderElect": False},
+                  "internalCertManagement": {"enable": False}}
+        path = run.home / "config.yaml"
+        path.write_text(json.dumps(config, indent=1) + "\n")  # JSON is YAML
+        return [str(run.binary), f"--config={path}", f"--kubeconfig={run.kubeconfig}", "--zap-log-level=info"]
+    return command
 
 
 RECIPES: dict[str, Recipe] = {
     KWOK: Recipe("cmd/kwok", 4),
     "jobset": Recipe("", 4, crds=("config/components/crd/bases/*.yaml",), webhooks="config/components/webhook",
-                     command=jobset_command),
+                     command=kubebuilder_command("config.jobset.x-k8s.io/v1alpha1")),
+    "lws": Recipe("cmd", 10, crds=("config/crd/bases/*.yaml",), webhooks="config/webhook",
+                  command=kubebuilder_command("config.lws.x-k8s.io/v1alpha1")),
 }
 OPERATORS = tuple(n for n in RECIPES if n != KWOK)
 
