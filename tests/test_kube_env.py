@@ -175,3 +175,22 @@ def test_kwok_runs_bound_pods_and_completes_annotated_ones(real):
     assert all(cs["state"].get("running") for cs in running["status"]["containerStatuses"])
     assert pods["done"]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     assert pods["fails"]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+
+
+def test_an_operator_port_in_use_is_one_line(real_operators):
+    """The session's operators: one is killed and its webhook port taken by someone else; up says so
+    in one line, then brings it back once the port is free."""
+    d = real_operators.dir
+    state = json.loads((d / "state.json").read_text())["clusters"]["east"]
+    record, port = state["procs"]["operator-jobset"], state["ports"]["operator-jobset-webhook"]
+    os.killpg(record["pid"], signal.SIGKILL)
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        _wait_port_free(port)
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        one_line_error(run("up", "--dir", str(d), "east"), 1,
+                       f"port {port} on 127.0.0.1 is in use: cannot start operator-jobset of east")
+    back = run("up", "--dir", str(d), "east")
+    assert back.returncode == 0, back.stderr
+    assert running(json.loads((d / "state.json").read_text())["clusters"]["east"]["procs"]["operator-jobset"])
