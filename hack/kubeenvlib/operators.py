@@ -74,12 +74,21 @@ def kubebuilder_command(config_api: str) -> Callable[[Run], list[str]]:
     return command
 
 
+def kuberay_command(run: Run) -> list[str]:
+    """KubeRay's webhook server has no address option (controller-runtime's :9443 on every
+    interface: two clusters would collide) and is off by default (ENABLE_WEBHOOKS), as in its own
+    Helm chart: the operator runs without webhooks."""
+    return [str(run.binary), "--metrics-addr=0", f"--health-probe-bind-address=127.0.0.1:{run.health_port}",
+            "--enable-leader-election=false", f"--kubeconfig={run.kubeconfig}"]
+
+
 RECIPES: dict[str, Recipe] = {
     KWOK: Recipe("cmd/kwok", 4),
     "jobset": Recipe("", 4, crds=("config/components/crd/bases/*.yaml",), webhooks="config/components/webhook",
                      command=kubebuilder_command("config.jobset.x-k8s.io/v1alpha1")),
     "lws": Recipe("cmd", 10, crds=("config/crd/bases/*.yaml",), webhooks="config/webhook",
                   command=kubebuilder_command("config.lws.x-k8s.io/v1alpha1")),
+    "kuberay": Recipe("", 6, crds=("config/crd/bases/*.yaml",), command=kuberay_command),
 }
 OPERATORS = tuple(n for n in RECIPES if n != KWOK)
 

@@ -13,7 +13,7 @@ from placer.cli import app
 from placer.model.quantity import parse_quantity
 
 NAMES = ("east", "west")
-OPERATORS = "jobset,lws"      # those with tests so far; `all` once each has one
+OPERATORS = "jobset,lws,kuberay"      # those with tests so far; `all` once each has one
 COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
 
 
