@@ -11,6 +11,25 @@ from tests.kubeapi import ApiFleet, start_fleet
 FLEET_NAMES = ("alpha", "beta", "gamma")
 
 
+def pytest_configure(config) -> None:
+    """hack/kube-env's build progress (one line per component: what, about how long) on the terminal,
+    even under -q and while output is captured."""
+    from tests import kubeenv  # lazily, as the fixtures below: it loads placer.kube
+
+    def report(line: str) -> None:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        terminal = config.pluginmanager.getplugin("terminalreporter")
+        if terminal is None:
+            return
+        if capture is None:
+            terminal.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            terminal.write_line(line)
+
+    kubeenv.PROGRESS.append(report)
+
+
 @pytest.fixture(scope="session")
 def kube_fleet_session(tmp_path_factory) -> ApiFleet:
     """Three clusters (alpha, beta, gamma) with the catalog CRDs, shared by the whole session."""
@@ -83,6 +102,26 @@ def real_kube(tmp_path_factory):
     env = realkube.RealKube(tmp_path_factory.mktemp("kube-env"))
     yield env
     env.down()
+
+
+@pytest.fixture(scope="session")
+def real_operators(tmp_path_factory):
+    """east and west with the real operators (tests/realkube/operators.py OPERATORS) and KWOK, started
+    once for the session (built the first time); wiped before each test like `real`."""
+    from tests import kubeenv as realkube
+    from tests.realkube.operators import NAMES, OPERATORS
+
+    realkube.require_binaries()
+    env = realkube.RealKube(tmp_path_factory.mktemp("operators"), NAMES, operators=OPERATORS)
+    yield env
+    env.down()
+
+
+@pytest.fixture
+def ops(real_operators):
+    for name in real_operators.names:
+        real_operators.wipe(name)
+    return real_operators
 
 
 @pytest.fixture

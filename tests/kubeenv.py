@@ -7,6 +7,7 @@ import functools
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -26,11 +27,34 @@ RETRY = RetryPolicy(attempts=4, base=0.1, cap=1.0)
 TEST_LABEL = "placer-test/owned"
 
 
+# Where kube-env's progress lines ("kube-env: building X ... about N min", "kube-env: built X in Ns")
+# go: conftest.py adds the terminal reporter, so a cold build says what it builds under -q.
+PROGRESS: list[Callable[[str], None]] = []
+
+
 def kube_env(*args: str, timeout: float = 300) -> str:
-    proc = subprocess.run([str(KUBE_ENV), *args], capture_output=True, text=True, timeout=timeout)
+    lines: list[str] = []
+
+    def forward(stream) -> None:  # stderr as it comes: a build's progress shows while it builds
+        for line in stream:
+            lines.append(line)
+            if line.startswith(("kube-env: building", "kube-env: built")):
+                for report in PROGRESS:
+                    report(line.rstrip())
+
+    with subprocess.Popen([str(KUBE_ENV), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        reader = threading.Thread(target=forward, args=(proc.stderr,), daemon=True)
+        reader.start()
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        reader.join()
     if proc.returncode != 0:
-        raise RuntimeError(f"hack/kube-env {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return proc.stdout.strip()
+        raise RuntimeError(f"hack/kube-env {' '.join(args)} failed ({proc.returncode}): {''.join(lines).strip()}")
+    return out.strip()
 
 
 def bindir() -> Path:
@@ -62,9 +86,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
 class RealKube:
     """The session's clusters: hack/kube-env up --dir DIR hub east west."""
 
-    def __init__(self, directory: Path, names: Iterable[str] = NAMES):
+    def __init__(self, directory: Path, names: Iterable[str] = NAMES, operators: str | None = None):
+        """`operators`: hack/kube-env up --operators LIST|all (built the first time: minutes)."""
         self.dir, self.names = Path(directory), tuple(names)
-        self.kubeconfig = Path(kube_env("up", "--dir", str(self.dir), *self.names, timeout=600).splitlines()[-1])
+        extra = ("--operators", operators) if operators else ()
+        self.kubeconfig = Path(kube_env("up", "--dir", str(self.dir), *extra, *self.names,
+                                        timeout=BUILD_TIMEOUT if operators else 600).splitlines()[-1])
         self.kube = Kube(str(self.kubeconfig), retry=RETRY, timeout=30)
 
     def client(self, name: str) -> KubeClient:

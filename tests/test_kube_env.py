@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,7 +14,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.kubeenv import KUBE_ENV, REPO, require_binaries
+from tests.kubeenv import KUBE_ENV, REPO, require_binaries, wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -40,6 +42,14 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path):
                        "--gpus", "1"), 2, "no cluster 'x'")
     one_line_error(run("nodes", "--dir", str(tmp_path), "--context", "x", "--count", "1", "--prefix", "n",
                        "--gpus", "1", "--taint", "k=v:Sometimes"), 2, "--taint")
+    # a prefix is checked as the node names it becomes: gpu- gives gpu-0.. (then: no such cluster)
+    nodes = ("nodes", "--dir", str(tmp_path), "--context", "x", "--count", "2", "--gpus", "1")
+    one_line_error(run(*nodes, "--prefix", "gpu-"), 2, "no cluster 'x'")
+    one_line_error(run(*nodes, "--prefix", "GPU_"), 2, "node name 'GPU_-0', which is not a DNS subdomain")
+    one_line_error(run(*nodes, "--prefix", "gpu-", "--kwok", "--not-ready"), 2, "--kwok and --not-ready")
+    one_line_error(run("up", "--dir", str(tmp_path), "--operators", "jobset,frob", "east"), 2,
+                   "unknown operator 'frob'")
+    one_line_error(run("up", "--dir", str(tmp_path), "--operators", "kwok", "east"), 2, "unknown operator 'kwok'")
 
 
 def test_no_go_and_no_binaries_is_one_line(tmp_path):
@@ -82,7 +92,8 @@ def test_up_is_idempotent_restarts_what_crashed_and_down_leaves_nothing(tmp_path
     config = yaml.safe_load((d / "kubeconfig").read_text())
     assert [c["name"] for c in config["contexts"]] == ["solo"]
     procs = recorded(d)
-    assert len(procs) == 4 and all(running(p) for p in procs)
+    assert len(procs) == 5 and all(running(p) for p in procs)               # with the cluster's KWOK
+    assert any(p["cmd"].endswith("/kwok") for p in procs)
     after: list[dict] = []
     try:
         again = run("up", "--dir", str(d), "solo")            # nothing to do: same processes
@@ -123,3 +134,63 @@ def _wait_port_free(port: int) -> None:
                 return
             except OSError:
                 time.sleep(0.1)
+
+
+def test_an_operator_module_not_served_is_one_line(tmp_path):
+    require_binaries()
+    if shutil.which("go") is None:
+        pytest.skip("no Go on this machine: operators are built from the Go module proxy")
+    pins = re.sub(r"^(jobset\s+\S+\s+)\S+", r"\1v0.0.0-placer-unserved",
+                  (REPO / "hack" / "operators-release").read_text(), flags=re.M)
+    (tmp_path / "pins").write_text(pins)
+    proc = subprocess.run([str(KUBE_ENV), "up", "--dir", str(tmp_path / "d"), "--operators", "jobset", "east"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "KUBE_ENV_OPERATORS_RELEASE": str(tmp_path / "pins")})
+    one_line_error(proc, 1, "module sigs.k8s.io/jobset@v0.0.0-placer-unserved is not served")
+
+
+def phase_of(real, ns: str, name: str):
+    pod = real.client("east").get("pods", name, ns)
+    return pod if (pod.get("status") or {}).get("phase") else None
+
+
+def test_kwok_runs_bound_pods_and_completes_annotated_ones(real):
+    """Nodes registered --kwok: the cluster's KWOK makes a bound pod Running with a pod IP, and one
+    annotated with a delay Succeeded (or Failed) after it; the node names are what the prefix gives."""
+    real.nodes("east", count=2, prefix="gpu-", gpus=8, kwok=True)
+    assert sorted(n["metadata"]["name"] for n in real.client("east").list("nodes").items) == ["gpu-0", "gpu-1"]
+    ns = real.namespace("east", real.unique("kwok"))
+    c = real.client("east")
+    for name, notes in (("runs", {}), ("done", {"pod-complete.stage.kwok.x-k8s.io/delay": "3s"}),
+                        ("fails", {"pod-fail.stage.kwok.x-k8s.io/delay": "3s"})):
+        c.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "annotations": notes},
+                 "spec": {"restartPolicy": "Never", "containers": [{
+                     "name": "c", "image": "registry.k8s.io/pause:3.10",
+                     "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}})
+    want = {"runs": "Running", "done": "Succeeded", "fails": "Failed"}
+    pods = {name: wait_for(lambda n=name, p=phase: (lambda pod: pod if pod and pod["status"]["phase"] == p else None)(
+        phase_of(real, ns, n)), 60, f"{name} {phase}") for name, phase in want.items()}
+    running = pods["runs"]
+    assert running["spec"]["nodeName"] in ("gpu-0", "gpu-1") and running["status"]["podIP"].startswith("10.244.")
+    assert all(cs["state"].get("running") for cs in running["status"]["containerStatuses"])
+    assert pods["done"]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert pods["fails"]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+
+
+def test_an_operator_port_in_use_is_one_line(real_operators):
+    """The session's operators: one is killed and its webhook port taken by someone else; up says so
+    in one line, then brings it back once the port is free."""
+    d = real_operators.dir
+    state = json.loads((d / "state.json").read_text())["clusters"]["east"]
+    record, port = state["procs"]["operator-jobset"], state["ports"]["operator-jobset-webhook"]
+    os.killpg(record["pid"], signal.SIGKILL)
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        _wait_port_free(port)
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        one_line_error(run("up", "--dir", str(d), "east"), 1,
+                       f"port {port} on 127.0.0.1 is in use: cannot start operator-jobset of east")
+    back = run("up", "--dir", str(d), "east")
+    assert back.returncode == 0, back.stderr
+    assert running(json.loads((d / "state.json").read_text())["clusters"]["east"]["procs"]["operator-jobset"])

@@ -70,8 +70,9 @@ class KubeEnv:
 
     def nodes(self, context: str, count: int, prefix: str, gpus: int, *, cpu: str | None = None,
               memory: str | None = None, labels: Mapping[str, str] | None = None,
-              taints: Iterable[str] = (), timeout: float = 120) -> None:
-        """Register `count` Ready nodes named PREFIX0.. (taints as `k=v:Effect`)."""
+              taints: Iterable[str] = (), kwok: bool = False, timeout: float = 120) -> None:
+        """Register `count` Ready nodes named PREFIX-0.. (taints as `k=v:Effect`); with `kwok` the
+        cluster's KWOK runs the pods bound there."""
         args = ["nodes", "--dir", str(self.directory), "--context", context, "--count", str(count),
                 "--prefix", prefix, "--gpus", str(gpus)]
         if cpu is not None:
@@ -82,4 +83,6 @@ class KubeEnv:
             args += ["--label", f"{k}={v}"]
         for t in taints:
             args += ["--taint", t]
+        if kwok:
+            args.append("--kwok")
         _run(args, timeout)

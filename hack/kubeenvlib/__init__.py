@@ -1,0 +1,1 @@
+"""The parts of hack/kube-env (a stdlib-only script) that are not its verbs."""

@@ -1,0 +1,71 @@
+"""Helpers of the tests on real operators (tests/test_operators_*.py): placer's CLI against the
+operators' clusters, and the check that the pods an operator created are placer's prediction."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from typer.testing import CliRunner
+
+from placer.cli import app
+from placer.model.quantity import parse_quantity
+
+NAMES = ("east", "west")
+OPERATORS = "jobset,lws,kuberay"      # those with tests so far; `all` once each has one
+COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+
+def placer(kubeconfig: Path, tmp_path: Path, *args: str):
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text(yaml.safe_dump({"clusters": [{"name": n, "context": n} for n in NAMES]}))
+    return CliRunner().invoke(app, [*args, "--kubeconfig", str(kubeconfig), "--clusters", str(clusters)])
+
+
+def submit(kubeconfig: Path, tmp_path: Path, obj: dict) -> dict:
+    path = tmp_path / f"{obj['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    r = placer(kubeconfig, tmp_path, "submit", "-f", str(path), "-o", "json", "--time-limit", "5")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def phase(kubeconfig: Path, tmp_path: Path, name: str) -> str:
+    r = placer(kubeconfig, tmp_path, "get", "-A", "-o", "json")
+    assert r.exit_code == 0, r.output
+    (item,) = [i for i in json.loads(r.stdout)["items"] if i["name"] == name]
+    return item["phase"]
+
+
+def describe(*args: str) -> dict:
+    r = CliRunner().invoke(app, ["describe", *args, "-o", "json"])
+    assert r.exit_code == 0, r.output
+    (out,) = json.loads(r.stdout)
+    return out
+
+
+def describe_file(tmp_path: Path, obj: dict) -> dict:
+    path = tmp_path / f"describe-{obj['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    return describe("-f", str(path))
+
+
+def pod_requests(pod: dict) -> dict:
+    out: dict = {}
+    for c in pod["spec"]["containers"]:
+        for k, v in (c["resources"].get("requests") or {}).items():
+            out[k] = out.get(k, 0) + parse_quantity(v)
+    return out
+
+
+def matches_describe(predicted: dict, pods_of: Callable[[str], list[dict]]) -> None:
+    """The operator's pods are placer's prediction: per component instance, as many pods as
+    predicted under its selector, each requesting what placer counted per pod."""
+    for comp in predicted["components"]:
+        pods = pods_of(comp["selector"])
+        assert len(pods) == comp["pods"], (comp["instance"], len(pods))
+        want = {k: parse_quantity(v) for k, v in comp["podResources"].items()}
+        for p in pods:
+            assert pod_requests(p) == want, (comp["instance"], p["metadata"]["name"])
+    assert sum(len(pods_of(c["selector"])) for c in predicted["components"]) == predicted["pods"]
