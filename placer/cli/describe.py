@@ -8,8 +8,7 @@ import typer
 
 from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, gpu_resources, out, run, warn
 from placer.cli.output import emit, parse_output, resource_name
-from placer.definitions.catalog import load_catalog
-from placer.definitions.describe import served_by, workload_json, workload_tree
+from placer.definitions.describe import workload_json, workload_tree
 from placer.model.errors import InputError
 from placer.ops.requests import DescribeRequest
 
@@ -36,17 +35,13 @@ def describe(
     fmt = run(lambda: parse_output(output, ("table", "json", "yaml", "name", "jsonpath")))
     request = run(lambda: DescribeRequest(live_ref(ref, name), tuple(files), namespace, context))
     found = run(lambda: _describe(request, kubeconfig, catalog, gpu))
-    # which definition served each kind, from the files' catalog (compiled once: the load is
-    # remembered); a definition not in it was registered in a cluster
-    cat = run(lambda: load_catalog(catalog))
-    served = [served_by(cat.lookup(d.workload.api_version, d.workload.kind), d.workload) for d in found]
-    for warning in (w for s in served for w in s.get("warnings", ())):
+    for warning in (w for d in found for w in d.served.get("warnings", ())):
         warn(warning)
     if fmt.tabular:
         for d in found:
             out.print(workload_tree(d.workload, d.pod_dicts))
     else:
-        emit([workload_json(d.workload, d.pod_dicts, s) for d, s in zip(found, served)], fmt,
+        emit([workload_json(d.workload, d.pod_dicts, d.served) for d in found], fmt,
              names=(resource_name(w.obj or {"apiVersion": w.api_version, "kind": w.kind,
                                              "metadata": {"name": w.name}}) for w in (d.workload for d in found)))
 

@@ -8,10 +8,11 @@ matches several instances' selectors belongs to the most specific one (most labe
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
+from placer.definitions.describe import served_by
 from placer.definitions.interpret import interpret
 from placer.fleetview.registry import with_cluster_definitions
 from placer.inputs.manifests import classify, read_documents
@@ -97,10 +98,12 @@ def _stderr(message: str) -> None:
 
 @dataclass(frozen=True)
 class Described:
-    """A workload's interpretation, and for a live one its pods by `component/instance`."""
+    """A workload's interpretation, for a live one its pods by `component/instance`, and
+    which definition served it (`definitionFormat`, `definitionSource`, `warnings`)."""
 
     workload: Workload
     pods: Mapping[str, Sequence[PodRef]] | None = None
+    served: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def pod_dicts(self) -> dict[str, list[dict[str, Any]]] | None:
@@ -115,11 +118,18 @@ def describe(ctx: Context, request: DescribeRequest) -> tuple[Described, ...]:
     request.check()
     if request.files:
         docs = read_documents(list(request.files), namespace=request.namespace)
-        return tuple(Described(w) for w in classify(docs, ctx.catalog, gpu_resources=ctx.gpu_resources).workloads)
+        return tuple(Described(w, None, _served(ctx, w))
+                     for w in classify(docs, ctx.catalog, gpu_resources=ctx.gpu_resources).workloads)
     assert request.ref is not None, "checked: a ref or files"
     workload, pods = describe_live(request.ref, request.namespace, request.context, None, ctx.catalog,
                                    kube=ctx.kube, warn=ctx.warn, gpu_resources=ctx.gpu_resources)
-    return (Described(workload, pods),)
+    return (Described(workload, pods, _served(ctx, workload)),)
+
+
+def _served(ctx: Context, w: Workload) -> dict[str, Any]:
+    """From the Context's catalog (the files'): a definition not in it was registered in
+    the live object's cluster."""
+    return served_by(ctx.catalog.lookup(w.api_version, w.kind), w)
 
 
 # --- the library API's describe (placer.api), on the use case -------------------------
