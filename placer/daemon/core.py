@@ -51,6 +51,7 @@ from placer.daemon.state import GVK, ApiErrors, Book, Creating, DaemonConfig
 from placer.daemon.targets import Targets
 from placer.daemon.view import StagingView
 from placer.daemon.watches import Callbacks, Relist, Watches
+from placer.daemon.workbench import Workbench
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import Interpreter
 from placer.inputs.clusters_file import as_entry
@@ -109,15 +110,13 @@ class Daemon:
         self.writer = HubWriter(self.hub, self.view, self.events, self.clock, self.api_error)
         self.executor = Executor(self.writer, self.view, self.targets, self.book, self.workers, self.inbox,
                                  self.queue, self.clock, self.api_error)
-        self.creator = Creator(self.entries, self.catalog, self.interpret, self.book, self.view, self.targets,
-                               self.executor, self.queue, self.clock, self.metrics)
-        self.rescheduler = Rescheduler(self.config.reschedule_after, tuple(self.entries), self.book, self.view,
-                                       self.targets, self.executor, self.queue, self.clock, self.metrics)
-        self.reconciler = Reconciler(self.config, self.entries, self.catalog, self.interpret, self.book, self.view,
-                                     self.targets, self.executor, self.writer, self.rescheduler, self.workers,
-                                     self.queue, self.clock)
-        self.planner = Planner(self.config, self.catalog, self.interpret, self.book, self.view, self.targets,
-                               self.reconciler, self.creator, self.executor, self.clock, self.metrics)
+        bench = Workbench(self.book, self.view, self.targets, self.executor, self.queue, self.clock)
+        self.creator = Creator(bench, self.entries, self.catalog, self.interpret, self.metrics)
+        self.rescheduler = Rescheduler(bench, self.config.reschedule_after, tuple(self.entries), self.metrics)
+        self.reconciler = Reconciler(bench, self.config, self.entries, self.catalog, self.interpret, self.writer,
+                                     self.rescheduler, self.workers)
+        self.planner = Planner(self.config, self.catalog, self.interpret, bench, self.reconciler, self.creator,
+                               self.metrics)
 
     # --- what tests and tools read ------------------------------------------------------
 

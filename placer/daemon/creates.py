@@ -13,16 +13,13 @@ from typing import Any, Mapping, Sequence
 from placer import actuate as A
 from placer.actuate.topology import choices_by_workload
 from placer.daemon.actions import Annotate, Create, Record
-from placer.daemon.clock import TimeSource
 from placer.daemon.events import FAILED, NORMAL, PLACED, WARNING
-from placer.daemon.executor import Executor
-from placer.daemon.informer import WorkQueue
 from placer.daemon.leadership import NotLeader
 from placer.daemon.messages import Created
 from placer.daemon.metrics import Metrics
-from placer.daemon.state import Book, Creating, Remote, origin_of
-from placer.daemon.targets import Interpret, Targets
-from placer.daemon.view import StagingView
+from placer.daemon.state import Creating, Remote, origin_of
+from placer.daemon.targets import Interpret
+from placer.daemon.workbench import Workbench
 from placer.definitions.catalog import Catalog
 from placer.model.errors import InputError, KubeError, PlacerError, Unreachable
 from placer.model.names import ANN_MESSAGE, ANN_PHASE, ANN_SOURCE_GENERATION, PLACED_CLUSTER
@@ -66,64 +63,59 @@ def refused(e: PlacerError) -> bool:
 class Creator:
     """Performs a round's Creates and records their results."""
 
+    bench: Workbench
     entries: Mapping[str, Any]
     catalog: Catalog
     interpret: Interpret
-    book: Book
-    view: StagingView
-    targets: Targets
-    executor: Executor
-    queue: WorkQueue
-    clock: TimeSource
     metrics: Metrics
 
     def start(self, c: Create, planning: PlacementGroup, plan_id: str) -> None:
-        if c.cluster not in self.targets.caches:     # never a cluster outside the clusters file
+        if c.cluster not in self.bench.targets.caches:     # never a cluster outside the clusters file
             return
         for ref in c.members:
-            self.book.creating[ref] = Creating(c.cluster, planning, c.members)
+            self.bench.book.creating[ref] = Creating(c.cluster, planning, c.members)
 
         def create() -> Any:
             return self.create_group(c, plan_id)
 
         def done(result: Any) -> None:
-            self.executor.inbox.put(Created(c, result))
-        if not self.executor.submit(c.cluster, ("create", c.group), create, done):
+            self.bench.executor.inbox.put(Created(c, result))
+        if not self.bench.executor.submit(c.cluster, ("create", c.group), create, done):
             for ref in c.members:
-                self.book.creating.pop(ref, None)
-            self.book.open_window(self.clock.now())     # planned again next round
+                self.bench.book.creating.pop(ref, None)
+            self.bench.book.open_window(self.bench.clock.now())     # planned again next round
 
     def create_group(self, c: Create, plan_id: str) -> Any:
         """On the cluster's queue: the group's copies, made from the staging objects as they
         are now. Returns the objects applied and their AppliedRefs (or the error)."""
-        failing = self.targets.caches[c.cluster].error
+        failing = self.bench.targets.caches[c.cluster].error
         if failing:                               # queued behind a failure: go back to planning now
             raise Unreachable(f"{c.cluster} is failing ({failing})", cluster=c.cluster)
         sources = []
         for ref in c.members:
-            if self.targets.copies_of(ref):
+            if self.bench.targets.copies_of(ref):
                 return "placed meanwhile"         # adopted: never a second copy
-            staging = self.view.staged(ref)
+            staging = self.bench.view.staged(ref)
             if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp"):
                 return "deleted meanwhile"
             sources.append(self.interpret(staging, str(ref)))
-        group = PlacementGroup(c.group, tuple(sources), tuple(self.view.companions_of(c.group)))
+        group = PlacementGroup(c.group, tuple(sources), tuple(self.bench.view.companions_of(c.group)))
         objects = prepare(group, self.entries[c.cluster], self.catalog, c.cluster, plan_id,
                           topology=choices_by_workload(c.placements))
-        applied = A.apply_group(self.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
+        applied = A.apply_group(self.bench.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
                                 pod_security=A.handoff_of(self.entries[c.cluster]).pod_security)
         return objects, applied
 
     def created(self, c: Create, result: Any) -> None:
         for ref in c.members:
-            self.book.creating.pop(ref, None)
-        now = self.clock.now()
+            self.bench.book.creating.pop(ref, None)
+        now = self.bench.clock.now()
         if isinstance(result, (NotLeader, str)):
             # fenced (the next leader, or this one again, plans it) or overtaken (adopted,
             # deleted): look again, and plan what is still pending in the next round
             for ref in c.members:
-                self.queue.add(ref, now)
-            self.book.open_window(now)
+                self.bench.queue.add(ref, now)
+            self.bench.book.open_window(now)
             return
         if isinstance(result, PlacerError):
             self.failed(c, result)
@@ -135,38 +127,38 @@ class Creator:
                 self.placed(c, ref, obj, ap, now)
 
     def placed(self, c: Create, ref: WorkloadRef, obj: dict, ap: Any, now: float) -> None:
-        gvk = self.view.gvk_of(ref)
+        gvk = self.bench.view.gvk_of(ref)
         if gvk is not None:
             meta = {**obj["metadata"], "resourceVersion": ap.after or "0", "uid": ap.uid, "generation": 1}
-            self.targets.caches[c.cluster].copies[gvk].assume({**obj, "metadata": meta})
-        self.book.placed[ref] = Remote(c.cluster, now)
-        self.book.pending.pop(ref, None)
+            self.bench.targets.caches[c.cluster].copies[gvk].assume({**obj, "metadata": meta})
+        self.bench.book.placed[ref] = Remote(c.cluster, now)
+        self.bench.book.pending.pop(ref, None)
         self.metrics.inc("placer_placements_total")
         message = c.messages.get(ref, f"placed on {c.cluster}")
-        staging = self.view.staged(ref)
+        staging = self.bench.view.staged(ref)
         if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp"):
-            self.queue.add(ref, now)          # deleted while being placed: reconcile removes the copy
+            self.bench.queue.add(ref, now)          # deleted while being placed: reconcile removes the copy
             return
-        self.executor.perform([Record(ref, NORMAL, PLACED,
+        self.bench.executor.perform([Record(ref, NORMAL, PLACED,
                                       message + (f" (group {c.group})" if len(c.members) > 1 else ""))])
         try:
-            self.executor.perform([Annotate(ref, {PLACED_CLUSTER: c.cluster, ANN_PHASE: Phase.PENDING.value,
+            self.bench.executor.perform([Annotate(ref, {PLACED_CLUSTER: c.cluster, ANN_PHASE: Phase.PENDING.value,
                                                   ANN_MESSAGE: message}, finalizer=True)])
         except PlacerError as e:
-            self.executor.on_error("hub", e)
-            self.queue.add(ref, now + 1.0)    # the copy exists: the next pass annotates it
+            self.bench.executor.on_error("hub", e)
+            self.bench.queue.add(ref, now + 1.0)    # the copy exists: the next pass annotates it
         log.info("%s: %s", ref, message)
 
     def failed(self, c: Create, e: PlacerError) -> None:
-        self.executor.on_error(c.cluster, e)
+        self.bench.executor.on_error(c.cluster, e)
         log.warning("group %s: placing on %s failed: %s", c.group, c.cluster, e)
         text = f"placing on {c.cluster} failed: {e.message}"
         if refused(e):              # the same cluster would refuse again: let the next round go elsewhere
             for ref in c.members:
-                self.book.exclude(ref, c.cluster, self.entries)
+                self.bench.book.exclude(ref, c.cluster, self.entries)
             text += f"; {c.cluster} is excluded for it, placing elsewhere"
         for ref in c.members:
-            self.executor.do(Record(ref, WARNING, FAILED, f"placing on {c.cluster} failed: {e.message}"))
-            self.executor.unplace(ref, text)
-        now = self.clock.now()
-        self.book.retry_at = min(self.book.retry_at or now + 0.2, now + 0.2)   # elsewhere, or here once it answers
+            self.bench.executor.do(Record(ref, WARNING, FAILED, f"placing on {c.cluster} failed: {e.message}"))
+            self.bench.executor.unplace(ref, text)
+        now, book = self.bench.clock.now(), self.bench.book
+        book.retry_at = min(book.retry_at or now + 0.2, now + 0.2)   # elsewhere, or here once it answers

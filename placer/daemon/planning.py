@@ -9,14 +9,11 @@ import time
 
 from placer import actuate as A
 from placer.daemon import decide as DC
-from placer.daemon.clock import TimeSource
 from placer.daemon.creates import Creator
-from placer.daemon.executor import Executor
 from placer.daemon.metrics import Metrics
 from placer.daemon.reconcile import Reconciler
-from placer.daemon.state import Book, DaemonConfig, ann_of
-from placer.daemon.targets import Targets
-from placer.daemon.view import StagingView
+from placer.daemon.state import DaemonConfig, ann_of
+from placer.daemon.workbench import Workbench
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import Interpreter
 from placer.inputs.priority import PriorityClasses, with_priorities
@@ -31,25 +28,20 @@ class Planner:
     """Given the book, both caches, the creator and the executor, and the reconciler only to
     read a staging object's workload the way it does (an invalid one annotated)."""
 
-    def __init__(self, config: DaemonConfig, catalog: Catalog, interpret: Interpreter, book: Book,
-                 view: StagingView, targets: Targets, reconciler: Reconciler, creator: Creator, executor: Executor,
-                 clock: TimeSource, metrics: Metrics):
+    def __init__(self, config: DaemonConfig, catalog: Catalog, interpret: Interpreter, bench: Workbench,
+                 reconciler: Reconciler, creator: Creator, metrics: Metrics):
         self.config = config
         self.catalog = catalog
         self.interpret = interpret
-        self.book = book
-        self.view = view
-        self.targets = targets
+        self.bench = bench
         self.reconciler = reconciler
         self.creator = creator
-        self.executor = executor
-        self.clock = clock
         self.metrics = metrics
 
     def due(self) -> float | None:
         """When the next round is due: the batch window closing, or (for workloads already
         told they are unplaced) a fleet change or the retry interval."""
-        book, due = self.book, []
+        book, due = self.bench.book, []
         if book.window_opened is not None:
             due.append(book.window_opened + self.config.batch_window)
         if any(p.message for p in book.pending.values()):
@@ -60,15 +52,15 @@ class Planner:
         return min(due) if due else None
 
     def plan_round(self) -> None:
-        now = self.clock.now()
-        self.book.window_opened = None
-        self.book.fleet_changed = None
-        self.book.retry_at = now + self.config.retry_interval
+        now = self.bench.clock.now()
+        self.bench.book.window_opened = None
+        self.bench.book.fleet_changed = None
+        self.bench.book.retry_at = now + self.config.retry_interval
         pending = self.pending_groups()
         if not pending:
             return
         t0 = time.perf_counter()
-        snap = self.targets.snapshot()
+        snap = self.bench.targets.snapshot()
         took = time.perf_counter() - t0
         self.interpret.sweep()
         decision = DC.decide(snap, pending, now, plan_id=A.new_plan_id(), time_limit=self.config.time_limit,
@@ -82,55 +74,55 @@ class Planner:
         groups = {p.group.key: p.group for p in pending}
         for c in decision.creates:
             self.creator.start(c, groups[c.group], decision.plan_id)
-        self.executor.perform(decision.unplaced)
+        self.bench.executor.perform(decision.unplaced)
 
     def pending_groups(self) -> list[DC.PendingGroup]:
         """Pending workloads as placement groups (by `placer.dev/group`), with their
         companions; a newcomer to a group already placed is pinned to the group's cluster."""
         by_group: dict[str, list[tuple[WorkloadRef, Workload]]] = {}
         pins: dict[str, str] = {}
-        for ref in sorted(self.book.pending):
+        for ref in sorted(self.bench.book.pending):
             found = self.plannable(ref)
             if found is None:
                 continue
             staging, w = found
-            gk = self.view.group_key(ref, staging)
+            gk = self.bench.view.group_key(ref, staging)
             by_group.setdefault(gk, []).append((ref, w))
-            for member, _ in self.view.group_members(ref, staging):
-                if member in self.book.placed:
-                    pins[gk] = self.book.placed[member].cluster
+            for member, _ in self.bench.view.group_members(ref, staging):
+                if member in self.bench.book.placed:
+                    pins[gk] = self.bench.book.placed[member].cluster
         out = []
-        classes = self.view.priority_classes()
+        classes = self.bench.view.priority_classes()
         for gk, items in by_group.items():
             g = self.as_group(gk, items, classes)
             if g is None:
                 continue
             refs = tuple(r for r, _ in items)
-            excluded = frozenset(set().union(*(self.book.excluded.get(r, set()) for r in refs)))
+            excluded = frozenset(set().union(*(self.bench.book.excluded.get(r, set()) for r in refs)))
             out.append(DC.PendingGroup(A.planning_view(g, self.catalog), refs, excluded, pins.get(gk)))
         return out
 
     def plannable(self, ref: WorkloadRef) -> tuple[dict, Workload] | None:
         """A pending workload's staging object and workload, if this round may plan it; one
         deleted or placed meanwhile leaves the pending set."""
-        staging = self.view.staged(ref)
-        if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp") or ref in self.book.placed:
-            self.book.pending.pop(ref, None)
+        staging = self.bench.view.staged(ref)
+        if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp") or ref in self.bench.book.placed:
+            self.bench.book.pending.pop(ref, None)
             return None
-        if ref in self.book.creating:
+        if ref in self.bench.book.creating:
             return None
         where = ann_of(staging).get(PLACED_CLUSTER)
-        if where and where in self.targets.caches and where not in self.targets.usable():
+        if where and where in self.bench.targets.caches and where not in self.bench.targets.usable():
             return None                           # its copy may be there: wait until that cluster is known
         w = self.reconciler.interpret_staging(ref, staging)
         return None if w is None else (staging, w)
 
     def as_group(self, gk: str, items: list[tuple[WorkloadRef, Workload]],
                  classes: PriorityClasses) -> PlacementGroup | None:
-        g = PlacementGroup(gk, tuple(w for _, w in items), tuple(self.view.companions_of(gk)))
+        g = PlacementGroup(gk, tuple(w for _, w in items), tuple(self.bench.view.companions_of(gk)))
         try:
             [g] = with_priorities([g], classes)
         except InputError as e:                 # an unknown class: unplaced, retried (it may be created)
-            self.executor.perform(DC.Unplace(ref, f"unplaced: {e.message}") for ref, _ in items)
+            self.bench.executor.perform(DC.Unplace(ref, f"unplaced: {e.message}") for ref, _ in items)
             return None
         return g

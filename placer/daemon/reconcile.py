@@ -15,17 +15,15 @@ from placer.actuate.compare import demand
 from placer.actuate.topology import choices_of
 from placer.daemon import decide as DC
 from placer.daemon.actions import Check, Delete
-from placer.daemon.clock import TimeSource
 from placer.daemon.creates import prepare
 from placer.daemon.decide import COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT, PHASE_INVALID
 from placer.daemon.execute import ClusterWorkers
-from placer.daemon.executor import COMPANION_KINDS, Executor
-from placer.daemon.informer import WorkQueue
+from placer.daemon.executor import COMPANION_KINDS
 from placer.daemon.reschedule import Rescheduler
 from placer.daemon.staging import HubWriter
-from placer.daemon.state import Book, DaemonConfig, Remote, ann_of, origin_of
-from placer.daemon.targets import Interpret, Targets
-from placer.daemon.view import StagingView
+from placer.daemon.state import DaemonConfig, Remote, ann_of, origin_of
+from placer.daemon.targets import Interpret
+from placer.daemon.workbench import Workbench
 from placer.definitions.catalog import Catalog
 from placer.model.errors import InputError, NotFound, PlacerError
 from placer.model.names import ANN_SOURCE_GENERATION, FINALIZER, PLACED_CLUSTER
@@ -41,28 +39,23 @@ class Reconciler:
     """Given the book, both caches, the executor (and the hub writer for the finalizer), the
     rescheduler, and what a spec forward needs (catalog, clusters-file entries, config)."""
 
+    bench: Workbench
     config: DaemonConfig
     entries: Mapping[str, Any]
     catalog: Catalog
     interpret: Interpret
-    book: Book
-    view: StagingView
-    targets: Targets
-    executor: Executor
     writer: HubWriter
     rescheduler: Rescheduler
     workers: ClusterWorkers
-    queue: WorkQueue
-    clock: TimeSource
 
     def reconcile(self, ref: WorkloadRef) -> None:
-        if ref in self.book.creating:
+        if ref in self.bench.book.creating:
             return                                    # its create's result brings it back
-        staging = self.view.staged(ref)
-        copies = self.targets.copies_of(ref)
+        staging = self.bench.view.staged(ref)
+        copies = self.bench.targets.copies_of(ref)
         if staging is None:
-            self.executor.perform(DC.staging_gone(ref, [c for c, _ in copies]))
-            self.book.forget(ref)
+            self.bench.executor.perform(DC.staging_gone(ref, [c for c, _ in copies]))
+            self.bench.book.forget(ref)
             return
         if (staging.get("metadata") or {}).get("deletionTimestamp"):
             self.finalize(ref, staging, copies)
@@ -72,28 +65,28 @@ class Reconciler:
             return
         if len(copies) > 1:
             keep, deletes = DC.keep_one(ref, ann_of(staging).get(PLACED_CLUSTER), copies)
-            self.executor.perform(deletes)
+            self.bench.executor.perform(deletes)
             copies = [keep]
         if copies:
             self.sync_placed(ref, staging, workload, *copies[0])
             return
-        known = self.book.placed.get(ref)
+        known = self.bench.book.placed.get(ref)
         where = known.cluster if known else ann_of(staging).get(PLACED_CLUSTER)
         if where and where in self.entries:
             self.copy_missing(ref, where)
             return
         self.writer.ensure_finalizer(ref, staging)
-        self.book.make_pending(ref, self.clock.now())
+        self.bench.book.make_pending(ref, self.bench.clock.now())
 
     def interpret_staging(self, ref: WorkloadRef, staging: dict) -> Workload | None:
         """The staging object's workload; a malformed one is annotated with why, and None."""
         try:
             return self.interpret(staging, str(ref))
         except InputError as e:
-            self.book.pending.pop(ref, None)
+            self.bench.book.pending.pop(ref, None)
             message = f"invalid: {e.message}"
             log.warning("%s: %s", ref, message)
-            self.executor.perform(DC.invalid(ref, message))
+            self.bench.executor.perform(DC.invalid(ref, message))
             return None
 
     # --- a copy that is not where the staging object says --------------------------------------
@@ -101,57 +94,57 @@ class Reconciler:
     def copy_missing(self, ref: WorkloadRef, cluster: str) -> None:
         """The caches hold no copy where one should be: ask the cluster itself (a GET on its
         queue), then act on the answer (`copy_checked`)."""
-        cache = self.targets.caches[cluster]
+        cache = self.bench.targets.caches[cluster]
         if not cache.synced:
-            self.queue.add(ref, self.clock.now() + 1.0)
+            self.bench.queue.add(ref, self.bench.clock.now() + 1.0)
             return
-        gvk = self.view.gvk_of(ref)
+        gvk = self.bench.view.gvk_of(ref)
         if gvk is None or gvk not in cache.kinds:     # the cluster does not serve the kind (any more)
             self.copy_checked(ref, cluster, None)
             return
-        self.executor.do(Check(ref, cluster))
+        self.bench.executor.do(Check(ref, cluster))
 
     def copy_checked(self, ref: WorkloadRef, cluster: str, found: Any) -> None:
         if isinstance(found, PlacerError):
-            self.executor.on_error(cluster, found)
-            self.queue.add(ref, self.clock.now() + 2.0)
+            self.bench.executor.on_error(cluster, found)
+            self.bench.queue.add(ref, self.bench.clock.now() + 2.0)
             return
         if found is not None and ann_of(found).get(A.ORIGIN) == origin_of(ref):
-            gvk = self.view.gvk_of(ref)
+            gvk = self.bench.view.gvk_of(ref)
             if gvk:
-                self.targets.caches[cluster].copies[gvk].assume(found)       # its watch event was late
+                self.bench.targets.caches[cluster].copies[gvk].assume(found)       # its watch event was late
             return
-        staging = self.view.staged(ref)
+        staging = self.bench.view.staged(ref)
         if staging is None:
-            return self.book.forget(ref)
-        known = self.book.placed.pop(ref, None)
+            return self.bench.book.forget(ref)
+        known = self.bench.book.placed.pop(ref, None)
         gone, actions = DC.copy_gone(ref, cluster, ann_of(staging), known is not None)
         if gone.replace and actions:
             log.info("%s: %s", ref, gone.reason)
-        self.executor.perform(actions)
+        self.bench.executor.perform(actions)
         if gone.replace:
-            self.book.make_pending(ref, self.clock.now())
+            self.bench.book.make_pending(ref, self.bench.clock.now())
 
     # --- placed: status back, spec forward, drift, reschedule ------------------------------------
 
     def sync_placed(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str, remote: dict) -> None:
-        now = self.clock.now()
-        known = self.book.placed.get(ref)
+        now = self.bench.clock.now()
+        known = self.bench.book.placed.get(ref)
         if known is None or known.cluster != cluster:
-            if known is None and ref not in self.book.pending:
+            if known is None and ref not in self.bench.book.pending:
                 log.info("%s: adopting the copy on %s", ref, cluster)
             # the copy's age, not the moment we first saw it: a restarted daemon keeps the
             # reschedule deadline the previous one was counting towards
-            self.book.placed[ref] = Remote(cluster, now - self.age(remote))
-            self.book.pending.pop(ref, None)
+            self.bench.book.placed[ref] = Remote(cluster, now - self.age(remote))
+            self.bench.book.pending.pop(ref, None)
         try:
             phase = self.interpret(remote, f"{cluster}/{ref}")
             phase_text, detail = phase.phase.value, _phase_detail(phase)
         except PlacerError as e:
             phase_text, detail = Phase.UNKNOWN.value, f"cannot read the copy's status: {e.message}"
-        self.executor.perform(DC.placed_status(ref, cluster, ann_of(staging), phase_text, detail,
-                                               self.book.blocked_edit.get(ref), remote.get("status")))
-        staging = self.view.staged(ref) or staging
+        self.bench.executor.perform(DC.placed_status(ref, cluster, ann_of(staging), phase_text, detail,
+                                               self.bench.book.blocked_edit.get(ref), remote.get("status")))
+        staging = self.bench.view.staged(ref) or staging
         self.forward_or_correct(ref, staging, workload, cluster, remote)
         self.rescheduler.check(ref, staging, workload, cluster, phase_text)
 
@@ -163,13 +156,13 @@ class Reconciler:
             at = datetime.fromisoformat(str(created)).timestamp()
         except (TypeError, ValueError):
             return 0.0
-        return max(0.0, self.clock.wall() - at)
+        return max(0.0, self.bench.clock.wall() - at)
 
     def desired(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str, plan_id: str,
                 remote: dict) -> dict:
         """The copy as placer would write it now; the topology domains it was placed with stay
         (recorded on the copy), so neither a forward nor a drift correction drops them."""
-        group = PlacementGroup(self.view.group_key(ref, staging), (workload,))
+        group = PlacementGroup(self.bench.view.group_key(ref, staging), (workload,))
         return prepare(group, self.entries[cluster], self.catalog, cluster, plan_id,
                        topology={workload.ref: choices_of(remote)})[-1]
 
@@ -183,15 +176,15 @@ class Reconciler:
         if generation is not None and str(generation) != made_from:
             self.forward(ref, staging, workload, cluster, remote, plan_id, str(generation))
             return
-        self.book.blocked_edit.pop(ref, None)
+        self.bench.book.blocked_edit.pop(ref, None)
         seen = str(rmeta.get("generation") or rmeta.get("resourceVersion"))
-        if self.book.checked.get((cluster, ref)) == seen:
+        if self.bench.book.checked.get((cluster, ref)) == seen:
             return
         fix = DC.correct_drift(ref, cluster, self.desired(ref, staging, workload, cluster, plan_id, remote), remote)
         if fix is None:
-            self.book.checked[(cluster, ref)] = seen
+            self.bench.book.checked[(cluster, ref)] = seen
             return
-        self.executor.do(fix)
+        self.bench.executor.do(fix)
 
     def forward(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str, remote: dict,
                 plan_id: str, generation: str) -> None:
@@ -203,21 +196,21 @@ class Reconciler:
             fit = self.edit_fits(ref, workload, old, cluster)
             if not fit.fits:
                 text, actions = DC.edit_blocked(ref, fit.reason)
-                if self.book.blocked_edit.get(ref) != text:
-                    self.book.blocked_edit[ref] = text
-                    self.executor.perform(actions)
-                self.queue.add(ref, self.clock.now() + min(self.config.retry_interval, 5.0))
+                if self.bench.book.blocked_edit.get(ref) != text:
+                    self.bench.book.blocked_edit[ref] = text
+                    self.bench.executor.perform(actions)
+                self.bench.queue.add(ref, self.bench.clock.now() + min(self.config.retry_interval, 5.0))
                 return
-        self.book.blocked_edit.pop(ref, None)
+        self.bench.book.blocked_edit.pop(ref, None)
         desired = self.desired(ref, staging, workload, cluster, plan_id, remote)
-        self.executor.do(DC.forward_spec(ref, cluster, desired, generation))
+        self.bench.executor.do(DC.forward_spec(ref, cluster, desired, generation))
 
     def edit_fits(self, ref: WorkloadRef, new: Workload, old: Workload | None, cluster: str) -> DC.EditFit:
-        cache = self.targets.caches[cluster]
+        cache = self.bench.targets.caches[cluster]
         mine: list[tuple[str, str]] = []
         if old is not None:
             mine = cache.pod_keys(old.namespace, _selects(old))
-        committed = [c for c in self.targets.committed() if not c[0].key.endswith(f"{cluster}/{ref}")]
+        committed = [c for c in self.bench.targets.committed() if not c[0].key.endswith(f"{cluster}/{ref}")]
         return DC.edit_fits(cache.cluster(without=mine), new, committed, time_limit=self.config.time_limit)
 
     # --- deletion ------------------------------------------------------------------------------
@@ -226,28 +219,28 @@ class Reconciler:
         meta = staging.get("metadata") or {}
         if FINALIZER not in (meta.get("finalizers") or ()):
             return
-        busy = [c for c in self.targets.caches if (c, ref) in self.book.deleting]
+        busy = [c for c in self.bench.targets.caches if (c, ref) in self.bench.book.deleting]
         if busy or self.workers.busy(("create", ref)):
-            self.queue.add(ref, self.clock.now() + 0.1)
+            self.bench.queue.add(ref, self.bench.clock.now() + 0.1)
             return
-        known = self.book.placed.get(ref)
+        known = self.bench.book.placed.get(ref)
         where = known.cluster if known else ann_of(staging).get(PLACED_CLUSTER)
-        if not copies and where is not None and where in self.entries and not self.targets.caches[where].synced:
-            self.queue.add(ref, self.clock.now() + 1.0)         # cannot confirm the copy is gone yet
+        if not copies and where is not None and where in self.entries and not self.bench.targets.caches[where].synced:
+            self.bench.queue.add(ref, self.bench.clock.now() + 1.0)         # cannot confirm the copy is gone yet
             return
         if copies:
-            last = not any(m != ref for m, _ in self.view.group_members(ref, staging))
-            group = self.view.group_key(ref, staging) if last else None
-            self.executor.perform(Delete(c, ref, "its staging object is being deleted", group) for c, _ in copies)
+            last = not any(m != ref for m, _ in self.bench.view.group_members(ref, staging))
+            group = self.bench.view.group_key(ref, staging) if last else None
+            self.bench.executor.perform(Delete(c, ref, "its staging object is being deleted", group) for c, _ in copies)
             return                                               # the deletions bring it back here
-        self.book.forget(ref)
+        self.bench.book.forget(ref)
         try:
             self.writer.remove_finalizer(ref, staging)
         except NotFound:
             return
         except PlacerError as e:
-            self.executor.on_error("hub", e)
-            self.queue.add(ref, self.clock.now() + 0.1)
+            self.bench.executor.on_error("hub", e)
+            self.bench.queue.add(ref, self.bench.clock.now() + 0.1)
             return
         log.info("%s: copies deleted; finalizer removed", ref)
 

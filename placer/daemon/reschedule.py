@@ -10,13 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from placer.daemon import decide as DC
-from placer.daemon.clock import TimeSource
-from placer.daemon.executor import Executor
-from placer.daemon.informer import WorkQueue
 from placer.daemon.metrics import Metrics
-from placer.daemon.state import Book, Pending, ann_of
-from placer.daemon.targets import Targets
-from placer.daemon.view import StagingView
+from placer.daemon.state import Pending, ann_of
+from placer.daemon.workbench import Workbench
 from placer.model.names import ANN_RESCHEDULE
 from placer.model.workload import Phase, Workload, WorkloadRef
 
@@ -59,37 +55,32 @@ def judge(phase: str, placed_at: float, now: float, after: float | None, running
 class Rescheduler:
     """Watches placed workloads' pods (from the pod caches) and withdraws the stuck ones."""
 
+    bench: Workbench
     default_after: float | None
     clusters: tuple[str, ...]
-    book: Book
-    view: StagingView
-    targets: Targets
-    executor: Executor
-    queue: WorkQueue
-    clock: TimeSource
     metrics: Metrics
 
     def check(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str, phase: str) -> None:
         after = reschedule_after(staging, self.default_after)
-        placed = self.book.placed.get(ref)
+        placed = self.bench.book.placed.get(ref)
         if placed is None or after is None:
             return
-        now = self.clock.now()
-        running = self.targets.caches[cluster].running(workload) if now - placed.placed_at >= after else 0
+        now = self.bench.clock.now()
+        running = self.bench.targets.caches[cluster].running(workload) if now - placed.placed_at >= after else 0
         v = judge(phase, placed.placed_at, now, after, running, workload.pods)
         if v.recheck_at is not None:
-            self.queue.add(ref, v.recheck_at)
+            self.bench.queue.add(ref, v.recheck_at)
         if v.withdraw:
             self.withdraw(ref, staging, cluster, v.why)
 
     def withdraw(self, ref: WorkloadRef, staging: dict, cluster: str, why: str) -> None:
         """Take a stuck group off its cluster and plan it again elsewhere."""
-        for member, _ in self.view.group_members(ref, staging):
-            actions = DC.withdrawal(member, cluster, why, [c for c, _ in self.targets.copies_of(member)])
-            self.book.placed.pop(member, None)
-            self.book.exclude(member, cluster, self.clusters)
-            self.executor.perform(actions)
-            self.book.pending[member] = Pending(self.clock.now())
+        for member, _ in self.bench.view.group_members(ref, staging):
+            actions = DC.withdrawal(member, cluster, why, [c for c, _ in self.bench.targets.copies_of(member)])
+            self.bench.book.placed.pop(member, None)
+            self.bench.book.exclude(member, cluster, self.clusters)
+            self.bench.executor.perform(actions)
+            self.bench.book.pending[member] = Pending(self.bench.clock.now())
             self.metrics.inc("placer_withdrawals_total")
             log.info("%s: withdrawn from %s: %s; placing elsewhere", member, cluster, why)
-        self.book.open_window(self.clock.now())
+        self.bench.book.open_window(self.bench.clock.now())
