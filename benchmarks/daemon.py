@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from placer.daemon import LeaseTiming  # noqa: E402
 from placer.kube import Kube  # noqa: E402
-from tests.daemon_helpers import STAGING, Env, gpu_nodes, jobset, token_kubeconfig  # noqa: E402
+from tests.daemon.daemon_helpers import STAGING, Env, gpu_nodes, jobset, token_kubeconfig  # noqa: E402
 
 DAEMON_TOKEN = "bench-daemon"
 

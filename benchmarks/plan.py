@@ -13,7 +13,7 @@ greedy first-fit-decreasing; and the LP relaxation's upper bound. Then, per scen
 placer against the three node-level greedy baselines (arrival order, first-fit
 decreasing, priority-then-size) lexicographically by priority; per priority level for
 `--levels` scenarios; every reason checked by the test suite's independent judge
-(tests/oracle.py) for `--check-reasons` scenarios; and end to end at scale (`--scale`):
+(tests/solve/oracle.py) for `--check-reasons` scenarios; and end to end at scale (`--scale`):
 wall seconds and peak memory of `placer plan -o json`.
 """
 
@@ -252,14 +252,14 @@ def per_level(r: dict) -> None:
 
 
 def check_reasons(r: dict) -> None:
-    """Every per-cluster reason of the plan, judged by tests/oracle.py (exact, independent)."""
-    from tests import oracle as O
+    """Every per-cluster reason of the plan, judged by tests/solve/oracle.py (exact, independent)."""
+    from tests.solve import oracle as O
     O.GPUS = GPU_NAMES.get(r["scenario"], (GPU,))
     t = time.monotonic()
     bad = O.false_reasons(r["fleet"], r["groups"], r["plan"])
     strict = O.strict_priority_violations(r["fleet"], r["groups"], r["plan"])
     total = sum(len(u.reasons) for u in r["plan"].unplaced)
-    print(f"\n# {r['scenario']}: reasons judged by tests/oracle.py: {total} per-cluster reasons for "
+    print(f"\n# {r['scenario']}: reasons judged by tests/solve/oracle.py: {total} per-cluster reasons for "
           f"{len(r['plan'].unplaced)} unplaced workloads, {len(bad)} false; strict-priority violations: "
           f"{len(strict)} ({time.monotonic() - t:.0f}s)")
     for line in (bad + strict)[:10]:

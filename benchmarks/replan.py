@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from placer import actuate as A  # noqa: E402
 from placer.definitions.catalog import load_catalog  # noqa: E402
 from placer.definitions.interpret import Interpreter  # noqa: E402
-from tests.daemon_helpers import jobset  # noqa: E402
+from tests.daemon.daemon_helpers import jobset  # noqa: E402
 
 
 def placed_jobsets(n: int) -> dict[str, A.PlacedRef]:

@@ -136,8 +136,8 @@ def real(real_kube):
 @pytest.fixture
 def env(make_fleet):
     """The daemon tests' world: a hub plus GPU clusters alpha and beta (two 8-GPU nodes
-    each), and a daemon harness (tests/daemon_helpers.py)."""
-    from tests.daemon_helpers import Env, gpu_nodes
+    each), and a daemon harness (tests/daemon/daemon_helpers.py)."""
+    from tests.daemon.daemon_helpers import Env, gpu_nodes
 
     fleet = make_fleet(names=("hub", "alpha", "beta"), bookmark_interval=0.5)
     fleet["alpha"].seed(gpu_nodes("a", 2))

@@ -16,7 +16,7 @@ import yaml
 
 from placer.kube import Kube, KubeClient, RetryPolicy
 from placer.model.errors import NotFound
-from tests.daemon_helpers import wait_for as _wait_for
+from tests.daemon.daemon_helpers import wait_for as _wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 KUBE_ENV = REPO / "hack" / "kube-env"

@@ -1,4 +1,4 @@
-"""Helpers of the tests on real operators (tests/test_operators_*.py): placer's CLI against the
+"""Helpers of the tests on real operators (tests/real/test_operators_*.py): placer's CLI against the
 operators' clusters, and the check that the pods an operator created are placer's prediction."""
 from __future__ import annotations
 
