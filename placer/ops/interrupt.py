@@ -1,0 +1,46 @@
+"""Ctrl-C while placer acts on clusters: finish the group in flight, then stop, and say
+what was done.
+
+A KeyboardInterrupt lands in the main thread wherever it is: in the middle of a group's
+apply it would leave that group half applied. So the acting part runs in a worker
+thread and the main thread only waits. On Ctrl-C (a second one too) the main thread
+sets `stop`, which the worker checks between groups, and waits until the group in
+flight is applied whole or rolled back; the caller then reports what was done.
+
+CP-SAT replaces the process's SIGINT handler while it solves and does not give Python's
+back (after a solve, Ctrl-C killed placer outright, in the middle of whatever it was
+sending): Python's handler is put back first.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def uninterrupted(act: Callable[[threading.Event], T]) -> tuple[T, bool]:
+    """act(stop)'s result, and whether Ctrl-C asked it to stop early."""
+    _python_sigint()
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="placer-act")
+    try:
+        future = pool.submit(act, stop)
+        while True:
+            try:
+                return future.result(), stop.is_set()
+            except KeyboardInterrupt:
+                stop.set()                      # the worker stops before its next group
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _python_sigint() -> None:
+    """Python's own SIGINT handler (KeyboardInterrupt) installed again at the C level, where
+    a native library may have replaced it; left alone when the user's is another (ignored)."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
