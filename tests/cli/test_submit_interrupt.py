@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from placer.ops.interrupt import uninterrupted
 from tests.actuate.test_submit import JOBSET, configmap, jobset, write
 from tests.kubeapi.builders import gpu_node
 
@@ -61,3 +62,23 @@ def test_ctrl_c_stops_after_the_groups_in_flight_and_says_what_was_done(make_fle
     assert "(interrupted)" in stdout.strip().splitlines()[-1], stdout
     # nothing was created after the exit: the process left no thread behind that kept applying
     assert alpha.requests.count(verb="create", since=time.monotonic()) == 0
+
+
+def test_the_step_in_flight_finishes_and_no_further_one_starts():
+    """The guard alone: a Ctrl-C while the worker is in its fourth step (the worker sends it
+    and waits to be told to stop, so the order is fixed by events, not by timing)."""
+    done: list[int] = []
+
+    def act(stop):
+        for step in range(10):
+            if stop.is_set():
+                break
+            if step == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+                assert stop.wait(60), "the main thread never set stop"
+            done.append(step)
+        return len(done)
+
+    assert uninterrupted(act) == (4, True)
+    assert done == [0, 1, 2, 3]
+    assert uninterrupted(lambda stop: "all") == ("all", False)
