@@ -47,7 +47,8 @@ HUB = "hub: {context: east}\nclusters:\n- {name: east, context: east}\n- {name: 
 WRONG_CONTEXT = "hub: {context: east}\nclusters:\n- {name: east, context: east}\n- {name: west, context: wset}\n"
 WRONG_HUB = "hub: {context: hubb}\nclusters:\n- {name: east, context: east}\n"
 
-# (case, KUBECONFIG env or None, --kubeconfig or None, clusters file text or None, what the line names)
+# (case, KUBECONFIG env or None, --kubeconfig or None, clusters file text or None, what the line names);
+# a --context case is in CONTEXT_CASE (the daemon has no --context)
 CASES = [
     ("KUBECONFIG=/nonexistent", "{d}/nonexistent", None, None, ["{d}/nonexistent", "$KUBECONFIG"]),
     ("--kubeconfig /nonexistent", None, "{d}/nonexistent", None, ["{d}/nonexistent", "--kubeconfig"]),
@@ -63,6 +64,8 @@ CASES = [
     ("clusters file's hub names a context the kubeconfig lacks", "{d}/kubeconfig", None, WRONG_HUB,
      ["{d}/c.yaml", "hub.context", "'hubb'"]),
 ]
+
+CONTEXT_CASE = ("--context the kubeconfig lacks", "{d}/kubeconfig", None, None, ["nope"])
 
 # every command that reads a kubeconfig; `clusters_file`: whether it takes --clusters
 COMMANDS = [
@@ -88,6 +91,9 @@ def _table():
             if clusters is None and cname in ("daemon", "plan (hub staging)"):
                 continue          # without a clusters file these need one (exit 2 whatever the kubeconfig)
             yield pytest.param(command, env, flag, clusters, names, id=f"{cname}: {case}")
+        if cname not in ("daemon", "plan (hub staging)"):
+            case, env, flag, clusters, names = CONTEXT_CASE
+            yield pytest.param(command + ["--context", "nope"], env, flag, clusters, names, id=f"{cname}: {case}")
 
 
 @pytest.fixture
