@@ -23,9 +23,9 @@ outage, reported per cluster by the command, not here.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from placer.inputs.clusters_file import (
     DEFAULT_NAME,
@@ -54,7 +54,8 @@ class Targets:
     description: str                  # e.g. "./clusters.yaml", "kubeconfig context kind-east"
     source: str                       # file | kubeconfig | example
     notice: str | None = None         # said on stderr (the bundled fleet is never used silently)
-    kubeconfig: Any = None            # the KubeConfig read to check the contexts (read once per command)
+    # the kubeconfig read to check the clusters file's contexts (handed on: read once per command)
+    kubeconfig: KubeConfig | None = field(default=None, compare=False)
 
     @property
     def clusters(self) -> list[ClusterEntry]:
