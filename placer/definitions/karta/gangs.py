@@ -110,9 +110,9 @@ def _component_entries(tree: Tree, comp: Component, member: Member, group: str) 
     owners = _replica_owners(tree, comp)
     counts = "[" + ", ".join(f"([0, {_owner_count(o)}] | max)" for o in owners) + "]"
     tpl = _template_metadata(comp)
-    stamps = _stamps(comp, owners, member)
-    fixed = "".join(f" | {s}" for s in stamps[:_fixed_stamps(comp)])   # the same for every combination
-    varying = "".join(f" | {s}" for s in stamps[_fixed_stamps(comp):])
+    same, per_combination = _stamps(comp, owners, member)
+    fixed = "".join(f" | {s}" for s in same)
+    varying = "".join(f" | {s}" for s in per_combination)
     keys = _keys(comp, member)
     filters = "".join(f" | select(([$pod | ({f})] | .[0]) as $v | $v != null and $v != false)" for f in member.filters)
     return (f"($karta_rows_{n}[] as $r | $r[0] as $id | {_counts(n)} | {counts} as $ns"
@@ -159,32 +159,32 @@ def _set(path: str, value: str) -> str:
     return f"(try setpath([path({path})][0]; {value}) catch .)"
 
 
-def _fixed_stamps(comp: Component) -> int:
-    """How many of `_stamps` come first and do not depend on the replica combination."""
-    selector = comp.podSelector
-    ts = selector.componentTypeSelector if selector else None
-    return (int(bool(ts and ts.matchLabels)) + int(bool(ts and ts.keyPath))
-            + int(bool(selector and selector.componentInstanceSelector and comp.instanceIdPath)))
-
-
-def _stamps(comp: Component, owners: list[Component], member: Member) -> list[str]:
-    out = []
+def _stamps(comp: Component, owners: list[Component], member: Member) -> tuple[list[str], list[str]]:
+    """The labels a predicted pod is stamped with: (the same for every replica combination,
+    those that depend on it). An owner-name label moves to the first list unless a replica
+    selector writes that very label (then the order matters)."""
+    fixed, varying = [], []
     selector = comp.podSelector
     if selector and selector.componentTypeSelector:
         ts = selector.componentTypeSelector
         if ts.matchLabels:
-            out.append(f".metadata.labels += {json.dumps(ts.matchLabels)}")
+            fixed.append(f".metadata.labels += {json.dumps(ts.matchLabels)}")
         if ts.keyPath:
-            out.append(_set(ts.keyPath, json.dumps(ts.value) if ts.value is not None else "$karta_name"))
+            fixed.append(_set(ts.keyPath, json.dumps(ts.value) if ts.value is not None else "$karta_name"))
     if selector and selector.componentInstanceSelector and comp.instanceIdPath:
-        out.append(_set(selector.componentInstanceSelector.idPath, "$id"))
+        fixed.append(_set(selector.componentInstanceSelector.idPath, "$id"))
+    written = []
     for k, owner in enumerate(owners):
         assert owner.podSelector and owner.podSelector.replicaSelector
-        out.append(_set(owner.podSelector.replicaSelector.keyPath, f"($idx[{k}] | tostring)"))
+        path = owner.podSelector.replicaSelector.keyPath
+        written.append(static_path(path))
+        varying.append(_set(path, f"($idx[{k}] | tostring)"))
     for label in owner_labels(member):
-        out.append(f'(if .metadata.labels[{json.dumps(label)}] == null then .metadata.labels[{json.dumps(label)}]'
-                   " = $karta_name else . end)")
-    return out
+        stamp = (f'(if .metadata.labels[{json.dumps(label)}] == null then .metadata.labels[{json.dumps(label)}]'
+                 " = $karta_name else . end)")
+        clash = any(w is None or w == ["metadata", "labels", label] for w in written)
+        (varying if clash else fixed).append(stamp)
+    return fixed, varying
 
 
 def owner_labels(member: Member) -> list[str]:
@@ -223,7 +223,7 @@ def _key_value(path: str) -> str:
 
 def _grouped() -> str:
     return ("($karta_e | map(select(.[5] > 0)) | group_by([.[0], .[1]]) | map({"
-            f"name: ((.[0][0] + ([.[0][1][] | \"-\" + .] | join(\"\"))) | {_LOWER}),"
+            f"name: (reduce .[0][1][] as $v (.[0][0]; . + \"-\" + $v) | {_LOWER}),"   # join: twice the jq steps
             " members: (group_by([.[3], .[4]]) | map({component: .[0][3],"
             " instance: .[0][4], pods: (map(.[5]) | add)})), minMember: (map(.[6]) | add)}))")
 
