@@ -185,11 +185,12 @@ def fragments(defn: Definition, comp: Component, fields: dict[str, Any], notes: 
     out: dict[str, str] = {}
     for name, value in fields.items():
         read = _read(value)
+        # first(...): one value, as placer requires, and still a path where the field is one
         if name in _FRAGMENTS and name not in ("containers", "resources"):
-            out[_FRAGMENTS[name]] = _per_instance(defn, comp, _one(read))
+            out[_FRAGMENTS[name]] = _per_instance(defn, comp, f"first(({read}\n))")
         elif name == "affinity":
             for part in ("nodeAffinity", "podAffinity"):
-                out[f"{part}Path"] = _per_instance(defn, comp, f"({_one(read)} | .{part})")
+                out[f"{part}Path"] = _per_instance(defn, comp, f"first(({read}\n)) | .{part}")
         elif name not in ("containers", "resources", "mainContainer"):
             notes.append(f"component {comp.name}: pod field {name} has no place in a fragmented Karta pod spec: "
                          "not exported")
