@@ -125,3 +125,4 @@ def test_invalid_definitions_and_files_without_a_karta_exit_2_in_one_line(tmp_pa
     assert len(res.stderr.strip().splitlines()) == 1 and "bad.yaml" in res.stderr and "replicasPath" in res.stderr
     res = placer("catalog", "lint", str(ROOT / "catalog" / "job.yaml"), "-f", str(EXAMPLES / "job.yaml"))
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "no run.ai/v1alpha1 Karta" in res.stderr
+

@@ -113,15 +113,20 @@ def _component_entries(tree: Tree, comp: Component, member: Member, group: str) 
     same, per_combination = _stamps(comp, owners, member)
     fixed = "".join(f" | {s}" for s in same)
     varying = "".join(f" | {s}" for s in per_combination)
-    keys = _keys(comp, member)
-    filters = "".join(f" | select(([$pod | ({f})] | .[0]) as $v | $v != null and $v != false)" for f in member.filters)
+    fast = _known_keys(member, owners)
+    if fast is None:                        # each predicted pod evaluated in full
+        filters = "".join(f" | select(([$pod | ({f})] | .[0]) as $v | $v != null and $v != false)"
+                          for f in member.filters)
+        per_pod = f" | ($karta_pod{varying}) as $pod{filters} | {_keys(comp, member)} as $k"
+        per_row = ""
+    else:
+        per_row, per_pod = fast[0], f" | {fast[1]} as $k"
     return (f"($karta_rows_{n}[] as $r | $r[0] as $id | {_counts(n)} | {counts} as $ns"
             f" | ($ns | reduce .[] as $x (1; . * $x)) as $prod"
             f' | if $prod > {MAX_COMBINATIONS} then error("karta: more than {MAX_COMBINATIONS} replica combinations")'
             f" else . end | ({{metadata: ({{name: $karta_name, namespace: $root.metadata.namespace}} + {tpl})}}{fixed})"
-            f" as $karta_pod | range(0; $prod) as $c | {_digits(len(owners))} as $idx"
-            f" | ($karta_pod{varying}) as $pod"
-            f"{filters} | {keys} as $k"
+            f" as $karta_pod{per_row} | range(0; $prod) as $c | {_digits(len(owners))} as $idx"
+            f"{per_pod}"
             f" | [{json.dumps(group)}, $k[0], $k[1], {json.dumps(comp.name)},"
             f" $id, ((($pods / $prod) | floor) + (if $c < ($pods % $prod) then 1 else 0 end)),"
             f" ((($min / $prod) | floor) + (if $c < ($min % $prod) then 1 else 0 end)),"
@@ -209,6 +214,38 @@ def _keys(comp: Component, member: Member) -> str:
     return (f"([{values}] as $vs | if {unknown} then [null,"
             f" ([range(0; $vs | length) | select($vs[.] == null) | {paths}[.]] | first // null)]"
             " else [$vs, null] end)")
+
+
+def _known_keys(member: Member, owners: list[Component]) -> tuple[str, str] | None:
+    """When every key path is a plain path and there are no filters, the key of a replica
+    combination is known without building its pod: a key path that is a replica selector's
+    path reads the index stamped there; any other reads what every combination shares,
+    evaluated once per instance. (a per-row binding, a per-combination [key, miss]), or None
+    where the pod must be evaluated (filters, computed paths, overlapping paths)."""
+    keys = [static_path(k) for k in member.groupByKeyPaths]
+    written = [static_path(o.podSelector.replicaSelector.keyPath) for o in owners
+               if o.podSelector and o.podSelector.replicaSelector]
+    if (not member.groupByKeyPaths or member.filters or any(k is None for k in keys) or len(written) != len(owners)
+            or any(w is None or w == ["metadata", "labels", label] for w in written for label in owner_labels(member))):
+        return None
+    shared: list[str] = []
+    values: list[str] = []
+    for path, keys_of in zip(member.groupByKeyPaths, keys):
+        assert keys_of is not None
+        last = max((k for k, w in enumerate(written) if w == keys_of), default=None)
+        if last is not None:
+            values.append(f"($idx[{last}] | tostring)")
+        elif any(w is not None and (w[:len(keys_of)] == keys_of or keys_of[:len(w)] == w) for w in written):
+            return None                         # reads around a stamped label: evaluate the pod
+        else:
+            values.append(f"$karta_kv[{len(shared)}]")
+            shared.append(_key_value(path))
+    per_row = f" | ($karta_pod as $pod | [{', '.join(shared)}]) as $karta_kv" if shared else ""
+    paths = json.dumps([k.strip() for k in member.groupByKeyPaths])
+    unknown = " or ".join(f"$vs[{k}] == null" for k in range(len(values)))
+    return per_row, (f"([{', '.join(values)}] as $vs | if {unknown} then [null,"
+                     f" ([range(0; $vs | length) | select($vs[.] == null) | {paths}[.]] | first // null)]"
+                     " else [$vs, null] end)")
 
 
 def _key_value(path: str) -> str:
