@@ -40,3 +40,19 @@ def test_gangs_known_without_building_each_pod_equal_the_full_prediction(name, e
             spec["replicas"] = replicas
         gangs = interpret(o, fast_cat).gangs
         assert gangs and gangs == interpret(o, full_cat).gangs
+
+
+def test_a_key_that_cannot_be_predicted_makes_one_gang_and_says_which(tmp_path):
+    from placer.definitions.warnings import definition_warnings
+    karta = fixture("test-jobset")
+    member = karta["spec"]["optimizationInstructions"]["gangScheduling"]["podGroups"][0]["members"][0]
+    member["groupByKeyPaths"] = ['.metadata.labels["controller-uid"]']      # an owner UID: unknown before
+    (tmp_path / "k.yaml").write_text(yaml.safe_dump(karta))
+    catalog = load_catalog([tmp_path], builtin=False)
+    obj = example("jobset", "JobSet")
+    w = interpret(obj, catalog)
+    assert [(g.name, g.pods) for g in w.gangs] == [(obj["metadata"]["name"], w.pods)]
+    served = catalog.lookup(obj["apiVersion"], "JobSet")
+    assert definition_warnings(served, obj) == [
+        f"definition test-jobset ({tmp_path / 'k.yaml'}): gang key .metadata.labels[\"controller-uid\"] cannot be "
+        "predicted before the pods exist; the workload is one gang"]
