@@ -16,7 +16,13 @@ interpretation for each, and reports each type's best pass (as timeit does): on 
 noisy machine the fastest pass is the one least disturbed by other tenants, and spreading
 a type's passes over the whole run keeps one slow stretch from marking down one type.
 
-    python benchmarks/interpret.py [--objects 10000] [--seed 1] [--repeat 3] [--only TEXT ...]
+Karta rows: each type that a Workload Map (Karta) definition in --karta DIR (default: the
+test Kartas in tests/fixtures/karta) also serves is interpreted a second time, on the same
+objects, through that Karta (`prefer="karta"`); `vs built-in` is its time over the built-in
+definition's, measured in the same run.
+
+    python benchmarks/interpret.py [--objects 10000] [--seed 1] [--repeat 3] [--only TEXT ...] [--karta DIR]
+                                   [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -71,11 +77,14 @@ def vary(obj: dict, i: int, rng: random.Random) -> dict:
     return o
 
 
+CLOCK = time.perf_counter
+
+
 def measure(fn, objs) -> float:
-    start = time.perf_counter()
+    start = CLOCK()
     for o in objs:
         fn(o)
-    return time.perf_counter() - start
+    return CLOCK() - start
 
 
 def main() -> None:
@@ -85,25 +94,39 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="passes over all types; each type's best is reported")
     ap.add_argument("--only", action="append", default=[], metavar="TEXT",
                     help="only the types whose name contains TEXT (repeatable)")
+    ap.add_argument("--karta", default=str(ROOT / "tests" / "fixtures" / "karta"), metavar="DIR",
+                    help="Kartas to time beside the built-in definitions ('' for none)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: this process's CPU time (time.process_time), steadier on a loaded machine")
     args = ap.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     catalog = load_catalog()
+    kartas = load_catalog([args.karta], prefer="karta") if args.karta else None
     rng = random.Random(args.seed)
     types = {k: v for k, v in seeds(catalog).items() if not args.only or any(t in k for t in args.only)}
     per_type = max(1, args.objects // len(types))
     identity = jq.compile(".")
     table = Table("type", "objects", "objects/s", "µs/object", "jq identity µs", "ratio",
-                  "jq parse µs", "jq eval µs", "python µs", box=None)
+                  "jq parse µs", "jq eval µs", "python µs", "vs built-in", box=None)
     objects = {name: [vary(seed, i, rng) for i in range(per_type)] for name, seed in sorted(types.items())}
-    for objs in objects.values():
-        interpret(objs[0], catalog)                       # warm caches, fail early
+    served = {name: catalog for name in objects}
+    for name, objs in list(objects.items()):
+        d = kartas.lookup(objs[0]["apiVersion"], objs[0]["kind"]) if kartas else None
+        if d is not None and d.format == "karta":
+            objects[f"{name} karta {d.name}"] = objs       # the same objects, through the Karta
+            served[f"{name} karta {d.name}"] = kartas
+    for name, objs in objects.items():
+        interpret(objs[0], served[name])                  # warm caches, fail early
     nothing = jq.compile("null")                          # jq parsing the input, and no more
     parts = ("identity", "interpret", "parse", "program")
     best = {part: defaultdict(lambda: float("inf")) for part in parts}
     for _ in range(max(1, args.repeat)):                  # passes over every type, so each type's
         for name, objs in objects.items():                # best comes from across the whole run
-            program = catalog.lookup(objs[0]["apiVersion"], objs[0]["kind"]).program
+            cat = served[name]
+            program = cat.lookup(objs[0]["apiVersion"], objs[0]["kind"]).program
             runs = {"identity": lambda o: identity.input_value(o).first(),
-                    "interpret": lambda o: interpret(o, catalog),
+                    "interpret": lambda o, cat=cat: interpret(o, cat),
                     "parse": lambda o: nothing.input_text(json_text(jq_view(o))).first(),
                     "program": lambda o: program.input_text(json_text(jq_view(o))).first()}
             for part, fn in runs.items():
@@ -115,14 +138,17 @@ def main() -> None:
         took = best["interpret"][name]
         parse, program = best["parse"][name], best["program"][name]
         rate = per_type / took
-        slowest = rate if slowest is None else min(slowest, rate)
-        totals["objects"] += per_type
-        totals["seconds"] += took
+        builtin = name.split(" karta ")[0]
+        if builtin == name:                               # the floor and totals: built-in rows
+            slowest = rate if slowest is None else min(slowest, rate)
+            totals["objects"] += per_type
+            totals["seconds"] += took
+        versus = f"{took / best['interpret'][builtin]:.2f}x" if builtin != name else ""
         table.add_row(name, str(per_type), f"{rate:,.0f}", f"{took / per_type * 1e6:.0f}",
                       f"{base[name] / per_type * 1e6:.0f}", f"{took / base[name]:.1f}x",
-                      *(f"{t / per_type * 1e6:.0f}" for t in (parse, program - parse, took - program)))
+                      *(f"{t / per_type * 1e6:.0f}" for t in (parse, program - parse, took - program)), versus)
     table.add_row("all", f"{totals['objects']:.0f}", f"{totals['objects'] / totals['seconds']:,.0f}",
-                  f"{totals['seconds'] / totals['objects'] * 1e6:.0f}", "", "", "", "", "")
+                  f"{totals['seconds'] / totals['objects'] * 1e6:.0f}", "", "", "", "", "", "")
     Console(width=160).print(table)
     print(f"slowest type: {slowest:,.0f} objects/s on one core (target >= 5,000); best of {args.repeat} passes")
 

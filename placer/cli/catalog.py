@@ -11,7 +11,7 @@ from rich.table import Table
 from placer.cli.common import CATALOG_HELP, app, err, out, run
 from placer.cli.output import OUTPUT_HELP, emit, parse_output
 from placer.definitions.catalog import PLACER_FORMAT, load_catalog, validate_path
-from placer.model.errors import PlacerError
+from placer.model.errors import InputError, PlacerError
 
 PREFER_HELP = ("Which format serves a kind both describe: placer (its own definitions first, Kartas only "
                "for kinds without one, as KAI) or karta.")
@@ -77,4 +77,48 @@ def apply_(files: List[Path] = typer.Argument(None, help="Definition files. Defa
         for a in apply_definitions(client, docs):
             out.print(f"workloaddefinition.placer.dev/{a.name} applied ({', '.join(a.kinds)}) "
                       f"on {client.cluster}", markup=False, highlight=False)
+    run(go)
+
+
+@catalog_app.command("lint")
+def lint_(definitions: List[str] = typer.Argument(..., help="Karta files or directories of them."),
+          files: List[str] = typer.Option(..., "-f", "--filename",
+                                          help="Sample manifests (file, directory, or - for stdin); repeatable.")
+          ) -> None:
+    """Evaluate Workload Map (Karta) definitions over real manifests with the real jq and report what
+    validation cannot see, one line each naming file, definition and field. Exit 0 clean, 3 findings,
+    2 invalid input."""
+    from placer.ops.catalog import lint_definitions
+
+    def go() -> None:
+        report = lint_definitions(definitions, files)
+        for line in report.findings:
+            out.print(str(line), markup=False, highlight=False, soft_wrap=True)
+        err.print(f"{report.definitions} definitions, {report.samples} samples, {len(report.findings)} findings",
+                  markup=False, highlight=False)
+        if report.findings:
+            raise typer.Exit(3)
+    run(go)
+
+
+@catalog_app.command("export")
+def export(kinds: List[str] = typer.Argument(None, help="Kinds (Kind or group/Kind) or definition names. "
+                                                      "Default: every built-in definition."),
+           format: str = typer.Option(..., "--format", help="karta: run.ai/v1alpha1 Karta (NVIDIA Workload Map)."),
+           directory: Optional[str] = typer.Option(None, "-o", "--output-dir",
+                                                   help="Write one file per definition here; default: stdout.")
+           ) -> None:
+    """Write placer's built-in definitions in another format. What the format cannot express is
+    approximated and listed in a comment at the top of each file."""
+    from placer.ops.catalog import export_kartas, write_exports
+
+    def go() -> None:
+        if format != "karta":
+            raise InputError(f"--format: {format!r}: expected karta")
+        exported = export_kartas(kinds or [])
+        if directory is None:
+            out.file.write("---\n".join(f.text for f in exported))
+            return
+        for path in write_exports(exported, directory):
+            err.print(f"wrote {path}", markup=False, highlight=False)
     run(go)

@@ -21,6 +21,25 @@ _LABEL = re.compile(r'\.metadata\.labels(?:\["([^"]+)"\]|\.([A-Za-z_][A-Za-z0-9_
 # labels an operator stamps with its owner's name (job-name, cluster, part-of, name)
 _OWNER_LABEL = re.compile(r"(^|[/.-])(name|job-name|set-name|cluster|part-of)$")
 MAX_COMBINATIONS = 100_000
+# jq's ascii_downcase costs about 20 µs a call (it explodes the string); a regex test, a third
+_LOWER = 'if test("[A-Z]") then ascii_downcase else . end'
+_STEP = re.compile(r'\s*(?:\.([A-Za-z_][A-Za-z0-9_]*)|\.?\["((?:[^"\\]|\\.)*)"\])')
+
+
+def static_path(expr: str) -> list[str] | None:
+    """The keys of a plain path (`.metadata.labels["a/b"]`), or None: a plain path is read
+    and written with `getpath`/`setpath` of a constant, several times cheaper in jq than
+    `path(...)` under `try` (this runs once per predicted pod)."""
+    keys, pos, text = [], 0, expr.strip()
+    if not text.startswith("."):
+        return None
+    while pos < len(text):
+        m = _STEP.match(text, pos)
+        if m is None:
+            return None
+        keys.append(m.group(1) if m.group(1) is not None else json.loads(f'"{m.group(2)}"'))
+        pos = m.end()
+    return keys or None
 
 
 def gangs_expression(tree: Tree) -> str | None:
@@ -30,7 +49,8 @@ def gangs_expression(tree: Tree) -> str | None:
     if gang.podGroup is not None:
         return _pod_group(tree, gang.podGroup)
     if gang.podGroups:
-        return (f"[{entries(tree, gang.podGroups)}] as $karta_e | if any($karta_e[]; .key == null) "
+        return (f"{_NAME} as $karta_name | [{entries(tree, gang.podGroups)}] as $karta_e"
+                f" | if any($karta_e[]; .[1] == null) "
                 f"then {_fallback()} else {_grouped()} end")
     return None
 
@@ -41,7 +61,7 @@ def unpredicted_expression(tree: Tree) -> str | None:
     gang = tree.karta.spec.optimizationInstructions.gangScheduling
     if gang is None or not gang.podGroups or not tree.pod_components:
         return None
-    return f"[{entries(tree, gang.podGroups)} | select(.key == null) | .miss] | unique"
+    return f"{_NAME} as $karta_name | [{entries(tree, gang.podGroups)} | select(.[1] == null) | .[2]] | unique"
 
 
 def _counts(n: int) -> str:
@@ -63,7 +83,8 @@ def _member(tree: Tree, comp: Component, group: PodGroupsEntry) -> Member | None
 
 def entries(tree: Tree, groups: list[PodGroupsEntry]) -> str:
     """A jq stream: one entry per (group, pod component instance, replica combination):
-    {g, key (null: unpredictable), miss, component, instance, pods, min, total, totalMin}."""
+    [group, key (null: unpredictable), miss, component, instance, pods, min, total, totalMin]
+    (an array: jq builds an object key by key, about a microsecond each)."""
     parts = []
     for group in groups:
         for comp in tree.pod_components:
@@ -87,21 +108,40 @@ def _owner_count(owner: Component) -> str:
 def _component_entries(tree: Tree, comp: Component, member: Member, group: str) -> str:
     n = tree.pod_index(comp)
     owners = _replica_owners(tree, comp)
-    counts = "[" + ", ".join(f"[range(0; {_owner_count(o)})]" for o in owners) + "]"
+    counts = "[" + ", ".join(f"([0, {_owner_count(o)}] | max)" for o in owners) + "]"
     tpl = _template_metadata(comp)
-    stamps = "".join(f" | {s}" for s in _stamps(comp, owners, member))
-    keys = _keys(comp, member)
-    filters = "".join(f" | select(([$pod | ({f})] | .[0]) as $v | $v != null and $v != false)" for f in member.filters)
-    return (f"($karta_rows_{n}[] as $r | $r[0] as $id | {_counts(n)} | {counts} as $axes"
-            f" | ([$axes[] | length] | reduce .[] as $x (1; . * $x)) as $prod"
+    same, per_combination = _stamps(comp, owners, member)
+    fixed = "".join(f" | {s}" for s in same)
+    varying = "".join(f" | {s}" for s in per_combination)
+    fast = _known_keys(member, owners)
+    if fast is None:                        # each predicted pod evaluated in full
+        filters = "".join(f" | select(([$pod | ({f})] | .[0]) as $v | $v != null and $v != false)"
+                          for f in member.filters)
+        per_pod = f" | ($karta_pod{varying}) as $pod{filters} | {_keys(comp, member)} as $k"
+        per_row = ""
+    else:
+        per_row, per_pod = fast[0], f" | {fast[1]} as $k"
+    return (f"($karta_rows_{n}[] as $r | $r[0] as $id | {_counts(n)} | {counts} as $ns"
+            f" | ($ns | reduce .[] as $x (1; . * $x)) as $prod"
             f' | if $prod > {MAX_COMBINATIONS} then error("karta: more than {MAX_COMBINATIONS} replica combinations")'
-            f" else . end | [$axes | combinations] | to_entries[] | .key as $c | .value as $idx"
-            f" | ({{metadata: ({{name: {_NAME}, namespace: $root.metadata.namespace}} + {tpl})}}{stamps}) as $pod"
-            f"{filters} | {keys} as $k"
-            f" | {{g: {json.dumps(group)}, key: $k.key, miss: $k.miss, component: {json.dumps(comp.name)},"
-            f" instance: $id, pods: ((($pods / $prod) | floor) + (if $c < ($pods % $prod) then 1 else 0 end)),"
-            f" min: ((($min / $prod) | floor) + (if $c < ($min % $prod) then 1 else 0 end)),"
-            f" total: $pods, totalMin: $min}})")
+            f" else . end | ({{metadata: ({{name: $karta_name, namespace: $root.metadata.namespace}} + {tpl})}}{fixed})"
+            f" as $karta_pod{per_row} | range(0; $prod) as $c | {_digits(len(owners))} as $idx"
+            f"{per_pod}"
+            f" | [{json.dumps(group)}, $k[0], $k[1], {json.dumps(comp.name)},"
+            f" $id, ((($pods / $prod) | floor) + (if $c < ($pods % $prod) then 1 else 0 end)),"
+            f" ((($min / $prod) | floor) + (if $c < ($min % $prod) then 1 else 0 end)),"
+            f" $pods, $min])")
+
+
+def _digits(owners: int) -> str:
+    """Combination `$c` as one index per replica owner (the first owner varying slowest, as
+    jq's `combinations` orders them), by arithmetic: `combinations` costs about 100 µs a call."""
+    if owners == 0:
+        return "[]"
+    if owners == 1:
+        return "[$c]"
+    return ("(reduce ($ns | reverse)[] as $x ({i: $c, d: []}; {i: ((.i / $x) | floor), d: ([.i % $x] + .d)})"
+            " | .d)")
 
 
 def _template_metadata(comp: Component) -> str:
@@ -118,27 +158,38 @@ def _template_metadata(comp: Component) -> str:
 
 
 def _set(path: str, value: str) -> str:
+    keys = static_path(path)
+    if keys is not None:
+        return f"setpath({json.dumps(keys)}; {value})"
     return f"(try setpath([path({path})][0]; {value}) catch .)"
 
 
-def _stamps(comp: Component, owners: list[Component], member: Member) -> list[str]:
-    out = []
+def _stamps(comp: Component, owners: list[Component], member: Member) -> tuple[list[str], list[str]]:
+    """The labels a predicted pod is stamped with: (the same for every replica combination,
+    those that depend on it). An owner-name label moves to the first list unless a replica
+    selector writes that very label (then the order matters)."""
+    fixed, varying = [], []
     selector = comp.podSelector
     if selector and selector.componentTypeSelector:
         ts = selector.componentTypeSelector
         if ts.matchLabels:
-            out.append(f".metadata.labels += {json.dumps(ts.matchLabels)}")
+            fixed.append(f".metadata.labels += {json.dumps(ts.matchLabels)}")
         if ts.keyPath:
-            out.append(_set(ts.keyPath, json.dumps(ts.value) if ts.value is not None else _NAME))
+            fixed.append(_set(ts.keyPath, json.dumps(ts.value) if ts.value is not None else "$karta_name"))
     if selector and selector.componentInstanceSelector and comp.instanceIdPath:
-        out.append(_set(selector.componentInstanceSelector.idPath, "$id"))
+        fixed.append(_set(selector.componentInstanceSelector.idPath, "$id"))
+    written = []
     for k, owner in enumerate(owners):
         assert owner.podSelector and owner.podSelector.replicaSelector
-        out.append(_set(owner.podSelector.replicaSelector.keyPath, f"($idx[{k}] | tostring)"))
+        path = owner.podSelector.replicaSelector.keyPath
+        written.append(static_path(path))
+        varying.append(_set(path, f"($idx[{k}] | tostring)"))
     for label in owner_labels(member):
-        out.append(f'(if .metadata.labels[{json.dumps(label)}] == null then .metadata.labels[{json.dumps(label)}]'
-                   f" = {_NAME} else . end)")
-    return out
+        stamp = (f'(if .metadata.labels[{json.dumps(label)}] == null then .metadata.labels[{json.dumps(label)}]'
+                 " = $karta_name else . end)")
+        clash = any(w is None or w == ["metadata", "labels", label] for w in written)
+        (varying if clash else fixed).append(stamp)
+    return fixed, varying
 
 
 def owner_labels(member: Member) -> list[str]:
@@ -153,28 +204,71 @@ def owner_labels(member: Member) -> list[str]:
 
 
 def _keys(comp: Component, member: Member) -> str:
-    """{key: [values] | null, miss: the first key path without one non-empty value}."""
+    """[key: [values] | null, miss: the first key path without one non-empty value]."""
     if not member.groupByKeyPaths:          # grouping follows owners: the member's instance
         own = "$id" if member.componentName == comp.name else '"0"'
-        return f"{{key: [{own}], miss: null}}"
-    values = ", ".join(f"([$pod | ({k})] | if length == 1 and .[0] != null and (.[0] | tostring) != \"\" "
-                       f"then .[0] | tostring else null end)" for k in member.groupByKeyPaths)
+        return f"[[{own}], null]"
+    values = ", ".join(_key_value(k) for k in member.groupByKeyPaths)
     paths = json.dumps([k.strip() for k in member.groupByKeyPaths])
-    return (f"([{values}] as $vs | {{key: (if any($vs[]; . == null) then null else $vs end),"
-            f" miss: ([range(0; $vs | length) | select($vs[.] == null) | {paths}[.]] | first // null)}})")
+    unknown = " or ".join(f"$vs[{k}] == null" for k in range(len(member.groupByKeyPaths)))
+    return (f"([{values}] as $vs | if {unknown} then [null,"
+            f" ([range(0; $vs | length) | select($vs[.] == null) | {paths}[.]] | first // null)]"
+            " else [$vs, null] end)")
+
+
+def _known_keys(member: Member, owners: list[Component]) -> tuple[str, str] | None:
+    """When every key path is a plain path and there are no filters, the key of a replica
+    combination is known without building its pod: a key path that is a replica selector's
+    path reads the index stamped there; any other reads what every combination shares,
+    evaluated once per instance. (a per-row binding, a per-combination [key, miss]), or None
+    where the pod must be evaluated (filters, computed paths, overlapping paths)."""
+    keys = [static_path(k) for k in member.groupByKeyPaths]
+    written = [static_path(o.podSelector.replicaSelector.keyPath) for o in owners
+               if o.podSelector and o.podSelector.replicaSelector]
+    if (not member.groupByKeyPaths or member.filters or any(k is None for k in keys) or len(written) != len(owners)
+            or any(w is None or w == ["metadata", "labels", label] for w in written for label in owner_labels(member))):
+        return None
+    shared: list[str] = []
+    values: list[str] = []
+    for path, keys_of in zip(member.groupByKeyPaths, keys):
+        assert keys_of is not None
+        last = max((k for k, w in enumerate(written) if w == keys_of), default=None)
+        if last is not None:
+            values.append(f"($idx[{last}] | tostring)")
+        elif any(w is not None and (w[:len(keys_of)] == keys_of or keys_of[:len(w)] == w) for w in written):
+            return None                         # reads around a stamped label: evaluate the pod
+        else:
+            values.append(f"$karta_kv[{len(shared)}]")
+            shared.append(_key_value(path))
+    per_row = f" | ($karta_pod as $pod | [{', '.join(shared)}]) as $karta_kv" if shared else ""
+    paths = json.dumps([k.strip() for k in member.groupByKeyPaths])
+    unknown = " or ".join(f"$vs[{k}] == null" for k in range(len(values)))
+    return per_row, (f"([{', '.join(values)}] as $vs | if {unknown} then [null,"
+                     f" ([range(0; $vs | length) | select($vs[.] == null) | {paths}[.]] | first // null)]"
+                     " else [$vs, null] end)")
+
+
+def _key_value(path: str) -> str:
+    """One non-empty value of a key path over the predicted pod, as a string, or null."""
+    keys = static_path(path)
+    if keys is not None:
+        return (f'($pod | getpath({json.dumps(keys)}) | if . == null then null else tostring'
+                ' | if . == "" then null else . end end)')
+    return (f"([$pod | ({path})] | if length == 1 and .[0] != null and (.[0] | tostring) != \"\" "
+            f"then .[0] | tostring else null end)")
 
 
 def _grouped() -> str:
-    return ("($karta_e | map(select(.pods > 0)) | group_by([.g, .key]) | map({"
-            "name: ((.[0].g + ([.[0].key[] | \"-\" + .] | join(\"\"))) | ascii_downcase),"
-            " members: (group_by([.component, .instance]) | map({component: .[0].component,"
-            " instance: .[0].instance, pods: (map(.pods) | add)})), minMember: (map(.min) | add)}))")
+    return ("($karta_e | map(select(.[5] > 0)) | group_by([.[0], .[1]]) | map({"
+            f"name: (reduce .[0][1][] as $v (.[0][0]; . + \"-\" + $v) | {_LOWER}),"   # join: twice the jq steps
+            " members: (group_by([.[3], .[4]]) | map({component: .[0][3],"
+            " instance: .[0][4], pods: (map(.[5]) | add)})), minMember: (map(.[6]) | add)}))")
 
 
 def _fallback() -> str:
     """One gang for the whole workload: what a consumer does when keys are unknown."""
-    return (f"($karta_e | unique_by([.component, .instance]) | [{{name: ({_NAME} | ascii_downcase),"
-            f" members: map({{component, instance, pods: .total}}), minMember: (map(.totalMin) | add)}}])")
+    return (f"($karta_e | unique_by([.[3], .[4]]) | [{{name: ({_NAME} | {_LOWER}),"
+            f" members: map({{component: .[3], instance: .[4], pods: .[7]}}), minMember: (map(.[8]) | add)}}])")
 
 
 def _pod_group(tree: Tree, pg: PodGroup) -> str:

@@ -5,8 +5,9 @@ Karta paths run over the whole object and yield streams zipped by position with
 `instanceIdPath`. Each component's streams are gathered once per object into a `let`
 (`karta_rows_N`: one row per instance); placer's component then walks the row numbers
 (`getpath(["karta instance", n])`, a path expression, so `$key` is the row number) and
-reads its fields from the row. Template paths are kept as paths too (`karta_paths_N`), so
-that pod-template patching writes through the Karta's own paths.
+reads its fields from the row. Template paths are kept as paths too (computed in the write
+expressions only, so interpretation never pays for them), so that pod-template patching
+writes through the Karta's own paths.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ def translate(karta: Karta) -> dict[str, Any]:
     components = []
     for n, comp in enumerate(tree.pod_components):
         lets[f"karta_rows_{n}"] = rows_expression(karta.metadata.name, comp)
-        lets[f"karta_paths_{n}"] = paths_expression(comp)
         components.append(component(n, comp))
     status = root.statusDefinition
     if status and status.conditionsDefinition:
@@ -136,7 +136,8 @@ def component(n: int, comp: Component) -> dict[str, Any]:
     paths = form_paths(comp)
     for key, (part, suffix) in _WRITES[shape].items():
         if paths.get(_SOURCE[part]):
-            write = f'getpath(((($karta_paths_{n}.{part} // [])[$key]) // error("not a path")) + {json.dumps(suffix)})'
+            write = (f'getpath(((((($root | {paths_expression(comp)}).{part}) // [])[$key]) // error("not a path"))'
+                     f' + {json.dumps(suffix)})')
             fields[key] = {"read": fields.get(key, "null"), "write": write, "writeFrom": "object"}
     if fields:
         pod["fields"] = fields
