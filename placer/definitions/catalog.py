@@ -76,6 +76,16 @@ class Catalog:
                 by_gvk[(m.apiVersion, m.kind)] = d
         return Catalog(by_gvk, self.companion_kinds)
 
+    def with_fallbacks(self, defs: Iterable[CompiledDefinition]) -> "Catalog":
+        """A new catalog where `defs` serve only the kinds it has no definition for (KAI's
+        rule for Kartas: a type's own definition first, a Karta for the long tail); the
+        first of `defs` to claim a kind wins it."""
+        by_gvk = dict(self.by_gvk)
+        for d in defs:
+            for m in d.definition.matches:
+                by_gvk.setdefault((m.apiVersion, m.kind), d)
+        return Catalog(by_gvk, self.companion_kinds)
+
     def kinds(self) -> list[tuple[str, str]]:
         return sorted(self.by_gvk)
 

@@ -5,6 +5,11 @@
 when the cluster lacks it. Commands that read a cluster load these objects and let
 them override the built-in catalog for the same apiVersion/kind, so a new workload type
 becomes placeable with one `kubectl apply`.
+
+They also load the cluster's Workload Map definitions (`kartas.run.ai`, cluster-scoped,
+as KAI Scheduler and Run:ai register types), which serve, as in KAI, only the kinds that
+no placer definition (built-in, `--catalog`, registered) serves: one `kubectl apply -f
+karta.yaml` makes a new type work in KAI and placer alike.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "WorkloadDefinition"
 CRD_NAME = f"workloaddefinitions.{GROUP}"
 CRD_FILE = "workloaddefinitions.placer.dev.yaml"
+KARTA_API_VERSION = "run.ai/v1alpha1"           # Workload Map's kartas.run.ai, cluster-scoped
+KARTA_KIND = "Karta"
 
 
 def crd_manifest() -> dict[str, Any]:
@@ -140,10 +147,42 @@ def cluster_definitions(client: KubeClient, warn: Callable[[str], None]) -> list
     return out
 
 
+def cluster_kartas(client: KubeClient, warn: Callable[[str], None]) -> list[Any]:
+    """The cluster's Workload Map definitions (run.ai/v1alpha1 Karta), compiled as a Karta
+    file is; invalid ones are reported through `warn` and skipped. No CRD: []."""
+    try:
+        res = client.resource_for(KARTA_API_VERSION, KARTA_KIND)
+    except NotFound:
+        return []
+    out = []
+    for obj in client.list(res).items:
+        name = (obj.get("metadata") or {}).get("name", "?")
+        # what the server added (uid, managedFields, status...) is no part of the definition
+        doc = {"apiVersion": KARTA_API_VERSION, "kind": KARTA_KIND, "metadata": {"name": name},
+               "spec": obj.get("spec")}
+        try:
+            out.append(compile_document(doc, f"cluster {client.cluster}: karta/{name}"))
+        except DefinitionError as e:
+            warn(f"skipping invalid definition: {e}")
+    return out
+
+
+@dataclass(frozen=True)
+class Registered:
+    """What one cluster registers: placer's definitions, and Workload Map's."""
+
+    definitions: list[Any]
+    kartas: list[Any]
+
+
+def registered(client: KubeClient, warn: Callable[[str], None]) -> Registered:
+    return Registered(cluster_definitions(client, warn), cluster_kartas(client, warn))
+
+
 def with_cluster_definitions(catalog: Any, client: KubeClient, warn: Callable[[str], None]) -> Any:
-    """The catalog plus the cluster's registered definitions (which win for their kinds)."""
-    defs = cluster_definitions(client, warn)
-    return catalog.with_definitions(defs) if defs else catalog
+    """The catalog plus the cluster's registered definitions (which win for their kinds),
+    then its Kartas for the kinds still unserved."""
+    return _layered(catalog, [registered(client, warn)])
 
 
 def with_fleet_definitions(catalog: Any, kube: Any, contexts: Iterable[str | None],
@@ -153,9 +192,14 @@ def with_fleet_definitions(catalog: Any, kube: Any, contexts: Iterable[str | Non
     first, then clusters in file order). A cluster that cannot be read adds nothing:
     the inventory reports why."""
     order = list(dict.fromkeys(contexts))
-    found = kube.each(lambda client: cluster_definitions(client, warn), order)
-    for ctx in reversed(order):
-        defs = found.get(ctx)
-        if isinstance(defs, list) and defs:
-            catalog = catalog.with_definitions(defs)
-    return catalog
+    found = kube.each(lambda client: registered(client, warn), order)
+    return _layered(catalog, [r for r in (found.get(ctx) for ctx in order) if isinstance(r, Registered)])
+
+
+def _layered(catalog: Any, clusters: list[Registered]) -> Any:
+    """`clusters` first to last: placer definitions of an earlier cluster win a kind, then
+    Kartas (an earlier cluster's first) serve the kinds nothing else serves."""
+    for r in reversed(clusters):
+        if r.definitions:
+            catalog = catalog.with_definitions(r.definitions)
+    return catalog.with_fallbacks(k for r in clusters for k in r.kartas)

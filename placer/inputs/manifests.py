@@ -187,7 +187,8 @@ def classify(docs: Iterable[Document], catalog: Catalog, *,
             priorities.append(d)              # says what a priority class is worth; not placed
         else:
             raise UnknownKind(f"no workload definition for {api}/{kind} and it is not a companion kind; "
-                              f"add a definition (--catalog DIR, or `placer catalog apply`) or list it in a "
+                              f"add a definition (--catalog DIR, `placer catalog apply`, or a Karta applied to a "
+                              f"cluster read) or list it in a "
                               f"catalog directory's companions.yaml", source=d.where)
     return Batch(tuple(workloads), tuple(companions), tuple(priorities))
 

@@ -88,12 +88,18 @@ def context_for(targets: Targets, scope: Scope, *, warn: Say = _quiet) -> Contex
     # reads the kubeconfig only when a client is asked for (or takes the one read to check the contexts)
     kube = Kube(scope.kubeconfig, config=targets.kubeconfig)
     try:
-        catalog = with_fleet_definitions(load_catalog(scope.catalog_dirs), kube,
-                                         [e.context for e in targets.live], warn)
+        catalog = with_fleet_definitions(load_catalog(scope.catalog_dirs), kube, _registries(targets), warn)
     except BaseException:
         kube.close()
         raise
     return Context(targets, catalog, kube, tuple(scope.gpu_resources), warn)
+
+
+def _registries(targets: Targets) -> list[str | None]:
+    """Where registered definitions are read: the hub first (its definitions win, as in the
+    daemon), then every live cluster in file order."""
+    hub = targets.hub.context if targets.hub is not None and targets.hub.context else None
+    return ([hub] if hub else []) + [e.context for e in targets.live]
 
 
 def local_context(scope: Scope, *, warn: Say = _quiet) -> Context:
