@@ -225,6 +225,11 @@ class ClusterSummary:
     reserved_gpus: int
     labels: Mapping[str, str]
     topology: tuple[str, ...] = ()
+    # pod slots (the nodes' `pods` allocatable; None when no node declares it): allocatable,
+    # free on schedulable nodes, and free on the schedulable nodes with a free GPU
+    pods_allocatable: int | None = None
+    pods_free: int | None = None
+    pods_free_where_gpus_free: int | None = None
 
     @property
     def reachable(self) -> bool:
@@ -237,6 +242,8 @@ class ClusterSummary:
                 "gpus": {"allocatable": self.gpus_allocatable, "free": self.gpus_free,
                          "largestFreeBlock": self.largest_free_block,
                          "reserved": self.reserved_gpus},
+                "pods": {"allocatable": self.pods_allocatable, "free": self.pods_free,
+                         "freeWhereGPUsFree": self.pods_free_where_gpus_free},
                 "gpuProducts": list(self.gpu_products), "labels": dict(self.labels),
                 **({"topology": list(self.topology)} if self.topology else {})}
 
@@ -248,10 +255,15 @@ def summarize(cluster: Cluster, source: str = "live",
     free = [gpu_count(n.free_all(), gpu_resources) for n in schedulable]
     products = sorted({n.labels[GPU_PRODUCT_LABEL] for n in cluster.nodes
                        if GPU_PRODUCT_LABEL in n.labels})
+    slots = [n for n in cluster.nodes if "pods" in n.allocatable]
+    free_slots = [(n.free("pods"), g) for n, g in zip(schedulable, free) if "pods" in n.allocatable]
     return ClusterSummary(
         name=cluster.name, source=source, context=cluster.context, error=cluster.error,
         nodes_ready=sum(n.ready for n in cluster.nodes), nodes_total=len(cluster.nodes),
         gpus_allocatable=sum(gpu_count(n.allocatable, gpu_resources) for n in cluster.nodes),
         gpus_free=sum(free), largest_free_block=max(free, default=0),
         gpu_products=tuple(products), reserved_gpus=gpu_count(cluster.reserved, gpu_resources),
-        labels=dict(cluster.labels), topology=tuple(cluster.topology))
+        labels=dict(cluster.labels), topology=tuple(cluster.topology),
+        pods_allocatable=sum(n.allocatable["pods"] for n in slots) if slots else None,
+        pods_free=sum(f for f, _ in free_slots) if slots else None,
+        pods_free_where_gpus_free=sum(f for f, g in free_slots if g) if slots else None)
