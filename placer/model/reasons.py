@@ -152,6 +152,25 @@ class UnknownRuntimeClass(Reason):
 
 
 @dataclass(frozen=True)
+class UnboundClaim(Reason):
+    """A PersistentVolumeClaim of the workload (a volumeClaimTemplate, or a claim its pods
+    mount) cannot bind on the cluster: it names no StorageClass and the cluster has no
+    default one, or it names one the cluster does not have. Its pods would stay Pending."""
+
+    claim: str
+    storage_class: str | None         # None: the claim names none
+    workload: str = ""
+
+    def render(self) -> str:
+        of = f" of {self.workload}" if self.workload else ""
+        if self.storage_class is None:
+            return (f"claim {self.claim}{of} names no StorageClass and the cluster has no default "
+                    f"StorageClass: its pods would stay Pending")
+        return (f"claim {self.claim}{of} asks for StorageClass {self.storage_class}, which the cluster "
+                f"does not have: its pods would stay Pending")
+
+
+@dataclass(frozen=True)
 class PodTooLarge(Reason):
     """A single pod exceeds what any matching node has even when empty."""
 

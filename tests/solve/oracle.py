@@ -464,6 +464,8 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         return cl.error is not None or "reachable"
     if not policy_ok(g, cl):
         return "policy excludes the cluster but the reason says otherwise"
+    if code == "UnboundClaim":
+        return _check_claim(r, g, cl)
     us = units(g)
     if code == "TopologyKeyMissing":
         return (any(k == r.key and req == r.required for k, req, _ in us) and not has_level(cl, r.key)) or \
@@ -543,6 +545,36 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         return (bool(blamed) and all(priority(b) <= p for b in blamed) and fits(parts, nodes, higher, us)) or \
             "higher-priority work is the cause"
     return f"unchecked reason {code}"
+
+
+def _group_claims(g: PlacementGroup) -> list[tuple[str, str | None]]:
+    """(claim, storage class or None) of the group, read from the objects: a StatefulSet's
+    volumeClaimTemplates, and the companion PVCs its pod template's volumes name."""
+    out = []
+    pvcs = {c["metadata"]["name"]: c for c in g.companions if c.get("kind") == "PersistentVolumeClaim"}
+    for w in g.workloads:
+        spec = (w.obj or {}).get("spec") or {}
+        for t in spec.get("volumeClaimTemplates") or ():
+            if (t.get("spec") or {}).get("storageClassName") != "":
+                out.append((t["metadata"]["name"], (t.get("spec") or {}).get("storageClassName")))
+        for v in ((spec.get("template") or {}).get("spec") or {}).get("volumes") or ():
+            name = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            sc = ((pvcs.get(name) or {}).get("spec") or {}).get("storageClassName", None)
+            if name in pvcs and sc != "":
+                out.append((name, sc))
+    return out
+
+
+def _check_claim(r, g: PlacementGroup, cl: Cluster) -> bool | str:
+    """The claim is the group's, with that class, and the cluster (whose classes are known)
+    has no such class, or, for a claim naming none, no default one."""
+    if (r.claim, r.storage_class) not in _group_claims(g):
+        return f"no claim {r.claim} of class {r.storage_class} in {_group_claims(g)}"
+    if cl.storage_classes is None:
+        return "the cluster's StorageClasses are not known"
+    if r.storage_class is None:
+        return not any(sc.default for sc in cl.storage_classes.values()) or "the cluster has a default class"
+    return r.storage_class not in cl.storage_classes or "the cluster has that class"
 
 
 def _check_room(r, inst: Instance | None, cl: Cluster, nodes: Sequence[Node], base) -> bool | str:
