@@ -103,3 +103,17 @@ def test_the_claim_checker_catches_a_false_claim_reason():
         bad = plan.__class__(plan.placements, (Unplaced(u.workload, u.kind, u.group, u.gpus, u.pods, u.priority,
                                                         {"east": lie}),), plan.summary)
         assert O.false_reasons(f, gs, bad), lie
+
+
+def test_the_verifier_rejects_a_placement_whose_claims_cannot_bind():
+    from placer.model.errors import VerificationError
+    from placer.model.plan import Placement
+    from placer.solve.verify import verify
+
+    f = fleet(sim("east", classes("standard", default="standard")), sim("west", classes("fast-ssd")))
+    gs = [statefulset("db", None)]
+    plan = plan_of(f, gs)
+    assert [p.cluster for p in plan.placements] == ["east"]
+    moved = Placement("ml/db", "StatefulSet", "ml/db", "west", 1, 1, 0, {"west-0-0": {"c0/0": 1}})
+    with pytest.raises(VerificationError, match="claim data0 of ml/db names no StorageClass"):
+        verify(f, gs, replace(plan, placements=(moved,)))
