@@ -57,10 +57,11 @@ def render_table(summaries: list[ClusterSummary], *, wide: bool = False) -> Tabl
     for col in cols + (wide_cols if wide else []):
         t.add_column(col, no_wrap=col != "STATUS")
     for s in summaries:
-        extra = [_slots(s.pods_free, s.pods_allocatable), _slots(s.pods_free_where_gpus_free), s.context or "-",
-                 escape(format_labels(s.labels)) or "-", escape(",".join(s.topology)) or "-"] if wide else []
+        slots = [_slots(s.pods_free, s.pods_allocatable), _slots(s.pods_free_where_gpus_free)] if s.reachable \
+            else ["-", "-"]
+        extra = [*slots, s.context or "-", escape(format_labels(s.labels)) or "-",
+                 escape(",".join(s.topology)) or "-"] if wide else []
         if not s.reachable:
-            extra[:2] = ["-", "-"] if wide else []
             t.add_row(s.name, s.source, f"[red]{escape(s.error or '')}[/red]", "-", "-", "-", "-", "-", *extra)
             continue
         t.add_row(s.name, s.source, "[green]ok[/green]", f"{s.nodes_ready}/{s.nodes_total}",
