@@ -53,10 +53,13 @@ def _snapshots(clusters_file: str | None, kubeconfig: str | None, contexts: List
 def render_table(summaries: list[ClusterSummary], *, wide: bool = False) -> Table:
     t = Table(box=None, pad_edge=False)
     cols = ["CLUSTER", "SOURCE", "STATUS", "NODES", "GPUS FREE/ALLOC", "LARGEST BLOCK", "RESERVED", "GPU PRODUCTS"]
-    for col in cols + (["CONTEXT", "LABELS", "TOPOLOGY"] if wide else []):
+    wide_cols = ["PODS FREE/ALLOC", "PODS FREE ON GPU NODES", "CONTEXT", "LABELS", "TOPOLOGY"]
+    for col in cols + (wide_cols if wide else []):
         t.add_column(col, no_wrap=col != "STATUS")
     for s in summaries:
-        extra = [s.context or "-", escape(format_labels(s.labels)) or "-",
+        slots = [_slots(s.pods_free, s.pods_allocatable), _slots(s.pods_free_where_gpus_free)] if s.reachable \
+            else ["-", "-"]
+        extra = [*slots, s.context or "-", escape(format_labels(s.labels)) or "-",
                  escape(",".join(s.topology)) or "-"] if wide else []
         if not s.reachable:
             t.add_row(s.name, s.source, f"[red]{escape(s.error or '')}[/red]", "-", "-", "-", "-", "-", *extra)
@@ -65,3 +68,10 @@ def render_table(summaries: list[ClusterSummary], *, wide: bool = False) -> Tabl
                   f"{s.gpus_free}/{s.gpus_allocatable}", str(s.largest_free_block),
                   str(s.reserved_gpus), escape(", ".join(s.gpu_products)) or "-", *extra)
     return t
+
+
+def _slots(free: int | None, allocatable: int | None = None) -> str:
+    """Pod slots: `-` when the nodes declare none (no limit)."""
+    if free is None:
+        return "-"
+    return f"{free}/{allocatable}" if allocatable is not None else str(free)

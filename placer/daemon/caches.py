@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from placer import actuate as A
 from placer.daemon.informer import Informer
-from placer.fleetview.inventory import node_from_object, runtime_class_from_object
+from placer.fleetview.inventory import node_from_object, runtime_class_from_object, storage_class_from_object
 from placer.kube import KubeClient, Resource, run_concurrently
 from placer.model.errors import NotFound, PlacerError
 from placer.model.fleet import Cluster, Node
@@ -75,6 +75,7 @@ class ClusterCache:
     nodes: Informer = field(init=False)
     pods: Informer = field(init=False)
     runtime_classes: Informer | None = field(init=False, default=None)
+    storage_classes: Informer | None = field(init=False, default=None)
     copies: dict[GVK, Informer] = field(init=False, default_factory=dict)
     failure: str | None = None                # set by the executor after a refused connection...
     failure_until: float = 0.0                # ...until then (monotonic seconds)
@@ -102,6 +103,12 @@ class ClusterCache:
             self.runtime_classes.optional = True
         except PlacerError:
             self.runtime_classes = None       # not served or not reachable now: overhead not counted
+        try:
+            sc = self.client.resource_for("storage.k8s.io/v1", "StorageClass")
+            self.storage_classes = self._informer(sc, None, lambda *_: self.on_capacity())
+            self.storage_classes.optional = True
+        except PlacerError:
+            self.storage_classes = None       # not served or not reachable now: claims not checked
 
     def _informer(self, res: Resource, selector: str | None, handler, *, transform=None,
                   gvk: GVK | None = None) -> Informer:
@@ -111,7 +118,8 @@ class ClusterCache:
 
     def informers(self) -> list[Informer]:
         out = [self.nodes, self.pods, *self.copies.values()]
-        return out + ([self.runtime_classes] if self.runtime_classes else [])
+        # `is not None`: an Informer with nothing cached has len 0, so it is falsy
+        return out + [i for i in (self.runtime_classes, self.storage_classes) if i is not None]
 
     def start(self) -> None:
         for inf in self.informers():
@@ -119,7 +127,9 @@ class ClusterCache:
 
     @property
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in (self.nodes, self.pods, *self.copies.values()))
+        # the optional ones (RuntimeClasses, StorageClasses) listed once, or given up on
+        return all(i.synced.is_set() for i in (self.nodes, self.pods, *self.copies.values())) and \
+            all(i.tried.is_set() for i in (self.runtime_classes, self.storage_classes) if i is not None)
 
     @property
     def error(self) -> str | None:
@@ -229,8 +239,11 @@ class ClusterCache:
         classes = None
         if self.runtime_classes is not None and self.runtime_classes.synced.is_set():
             classes = {rc.name: rc for rc in map(runtime_class_from_object, self.runtime_classes.items())}
+        storage = None
+        if self.storage_classes is not None and self.storage_classes.synced.is_set():
+            storage = {sc.name: sc for sc in map(storage_class_from_object, self.storage_classes.items())}
         return Cluster(self.name, dict(self.labels), nodes, context=self.context,
-                       runtime_classes=classes, topology=self.topology)
+                       runtime_classes=classes, topology=self.topology, storage_classes=storage)
 
     def copy(self, gvk: GVK, namespace: str, name: str) -> dict | None:
         inf = self.copies.get(gvk)

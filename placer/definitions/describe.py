@@ -94,7 +94,8 @@ def workload_tree(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
         node = comp.add(f"{inst.instance}: {inst.replicas} x {inst.pods_per_replica} = {plural(inst.pods, 'pod')}, "
                         f"per pod {_requests_text(inst.pod.requests)}, gpus={inst.gpus}")
         for pod in (pods_by_component or {}).get(inst.key, ()):
-            node.add(f"{pod.get('name')}  node={pod.get('node') or '-'}  {pod.get('phase') or ''}")
+            why = f"  ({escape(pod['scheduling'])})" if pod.get("scheduling") else ""
+            node.add(f"{pod.get('name')}  node={pod.get('node') or '-'}  {pod.get('phase') or ''}{why}")
     if w.gangs:
         gangs = root.add("[magenta]gangs[/]")
         for g in w.gangs:

@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
 
 from placer.model.errors import Forbidden, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
-from placer.model.fleet import Cluster, Node, RuntimeClass, Taint
+from placer.model.fleet import Cluster, Node, RuntimeClass, StorageClass, Taint
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, gpu_count, pod_requests
 from placer.model.quantity import add, canonical
 
@@ -96,15 +96,27 @@ def runtime_class_from_object(obj: Mapping[str, Any]) -> RuntimeClass:
                         tuple(scheduling.get("tolerations") or ()))
 
 
+DEFAULT_STORAGE_CLASS = "storageclass.kubernetes.io/is-default-class"
+
+
+def storage_class_from_object(obj: Mapping[str, Any]) -> StorageClass:
+    meta = obj.get("metadata") or {}
+    return StorageClass(meta.get("name", ""), (meta.get("annotations") or {}).get(DEFAULT_STORAGE_CLASS) == "true")
+
+
 def snapshot(name: str, node_objs: Iterable[Mapping[str, Any]], pod_objs: Iterable[Mapping[str, Any]],
              *, labels: Mapping[str, str] | None = None, context: str | None = None,
-             runtime_class_objs: Iterable[Mapping[str, Any]] | None = None) -> Cluster:
+             runtime_class_objs: Iterable[Mapping[str, Any]] | None = None,
+             storage_class_objs: Iterable[Mapping[str, Any]] | None = None) -> Cluster:
     used = usage_by_node(pod_objs)
     nodes = tuple(sorted((node_from_object(n, used.get((n.get("metadata") or {}).get("name", "")))
                           for n in node_objs), key=lambda n: n.name))
     classes = None if runtime_class_objs is None else {
         rc.name: rc for rc in map(runtime_class_from_object, runtime_class_objs)}
-    return Cluster(name=name, labels=dict(labels or {}), nodes=nodes, context=context, runtime_classes=classes)
+    storage = None if storage_class_objs is None else {
+        sc.name: sc for sc in map(storage_class_from_object, storage_class_objs)}
+    return Cluster(name=name, labels=dict(labels or {}), nodes=nodes, context=context, runtime_classes=classes,
+                   storage_classes=storage)
 
 
 def list_runtime_classes(client: KubeClient) -> Sequence[dict[str, Any]] | None:
@@ -112,6 +124,15 @@ def list_runtime_classes(client: KubeClient) -> Sequence[dict[str, Any]] | None:
     them (their overhead is then not counted)."""
     try:
         return client.list("runtimeclasses").items
+    except (NotFound, Forbidden):
+        return None
+
+
+def list_storage_classes(client: KubeClient) -> Sequence[dict[str, Any]] | None:
+    """The cluster's StorageClasses; None when it does not serve them or we may not read
+    them (claims are then not checked)."""
+    try:
+        return client.list("storageclasses").items
     except (NotFound, Forbidden):
         return None
 
@@ -156,7 +177,8 @@ def read_cluster(client: KubeClient, name: str, *, labels: Mapping[str, str] | N
     nodes = client.list("nodes")
     pods = client.list("pods", field_selector=ACTIVE_PODS)
     cluster = snapshot(name, nodes.items, pods.items, labels=labels, context=context,
-                       runtime_class_objs=list_runtime_classes(client))
+                       runtime_class_objs=list_runtime_classes(client),
+                       storage_class_objs=list_storage_classes(client))
     return with_topology(cluster, client, topology)
 
 
@@ -225,6 +247,11 @@ class ClusterSummary:
     reserved_gpus: int
     labels: Mapping[str, str]
     topology: tuple[str, ...] = ()
+    # pod slots (the nodes' `pods` allocatable; None when no node declares it): allocatable,
+    # free on schedulable nodes, and free on the schedulable nodes with a free GPU
+    pods_allocatable: int | None = None
+    pods_free: int | None = None
+    pods_free_where_gpus_free: int | None = None
 
     @property
     def reachable(self) -> bool:
@@ -237,6 +264,8 @@ class ClusterSummary:
                 "gpus": {"allocatable": self.gpus_allocatable, "free": self.gpus_free,
                          "largestFreeBlock": self.largest_free_block,
                          "reserved": self.reserved_gpus},
+                "pods": {"allocatable": self.pods_allocatable, "free": self.pods_free,
+                         "freeWhereGPUsFree": self.pods_free_where_gpus_free},
                 "gpuProducts": list(self.gpu_products), "labels": dict(self.labels),
                 **({"topology": list(self.topology)} if self.topology else {})}
 
@@ -248,10 +277,15 @@ def summarize(cluster: Cluster, source: str = "live",
     free = [gpu_count(n.free_all(), gpu_resources) for n in schedulable]
     products = sorted({n.labels[GPU_PRODUCT_LABEL] for n in cluster.nodes
                        if GPU_PRODUCT_LABEL in n.labels})
+    slots = [n for n in cluster.nodes if "pods" in n.allocatable]
+    free_slots = [(n.free("pods"), g) for n, g in zip(schedulable, free) if "pods" in n.allocatable]
     return ClusterSummary(
         name=cluster.name, source=source, context=cluster.context, error=cluster.error,
         nodes_ready=sum(n.ready for n in cluster.nodes), nodes_total=len(cluster.nodes),
         gpus_allocatable=sum(gpu_count(n.allocatable, gpu_resources) for n in cluster.nodes),
         gpus_free=sum(free), largest_free_block=max(free, default=0),
         gpu_products=tuple(products), reserved_gpus=gpu_count(cluster.reserved, gpu_resources),
-        labels=dict(cluster.labels), topology=tuple(cluster.topology))
+        labels=dict(cluster.labels), topology=tuple(cluster.topology),
+        pods_allocatable=sum(n.allocatable["pods"] for n in slots) if slots else None,
+        pods_free=sum(f for f, _ in free_slots) if slots else None,
+        pods_free_where_gpus_free=sum(f for f, g in free_slots if g) if slots else None)

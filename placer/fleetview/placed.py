@@ -11,7 +11,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import Interpreter, interpret
-from placer.fleetview.inventory import ACTIVE_PODS, error_reason, list_runtime_classes, snapshot, with_topology
+from placer.fleetview.inventory import (
+    ACTIVE_PODS,
+    error_reason,
+    list_runtime_classes,
+    list_storage_classes,
+    snapshot,
+    with_topology,
+)
 from placer.inputs.clusters_file import ClusterEntry, as_entry
 from placer.kube import Kube, KubeClient, run_concurrently
 from placer.model.errors import NotFound, PlacerError
@@ -153,8 +160,10 @@ def read_cluster_state(client: KubeClient, name: str, catalog: Catalog, *,
     nodes = client.list("nodes").items
     pods = list(client.list("pods", field_selector=ACTIVE_PODS).items)
     classes = list_runtime_classes(client)
+    storage = list_storage_classes(client)
     managed = managed_objects(client, catalog)
-    return snapshot(name, nodes, pods, labels=labels, context=context, runtime_class_objs=classes), pods, managed
+    return snapshot(name, nodes, pods, labels=labels, context=context, runtime_class_objs=classes,
+                    storage_class_objs=storage), pods, managed
 
 
 def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,

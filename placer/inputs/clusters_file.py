@@ -26,7 +26,7 @@ from pydantic_core import ErrorDetails
 
 from placer.model.documents import decode, load_yaml
 from placer.model.errors import InputError
-from placer.model.fleet import Cluster, Node, Taint
+from placer.model.fleet import Cluster, Node, StorageClass, Taint
 from placer.model.quantity import canonical
 from placer.model.topology import label_key_problem, label_value_problem
 
@@ -168,6 +168,27 @@ class ObjectPatch(_Strict):
     annotations: dict[str, str] | None = None
 
 
+class StorageClassSpec(_Strict):
+    """A simulated cluster's StorageClass: its name, and whether it is the default."""
+
+    name: str = Field(min_length=1)
+    default: bool = False
+
+    @model_validator(mode="after")
+    def _name(self) -> "StorageClassSpec":
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"name {self.name!r}: use lower-case letters, digits, '-' and '.'")
+        return self
+
+
+def _storage_classes(classes: list[StorageClassSpec]) -> list[StorageClassSpec]:
+    names = [c.name for c in classes]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ValueError(f"[{i}].name: StorageClass {name!r} is given twice")
+    return classes
+
+
 def _topology_levels(levels: list[str]) -> list[str]:
     for i, key in enumerate(levels):
         problem = label_key_problem(key)
@@ -195,6 +216,9 @@ class ClusterEntry(_Strict):
     # how a chosen domain reaches the cluster: `affinity` (default) writes a node affinity
     # into the pod templates; `kueue` leaves Kueue's podset annotations for Kueue's TAS
     topologyHandoff: Literal["affinity", "kueue"] | None = None
+    # a simulated cluster's StorageClasses (claims are checked against them); absent: not
+    # known, claims are not checked. A live cluster's are read from it.
+    storageClasses: Annotated[list[StorageClassSpec], AfterValidator(_storage_classes)] | None = None
 
     @model_validator(mode="after")
     def _kind(self) -> "ClusterEntry":
@@ -204,6 +228,8 @@ class ClusterEntry(_Strict):
             raise ValueError("give either context (a live cluster) or nodes (a simulated one), not both")
         if not self.context and self.nodes is None:
             raise ValueError("give context (a live cluster) or nodes (a simulated one)")
+        if self.context and self.storageClasses is not None:
+            raise ValueError("storageClasses: only a simulated cluster declares them (a live one's are read)")
         return self
 
     @property
@@ -216,7 +242,8 @@ def context_entry(context: str) -> ClusterEntry:
     validated: context names (EKS ARNs, GKE's project_zone_name) need not be DNS-like."""
     return ClusterEntry.model_construct(name=context, context=context, labels={}, nodes=None,
                                         podTemplatePatch=None, objectPatch=None, suspend=None,
-                                        podSecurity=DEFAULT_POD_SECURITY, topology=None, topologyHandoff=None)
+                                        podSecurity=DEFAULT_POD_SECURITY, topology=None, topologyHandoff=None,
+                                        storageClasses=None)
 
 
 def as_entry(value: Any) -> ClusterEntry:
@@ -342,7 +369,10 @@ def simulated_cluster(entry: ClusterEntry) -> Cluster:
             seen.add(name)
             labels = group.node_labels(index) if patterned else dict(group.labels)
             nodes.append(Node(name, alloc, used, labels, taints, group.unschedulable, group.ready))
-    return Cluster(entry.name, dict(entry.labels), tuple(nodes), topology=tuple(entry.topology or ()))
+    storage = None if entry.storageClasses is None else {
+        c.name: StorageClass(c.name, c.default) for c in entry.storageClasses}
+    return Cluster(entry.name, dict(entry.labels), tuple(nodes), topology=tuple(entry.topology or ()),
+                   storage_classes=storage)
 
 
 _PATTERN = re.compile(r"\{\s*index((?:\s*(?://|%)\s*\d+)*)\s*\}")

@@ -52,6 +52,16 @@ class RuntimeClass:
 
 
 @dataclass(frozen=True)
+class StorageClass:
+    """A StorageClass as placement needs it: its name, and whether it is the cluster's
+    default (annotation `storageclass.kubernetes.io/is-default-class: "true"`), which a
+    claim naming no class gets."""
+
+    name: str
+    default: bool = False
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -65,6 +75,8 @@ class Cluster:
     runtime_classes: Mapping[str, RuntimeClass] | None = None
     # topology levels as node label keys, widest first (zone, block, rack, clique, host)
     topology: tuple[str, ...] = ()
+    # the cluster's StorageClasses by name; None when not known (claims are then not checked)
+    storage_classes: Mapping[str, StorageClass] | None = None
 
     @property
     def reachable(self) -> bool:

@@ -152,6 +152,25 @@ class UnknownRuntimeClass(Reason):
 
 
 @dataclass(frozen=True)
+class UnboundClaim(Reason):
+    """A PersistentVolumeClaim of the workload (a volumeClaimTemplate, or a claim its pods
+    mount) cannot bind on the cluster: it names no StorageClass and the cluster has no
+    default one, or it names one the cluster does not have. Its pods would stay Pending."""
+
+    claim: str
+    storage_class: str | None         # None: the claim names none
+    workload: str = ""
+
+    def render(self) -> str:
+        of = f" of {self.workload}" if self.workload else ""
+        if self.storage_class is None:
+            return (f"claim {self.claim}{of} names no StorageClass and the cluster has no default "
+                    f"StorageClass: its pods would stay Pending")
+        return (f"claim {self.claim}{of} asks for StorageClass {self.storage_class}, which the cluster "
+                f"does not have: its pods would stay Pending")
+
+
+@dataclass(frozen=True)
 class PodTooLarge(Reason):
     """A single pod exceeds what any matching node has even when empty."""
 
@@ -166,21 +185,6 @@ class PodTooLarge(Reason):
         matching = f" matching {self.match}" if self.match else ""
         return (f"a pod of {_of(self.workload, self.instance)} needs {amount(self.resource, self.per_pod)}; "
                 f"the largest node{matching} has {amount(self.resource, self.largest)} allocatable")
-
-
-@dataclass(frozen=True)
-class NoRoomForPod(Reason):
-    """Nodes match and each has some of every resource, but none has room for one pod:
-    no single node has all of the pod's requests free at once."""
-
-    instance: str
-    demand: str              # e.g. `4 GPUs, 40 CPU`
-    match: str
-    workload: str = ""
-
-    def render(self) -> str:
-        return (f"no schedulable node{' matching ' + self.match if self.match else ''} has room for one pod of "
-                f"{_of(self.workload, self.instance)} ({self.demand} on one node)")
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,56 @@ class InsufficientCapacity(Reason):
         return (f"needs {_pods(self.pods)} x {amount(self.resource, self.per_pod)}{_where(self.match)}; "
                 f"{block} {amount(self.resource, self.largest_free)} "
                 f"({amount(self.resource, self.total_free)} free)")
+
+
+def _word(resource: str) -> str:
+    """`GPUs`, `CPU`, `memory`, `pod slots`, or the resource's name."""
+    if resource in GPU_WORDS:
+        return GPU_WORDS[resource] + "s"
+    return {"cpu": "CPU", "pods": "pod slots"}.get(resource, resource)
+
+
+@dataclass(frozen=True)
+class RoomForFewer(Reason):
+    """The pods of one instance: the nodes they may use hold only `room` of its `pods` at
+    once (every request of a pod on one node), and what binds. `resource` is the pod's first
+    request (GPUs first): `holders` nodes have at least `per_pod` of it free (`free` in all).
+    By `limit` alone those nodes hold `limit_room` such pods (`limit_free` of it free on them,
+    `limit_per_pod` a pod), the least of any request's. `short`: when that is more than
+    `room`, per other request the number of those nodes where it alone allows fewer pods
+    than `limit` does (no single request binds: each binds on some nodes)."""
+
+    instance: str
+    pods: int
+    room: int
+    resource: str
+    per_pod: int
+    holders: int
+    free: int
+    limit: str
+    limit_room: int
+    limit_free: int
+    limit_per_pod: int = 1
+    match: str = ""
+    workload: str = ""
+    short: tuple[tuple[str, int], ...] = ()
+
+    def render(self) -> str:
+        need = f"needs {_pods(self.pods)} x {amount(self.resource, self.per_pod)}{_where(self.match)}"
+        with_it = f">= {amount(self.resource, self.per_pod)} free"
+        such = f"{self.limit_room} such pod" + ("" if self.limit_room == 1 else "s")
+        if self.limit == self.resource:
+            nodes = f"{self.holders} node" + ("" if self.holders == 1 else "s")
+            why = f"nodes with {with_it} hold {such} ({nodes}; {amount(self.resource, self.free)} free)"
+        else:
+            each = "" if self.limit == "pods" else f" ({amount(self.limit, self.limit_per_pod)} a pod)"
+            nodes = "the 1 node" if self.holders == 1 else f"the {self.holders} nodes"
+            why = (f"by {_word(self.limit)}{each} {nodes} with {with_it} hold{'s' if self.holders == 1 else ''} "
+                   f"{such} ({amount(self.limit, self.limit_free)} free there)")
+        if self.short:
+            cut = ", ".join(f"{_word(r)} short on {n} of those nodes" for r, n in self.short)
+            why += f"; {self.room} with every request counted ({cut})"
+        return f"{need}; room for {self.room} of {_pods(self.pods)}: {why}"
 
 
 @dataclass(frozen=True)

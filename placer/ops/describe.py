@@ -29,9 +29,12 @@ class PodRef:
     name: str
     node: str | None
     phase: str
+    # a pending pod's scheduling condition (PodScheduled=False): `reason: message`
+    scheduling: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "node": self.node, "phase": self.phase}
+        return {"name": self.name, "node": self.node, "phase": self.phase,
+                **({"scheduling": self.scheduling} if self.scheduling else {})}
 
 
 PodsByComponent = dict[str, list[PodRef]]
@@ -86,8 +89,19 @@ def find_pods(client: KubeClient, workload: Workload) -> PodsByComponent:
 
 
 def _pod_ref(pod: Mapping[str, Any]) -> PodRef:
-    return PodRef(name=pod["metadata"]["name"], node=(pod.get("spec") or {}).get("nodeName"),
-                  phase=(pod.get("status") or {}).get("phase") or "Unknown")
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Unknown"
+    return PodRef(name=pod["metadata"]["name"], node=(pod.get("spec") or {}).get("nodeName"), phase=phase,
+                  scheduling=_not_scheduled(status) if phase == "Pending" else None)
+
+
+def _not_scheduled(status: Mapping[str, Any]) -> str | None:
+    """Why the scheduler has not bound the pod: its PodScheduled=False condition."""
+    for c in status.get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("status") == "False":
+            reason, message = c.get("reason") or "", " ".join(str(c.get("message") or "").split())
+            return f"{reason}: {message}" if reason and message else (reason or message or None)
+    return None
 
 
 def _stderr(message: str) -> None:

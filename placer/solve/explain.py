@@ -5,9 +5,11 @@ Per cluster, in this order:
 - policy (pins, exclusions, cluster selectors, reachability; from placer.solve.problem) and
   statics that hold on the cluster as it is (worked out here): no schedulable node, no node
   passing the pods' predicates (named by the predicate that rules out every schedulable
-  node), a pod larger than any matching node, no matching node with room for one pod;
+  node), a pod larger than any matching node, no matching node with room for one pod
+  (RoomForFewer with room 0: the request that binds on the nodes with room for its first);
 - the group does not fit the cluster as it is (an exact check): the instance that does not
-  fit with the binding resource's numbers, or how many of its pods fit together at most;
+  fit, with how many of its pods the nodes hold and the request that binds there
+  (RoomForFewer), or how many of the group's pods fit together at most;
 - it fits the cluster as it is but not after the plan's higher-priority placements there:
   those workloads are named; else the capacity went to work of its own or lower priority.
 
@@ -22,7 +24,6 @@ from dataclasses import replace
 from typing import Mapping, Sequence
 
 from placer.model import reasons as R
-from placer.model.quantity import format_quantity
 from placer.model.workload import PodShape
 from placer.solve.groups import UNLIMITED, ClusterInfo, GroupInfo, Part, expand
 from placer.solve.problem import Problem, states_of
@@ -50,16 +51,6 @@ def _alloc(node, r: str) -> int:
 def _resources(p: Part, info: ClusterInfo) -> list[str]:
     """The pod's resources, GPUs first, then CPU, memory, the rest, pod slots last."""
     return sorted(p.demand, key=lambda r: (r == "pods", r not in info.gpu_names, r != "cpu", r != "memory", r))
-
-
-def _demand_text(p: Part, info: ClusterInfo) -> str:
-    words = []
-    for r in _resources(p, info):
-        if r == "pods":
-            continue
-        words.append(R.amount(r, p.demand[r]) if r in R.GPU_WORDS or r == "cpu"
-                     else f"{format_quantity(r, p.demand[r])} {r}")
-    return ", ".join(words)
 
 
 # --- statics: true on the cluster as it is, whatever the plan ---------------------------------
@@ -99,7 +90,29 @@ def _part_static(g: GroupInfo, p: Part, info: ClusterInfo) -> R.Reason:
         if max(f for f, _ in free) < p.demand[r]:
             return R.InsufficientCapacity(p.pods, r, p.demand[r], match, max(f for f, _ in free),
                                           sum(f * n for f, n in free))
-    return R.NoRoomForPod(p.instance.key, _demand_text(p, info), match, _who(g, p))
+    frees = [info.class_free[k] for k in matching for _ in info.classes[k].nodes]
+    return _room_reason(g, p, info, frees)
+
+
+def _room_reason(g: GroupInfo, p: Part, info: ClusterInfo, frees: Sequence[Mapping[str, int]]) -> R.RoomForFewer:
+    """How many of the part's pods the nodes it may use (free capacity `frees`) hold at once,
+    and the request that binds on the nodes with room for its first one (GPUs first)."""
+    rs = _resources(p, info)
+    d = p.demand
+    room = sum(min(f.get(r, 0) // d[r] for r in rs) for f in frees)
+    first = rs[0]
+    holders = [f for f in frees if f.get(first, 0) >= d[first]]
+
+    def by(r: str) -> int:
+        return sum(f.get(r, 0) // d[r] for f in holders)
+    limit = min(rs, key=lambda r: (by(r), r != first, rs.index(r)))
+    # nodes where another request alone allows fewer pods than the limit does
+    short = tuple((r, n) for r in rs if r != limit
+                  for n in [sum(f.get(r, 0) // d[r] < f.get(limit, 0) // d[limit] for f in holders)] if n)
+    return R.RoomForFewer(p.instance.key, p.pods, room, first, d[first], len(holders),
+                          sum(f.get(first, 0) for f in frees), limit, by(limit),
+                          sum(f.get(limit, 0) for f in holders), d[limit], describe_constraints(p.instance.pod),
+                          _who(g, p), short)
 
 
 def _no_match(g: GroupInfo, p: Part, info: ClusterInfo, among: Sequence[int],
@@ -232,6 +245,9 @@ def _capacity_reason(g: GroupInfo, st: ClusterState, deadline: float | None) -> 
         if fits(st, alone, deadline):
             continue
         pool = [i for k in info.matching(p) for i in info.class_nodes[k]]
+        room = _room_reason(g, p, info, [st.free[i] for i in pool])
+        if room.room < p.pods:
+            return room
         rs = [r for r in _resources(p, info) if r != "pods" or any(_alloc(info.nodes[i], r) < UNLIMITED for i in pool)]
         binding = next((r for r in rs if sum(st.free[i].get(r, 0) // p.demand[r] for i in pool) < p.pods), rs[0])
         frees = [st.free[i].get(binding, 0) for i in pool]

@@ -15,6 +15,7 @@ from placer.solve.groups import GPU_RESOURCES, ClusterInfo, GroupInfo, Part, gpu
 from placer.solve.policy import group_policy, policy_reason
 from placer.solve.scheduling import admitted, pod_demand, runtime_overhead
 from placer.solve.state import ClusterState, PodAssign
+from placer.solve.storage import claims_of, storage_reason
 
 NODE_EXACT_MAX_NODES = 100         # up to this many nodes, every node is its own class (exact)
 
@@ -71,8 +72,10 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
     for g in ginfos:
         policy = [policy_reason(g, cl, names) for cl in clusters]
         missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
+        claims = claims_of(g.group)
         for c, cl in enumerate(clusters):
-            reason = policy[c] or missing.get(cl.name) or missing_key(g, cl)
+            reason = (policy[c] or missing.get(cl.name) or storage_reason(claims, cl, len(g.group.workloads) > 1)
+                      or missing_key(g, cl))
             if reason is not None:
                 g.static[c] = reason
             elif c in infos and _may_use(g, infos[c]):

@@ -16,6 +16,7 @@ from placer.model.plan import Placement, Plan
 from placer.model.selectors import parse_label_selector, selector_matches
 from placer.model.workload import Instance, PlacementGroup, Workload
 from placer.solve.scheduling import admitted, mismatch, pod_demand, runtime_overhead
+from placer.solve.storage import claims_of, storage_reason
 
 UNLIMITED_PODS = 10**15
 HOSTNAME = "kubernetes.io/hostname"
@@ -47,11 +48,20 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
     load: dict[tuple[str, str], dict[str, int]] = {}
     for p in plan.placements:
         _check_placement(fleet, p, workloads[_ref(p)][1], load, policy=workloads[_ref(p)][0])
+        _check_storage(fleet, p, workloads[_ref(p)][0])
     for p in plan.committed:
         if _ref(p) not in cwl:
             _fail("the plan names a committed workload that was not given", obj=p.workload)
         _check_placement(fleet, p, cwl[_ref(p)], load, policy=None)
     _check_load(fleet, load)
+
+
+def _check_storage(fleet: Fleet, p: Placement, g: PlacementGroup) -> None:
+    """Every claim the group carries can bind on the cluster (placer.solve.storage)."""
+    cluster = fleet.cluster(p.cluster)
+    why = storage_reason(claims_of(g), cluster, True) if cluster is not None else None
+    if why is not None:
+        _fail(why.render(), p.cluster, p.workload)
 
 
 def _check_coverage(groups: Sequence[PlacementGroup], plan: Plan, workloads: Mapping[Any, Any],

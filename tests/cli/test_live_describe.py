@@ -190,3 +190,30 @@ def test_errors(alpha, kube_fleet, kube_ns, catalog):
                                    "--kubeconfig", str(kube_fleet.kubeconfig)])
     assert res.exit_code == 1 and "alpha" in res.stderr and "not found" in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_pending_pods_show_the_schedulers_reason(alpha, kube_fleet, kube_ns, catalog):
+    """Issue 25, item 8: live describe shows each pending pod's PodScheduled=False message, as
+    the kube-scheduler writes it, in JSON and in the tree."""
+    kube, client = alpha
+    put(client, {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": kube_ns},
+                 "spec": {"replicas": 2, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                          "template": template(1, app="db")}})
+    pods(client, kube_ns, [("db-0", "gpu-0", 1, {"app": "db"}, "Running"), ("db-1", None, 1, {"app": "db"}, "Pending")])
+    unbound = ("0/4 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/4 nodes "
+               "are available: 4 Preemption is not helpful for scheduling.")
+    client.patch_status("pods", "db-1", {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unbound}]}, kube_ns)
+    _, found = describe_live("statefulset/db", kube_ns, "alpha", None, catalog, kube=kube)
+    got = {p.name: p.scheduling for refs in found.values() for p in refs}
+    assert got == {"db-0": None, "db-1": f"Unschedulable: {unbound}"}
+    r = CliRunner().invoke(app, ["describe", "statefulset/db", "-n", kube_ns, "--kubeconfig", str(kube_fleet.kubeconfig),
+                                 "--context", "alpha", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    listed = [p for refs in json.loads(r.stdout)[0]["podsByComponent"].values() for p in refs]
+    assert {p["name"]: p.get("scheduling") for p in listed} == {"db-0": None, "db-1": f"Unschedulable: {unbound}"}
+    tree = CliRunner().invoke(app, ["describe", "statefulset/db", "-n", kube_ns, "--kubeconfig",
+                                    str(kube_fleet.kubeconfig), "--context", "alpha"], terminal_width=400)
+    assert tree.exit_code == 0, tree.output
+    line = next(x for x in tree.stdout.splitlines() if "db-1" in x)
+    assert "node=-" in line and "Pending" in line and "unbound immediate PersistentVolumeClaims" in line

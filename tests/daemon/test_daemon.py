@@ -399,3 +399,23 @@ def test_placer_delete_leaves_daemon_copies_to_their_staging_object(env):
                                  "--context", "alpha", "--context", "beta"])
     assert r.exit_code == 1 and "delete that object on the hub instead" in r.stderr
     assert list(env.copies(job)) == [where]
+
+
+def test_claims_go_only_where_they_can_bind(env):
+    """Issue 25, item 8: a staged StatefulSet whose volumeClaimTemplate names no class is
+    placed where a default StorageClass exists (beta), not on alpha (none), although alpha
+    comes first and has the room; the staging object says why not alpha."""
+    env.fleet["beta"].seed([{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "x.example/csi",
+                             "metadata": {"name": "standard",
+                                          "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}}])
+    d = env.daemon()
+    res = {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": STAGING},
+           "spec": {"replicas": 1, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                    "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [
+                        {"name": "db", "image": "registry.example/db:1", "resources": res}]}},
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}
+    env.create(sts)
+    assert d.wait_idle(20)
+    assert list(env.copies(sts)) == ["beta"]

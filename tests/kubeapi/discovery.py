@@ -89,6 +89,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=("pc",),
         create_status="keep"),
     _rt("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False, create_status="keep"),
+    _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, short_names=("sc",), create_status="keep"),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", create_status="keep"),
     _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
         short_names=("crd", "crds"), categories=("api-extensions",), status=True),

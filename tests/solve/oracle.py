@@ -464,6 +464,8 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         return cl.error is not None or "reachable"
     if not policy_ok(g, cl):
         return "policy excludes the cluster but the reason says otherwise"
+    if code == "UnboundClaim":
+        return _check_claim(r, g, cl)
     us = units(g)
     if code == "TopologyKeyMissing":
         return (any(k == r.key and req == r.required for k, req, _ in us) and not has_level(cl, r.key)) or \
@@ -502,11 +504,8 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         return (bool(pool) and max(allocs) < r.per_pod == demand(inst).get(r.resource)
                 and max(allocs) == r.largest) or f"allocatable {allocs}"
     base = plan_load(f, groups, plan, keep=lambda o: False)[cl.name]
-    if code == "NoRoomForPod":
-        if inst is None:
-            return "unknown instance"
-        d = demand(inst)
-        return not any(all(d[x] <= base[i].get(x, 0) for x in d) for i in _pool(inst, cl)) or "a node has room"
+    if code == "RoomForFewer":
+        return _check_room(r, inst, cl, nodes, base)
     if code == "InsufficientCapacity":
         inst = next((i for i in parts if i.pods == r.pods and demand(i).get(r.resource) == r.per_pod
                      and not fits([i], nodes, base)), None)
@@ -546,6 +545,63 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         return (bool(blamed) and all(priority(b) <= p for b in blamed) and fits(parts, nodes, higher, us)) or \
             "higher-priority work is the cause"
     return f"unchecked reason {code}"
+
+
+def _group_claims(g: PlacementGroup) -> list[tuple[str, str | None]]:
+    """(claim, storage class or None) of the group, read from the objects: a StatefulSet's
+    volumeClaimTemplates, and the companion PVCs its pod template's volumes name."""
+    out = []
+    pvcs = {c["metadata"]["name"]: c for c in g.companions if c.get("kind") == "PersistentVolumeClaim"}
+    for w in g.workloads:
+        spec = (w.obj or {}).get("spec") or {}
+        for t in spec.get("volumeClaimTemplates") or ():
+            if (t.get("spec") or {}).get("storageClassName") != "":
+                out.append((t["metadata"]["name"], (t.get("spec") or {}).get("storageClassName")))
+        for v in ((spec.get("template") or {}).get("spec") or {}).get("volumes") or ():
+            name = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            sc = ((pvcs.get(name) or {}).get("spec") or {}).get("storageClassName", None)
+            if name in pvcs and sc != "":
+                out.append((name, sc))
+    return out
+
+
+def _check_claim(r, g: PlacementGroup, cl: Cluster) -> bool | str:
+    """The claim is the group's, with that class, and the cluster (whose classes are known)
+    has no such class, or, for a claim naming none, no default one."""
+    if (r.claim, r.storage_class) not in _group_claims(g):
+        return f"no claim {r.claim} of class {r.storage_class} in {_group_claims(g)}"
+    if cl.storage_classes is None:
+        return "the cluster's StorageClasses are not known"
+    if r.storage_class is None:
+        return not any(sc.default for sc in cl.storage_classes.values()) or "the cluster has a default class"
+    return r.storage_class not in cl.storage_classes or "the cluster has that class"
+
+
+def _check_room(r, inst: Instance | None, cl: Cluster, nodes: Sequence[Node], base) -> bool | str:
+    """`room` of the instance's pods fit at once (the exact count), fewer than all; on the
+    nodes it may use with room for `per_pod` of `resource`, `limit` alone holds `limit_room`
+    such pods, the least of any request's, fewer than all; every count and sum as stated."""
+    if inst is None:
+        return "unknown instance"
+    d = demand(inst)
+    pool = _pool(inst, cl)
+    exact = max_pods_fitting([inst], nodes, base)
+    if not (r.pods == inst.pods and r.room == exact < inst.pods):
+        return f"{exact} of {inst.pods} pods fit"
+    if d.get(r.resource) != r.per_pod or d.get(r.limit) != r.limit_per_pod:
+        return f"the pods ask {d}"
+    holders = [i for i in pool if base[i].get(r.resource, 0) >= r.per_pod]
+    by = {x: sum(base[i].get(x, 0) // d[x] for i in holders) for x in d}
+    if len(holders) != r.holders or sum(base[i].get(r.resource, 0) for i in pool) != r.free:
+        return f"{len(holders)} nodes with room for {r.resource}"
+    if by[r.limit] != r.limit_room or by[r.limit] > min(by.values()):
+        return f"by each request alone those nodes hold {by}"
+    # no single request binds: each named one cuts the nodes it names below the limit's count
+    short = {x: sum(1 for i in holders if base[i].get(x, 0) // d[x] < base[i].get(r.limit, 0) // d[r.limit])
+             for x in d if x != r.limit}
+    if dict(r.short) != {x: n for x, n in short.items() if n} or (by[r.limit] >= inst.pods and not r.short):
+        return f"requests short per node {short}"
+    return sum(base[i].get(r.limit, 0) for i in holders) == r.limit_free or f"{r.limit} free differs"
 
 
 # --- random instances ---------------------------------------------------------------------------

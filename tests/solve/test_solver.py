@@ -216,7 +216,8 @@ def test_reason_excluded_unreachable_pinned_taint_selector_wording():
     assert rx["south"] == "no schedulable node matches the nodeSelector of c0/0 (gpu=h100)"
     rp = {c: r.render() for c, r in plan.unplaced_entry("ml/p").reasons.items()}
     assert rp["east"] == "pinned to west by placer.dev/cluster"
-    assert rp["west"] == "needs 9 pods x 8 GPUs; largest free block is 8 GPUs (8 GPUs free)"
+    assert rp["west"] == ("needs 9 pods x 8 GPUs; room for 1 of 9 pods: nodes with >= 8 GPUs free hold 1 such pod "
+                          "(1 node; 8 GPUs free)")
     f2 = fleet(cluster("north", error="connection refused"), "south: 1x8 taint=dedicated=ml:NoSchedule")
     plan2 = solve(f2, groups(wl("ml/y", "1x8")), time_limit=T)
     ry = {c: r.render() for c, r in plan2.unplaced_entry("ml/y").reasons.items()}
