@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Mapping, Optional
 
 import typer
 import yaml
@@ -59,15 +59,17 @@ def submit(
     request = SubmitRequest(tuple(files), dry_run=mode is not None, cluster=cluster, time_limit=time_limit,
                             skip_unreachable=skip_unreachable, replace=replace, namespace=namespace)
     opener = partial(open_ctx, clusters_file, kubeconfig, context, all_contexts, catalog)
-    result, shown = run(lambda: _submit(request, opener, gpu, mode if not fmt.tabular else None,
+    # a server dry run asks the API servers whatever the output (the table shows their answers)
+    preview_mode = mode if not fmt.tabular or mode == "server" else None
+    result, shown = run(lambda: _submit(request, opener, gpu, preview_mode,
                                         _progress if fmt.tabular and sys.stderr.isatty() else None))
-    if shown is not None:
+    if shown is not None and not fmt.tabular:
         raise typer.Exit(run(lambda: show_preview(result, shown, fmt)))
     if fmt.tabular:
-        render(result)
+        render(result, shown)
     else:
         emit(result.to_dict(), fmt, names=[_name_of(o) for c in result.created for o in c.objects])
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(result.exit_code if shown is None or shown.ok else 1)
 
 
 def _submit(request: SubmitRequest, opener: Callable[..., Context], gpu: list[str], preview_mode: str | None,
@@ -94,15 +96,20 @@ def show_preview(result: SubmitResult, shown: Preview, fmt: Output) -> int:
         emit({**result.to_dict(), "objects": {c: list(objs) for c, objs in shown.objects.items()}}, fmt)
     else:
         emit_documents([o for objs in shown.objects.values() for o in objs], fmt)
+    _server_answers(shown)
+    for u in result.plan.unplaced if result.plan else ():
+        first = next(iter(u.reasons.items()), None)
+        warn(f"{u.workload} unplaced" + (f": {first[0]}: {first[1].render()}" if first else ""))
+    return 1 if not shown.ok else result.exit_code
+
+
+def _server_answers(shown: Preview) -> None:
+    """On stderr: the clusters a server dry run could not ask, and every object refused."""
     for cluster, why in shown.not_validated.items():
         warn(f"{cluster}: {why}; objects not validated")
     for cluster, refused in shown.refused.items():
         for ref, why in refused.items():
             err.print(f"error: {cluster}: {ref}: {why}", markup=False, highlight=False)
-    for u in result.plan.unplaced if result.plan else ():
-        first = next(iter(u.reasons.items()), None)
-        warn(f"{u.workload} unplaced" + (f": {first[0]}: {first[1].render()}" if first else ""))
-    return 1 if not shown.ok else result.exit_code
 
 
 def _name_of(ref: str) -> str:
@@ -115,13 +122,15 @@ def _progress(message: str) -> None:
     err.print(f"[dim]{escape(message)}[/dim]")
 
 
-def render(result: SubmitResult) -> None:
-    """The table of what happened to each workload, the warnings, and the counts line."""
+def render(result: SubmitResult, shown: Preview | None = None) -> None:
+    """The table of what happened to each workload, the warnings, and the counts line;
+    `shown`: a server dry run's answers (a workload the server refused says so)."""
     t = Table(box=None, pad_edge=False)
     for col in ("WORKLOAD", "KIND", "GPUS", "CLUSTER", "RESULT"):
         t.add_column(col, no_wrap=col != "RESULT")
     updated = {u.workload for u in result.updated}
-    for row in (*_placement_rows(result, updated), *_updated_rows(result), *_already_rows(result, updated),
+    refused = shown.refused if shown is not None else {}
+    for row in (*_placement_rows(result, updated, refused), *_updated_rows(result), *_already_rows(result, updated),
                 *_unplaced_rows(result, updated), *_refused_rows(result)):
         t.add_row(*row)
     out.print(t)
@@ -131,20 +140,27 @@ def render(result: SubmitResult) -> None:
     for name, why in result.unreachable.items():
         err.print(f"warning: {name}: {escape(why)} (left out)")
     out.print(summary_line(result, updated))
+    if shown is not None:
+        _server_answers(shown)
 
 
 Row = tuple[str, str, str, str, str]
 
 
-def _placement_rows(result: SubmitResult, updated: set[str]) -> list[Row]:
-    """Workloads placed by this submit (new ones: those placed before have their own rows)."""
+def _placement_rows(result: SubmitResult, updated: set[str],
+                    refused: Mapping[str, Mapping[str, str]] | None = None) -> list[Row]:
+    """Workloads placed by this submit (new ones: those placed before have their own rows);
+    `refused`: per cluster, the objects a server dry run refused (`Kind ns/name` -> why)."""
     created = {(c.group, c.cluster) for c in result.created}
     failed = {f.group: f for f in result.failed}
     rows = []
     for p in result.plan.placements if result.plan else ():
         if p.ref and str(p.ref) in updated:
             continue
-        if result.dry_run:
+        why = (refused or {}).get(p.cluster, {}).get(f"{p.kind} {p.workload}")
+        if result.dry_run and why:
+            status = f"[red]refused by the API server: {escape(why)}[/red]"
+        elif result.dry_run:
             status = "[cyan]would create[/cyan]"
         elif (p.group, p.cluster) in created:
             status = "[green]created[/green]"

@@ -23,7 +23,7 @@ from placer.daemon.informer import Informer
 from placer.fleetview.inventory import node_from_object, runtime_class_from_object
 from placer.kube import KubeClient, Resource, run_concurrently
 from placer.model.errors import NotFound, PlacerError
-from placer.model.fleet import Cluster, Node
+from placer.model.fleet import Cluster, Node, kind_key
 from placer.model.podspec import pod_requests
 from placer.model.quantity import add
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
@@ -72,6 +72,7 @@ class ClusterCache:
     on_capacity: Callable[[], None]                      # capacity-relevant change (replan the unplaced)
     retry_delay: float = 1.0
     topology: tuple[str, ...] = ()
+    kinds_known: bool = True                  # False: `kinds` are the hub's (the target did not answer)
     nodes: Informer = field(init=False)
     pods: Informer = field(init=False)
     runtime_classes: Informer | None = field(init=False, default=None)
@@ -229,8 +230,9 @@ class ClusterCache:
         classes = None
         if self.runtime_classes is not None and self.runtime_classes.synced.is_set():
             classes = {rc.name: rc for rc in map(runtime_class_from_object, self.runtime_classes.items())}
+        serves = frozenset(kind_key(*gvk) for gvk in self.kinds) if self.kinds_known else None
         return Cluster(self.name, dict(self.labels), nodes, context=self.context,
-                       runtime_classes=classes, topology=self.topology)
+                       runtime_classes=classes, topology=self.topology, serves=serves)
 
     def copy(self, gvk: GVK, namespace: str, name: str) -> dict | None:
         inf = self.copies.get(gvk)
