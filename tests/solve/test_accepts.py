@@ -75,3 +75,16 @@ def test_builtin_priority_classes_are_everywhere():
     east = dataclasses.replace(cluster("east", "1x8"), priority_classes=frozenset())
     plan = _solve(Fleet((east,)), group(_with_class(wl("ml/x", "1x1"), "system-cluster-critical")))
     assert [p.cluster for p in plan.placements] == ["east"]
+
+
+def test_what_would_make_it_fit_never_proposes_a_cluster_that_would_refuse_it():
+    from placer.solve.options import what_would_fit
+
+    # east does not serve JobSet: adding nodes there, or preempting there, would not help
+    fleet = Fleet((dataclasses.replace(cluster("east", "4x8"), serves=frozenset()),
+                   dataclasses.replace(cluster("west", "1x8"), serves=frozenset({JOBSET}))))
+    groups = [group(wl("ml/big", "2x8"))]
+    plan = _solve(fleet, *groups)
+    options = what_would_fit(fleet, groups, plan, solve=solve)
+    found = [o for opts in options.values() for o in opts.options]
+    assert found and all(o.cluster == "west" for o in found if getattr(o, "cluster", None))
