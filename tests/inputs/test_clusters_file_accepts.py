@@ -38,6 +38,8 @@ def test_undeclared_means_accepting_and_namespaces_to_create_are_said(tmp_path):
     res = CliRunner().invoke(app, ["plan", "-f", str(EXAMPLES / "jobset.yaml"), "--clusters", fleet, "-o", "json"])
     assert res.exit_code == 0, res.output
     assert '"creates"' in res.stdout and "Namespace " in res.stdout
+    res = CliRunner().invoke(app, ["plan", "-f", str(EXAMPLES / "jobset.yaml"), "--clusters", fleet])
+    assert res.exit_code == 0 and "submit creates Namespace " in res.stdout and " on east first" in res.stdout
 
 
 def test_bad_declarations_are_one_line_exit_2(tmp_path):
