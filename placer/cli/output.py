@@ -139,3 +139,23 @@ def kubectl_name(ref: str) -> str:
     """`Kind ns/name` (placer's report of an object) -> kubectl's `kind/name`."""
     kind, _, where = ref.partition(" ")
     return f"{kind.lower()}/{where.rpartition('/')[2]}"
+
+
+# Kubernetes' own kinds and their API groups. A workload kind of the same name in another
+# group is shown qualified, `Service.serving.knative.dev`, as kubectl names a kind that is
+# ambiguous, so that a Knative Service is told from a core Service.
+BUILTIN_GROUPS = {"Pod": "", "Service": "", "ConfigMap": "", "Secret": "", "Job": "batch", "CronJob": "batch",
+                  "Deployment": "apps", "StatefulSet": "apps", "DaemonSet": "apps", "ReplicaSet": "apps"}
+
+
+def kind_text(kind: str, group: str | None) -> str:
+    """The KIND column: the kind, qualified by its group when the bare name is a built-in kind's."""
+    if group is None or BUILTIN_GROUPS.get(kind, group) == group:
+        return kind
+    return f"{kind}.{group}"
+
+
+def kind_of_ref(kind: str, ref_text: str) -> str:
+    """kind_text of a WorkloadRef's text `ns/Kind.group/name`."""
+    middle = ref_text.split("/")[1] if ref_text.count("/") >= 2 else kind
+    return kind_text(kind, middle.partition(".")[2])

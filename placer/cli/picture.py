@@ -9,7 +9,9 @@ Fragmentation is then seen, not read about.
 
 from __future__ import annotations
 
+import colorsys
 import io
+import re
 from typing import Mapping, Sequence
 
 from rich.console import Console, Group
@@ -21,12 +23,37 @@ from placer.cli.topology_view import topology_lines
 from placer.model.fleet import Cluster, Fleet, Node
 from placer.model.plan import Plan
 from placer.model.podspec import DEFAULT_GPU_RESOURCES
+from placer.model.words import plural
 
 USED, FREE = "█", "□"
 PALETTE = ("dodger_blue1", "orange1", "medium_purple1", "spring_green2", "deep_pink2", "gold1",
            "turquoise2", "salmon1", "chartreuse2", "orchid1", "steel_blue1", "light_goldenrod1")
+GOLDEN_ANGLE = 137.508              # degrees: hues this far apart never repeat, and stay spread out
 MAX_NODES = 48                       # per cluster; the rest are summed up in one line
 WIDTH = 120
+
+
+def workload_colour(i: int) -> str:
+    """The colour of the i-th workload: the palette's first, then hues a golden angle apart,
+    in two lightnesses, so that no two workloads of a picture share a colour."""
+    if i < len(PALETTE):
+        return PALETTE[i]
+    k = i - len(PALETTE)
+    hue = (k * GOLDEN_ANGLE + 17.0) % 360 / 360
+    r, g, b = colorsys.hls_to_rgb(hue, 0.55 if k % 2 == 0 else 0.72, 0.75)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+
+
+# rich's SVG template loads the Fira Code font from a CDN: the picture must not reach the
+# network (offline viewers, strict CSPs), so the @font-face rules go and monospace serves
+_FONT_FACE = re.compile(r"\s*@font-face \{\{.*?\}\}", re.S)
+_GENERATED = re.compile(r"\s*<!-- Generated with Rich[^>]*-->")
+
+
+def svg_format() -> str:
+    from rich._export_format import CONSOLE_SVG_FORMAT
+
+    return _GENERATED.sub("", _FONT_FACE.sub("", CONSOLE_SVG_FORMAT))
 
 
 def _gpus(values: Mapping[str, int], resources: Sequence[str]) -> int:
@@ -101,7 +128,8 @@ def cluster_panel(cluster: Cluster, per_node: Mapping[str, list[tuple[str, int]]
         else:
             hidden_free += free_after
     if len(gpu_nodes) > MAX_NODES:
-        rows.append(Text(f"... {len(gpu_nodes) - MAX_NODES} more nodes, {hidden_free} GPUs free on them",
+        rows.append(Text(f"... {plural(len(gpu_nodes) - MAX_NODES, 'more node')}, {plural(hidden_free, 'GPU')} "
+                         "free on them",
                          style="bright_black"))
     if not gpu_nodes:
         rows.append(Text("no GPU nodes", style="bright_black"))
@@ -152,7 +180,7 @@ def render(fleet: Fleet, plan: Plan | None, *, title: str,
     console = Console(record=True, width=WIDTH, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     placed = placements_by_node(plan, gpus_per_pod or {})
     names = list(dict.fromkeys(p.workload for p in plan.placements)) if plan else []
-    colours = {w: PALETTE[i % len(PALETTE)] for i, w in enumerate(names)}
+    colours = {w: workload_colour(i) for i, w in enumerate(names)}
     console.print(Text(title, style="bold"))
     legend = Text()
     legend.append(USED, style="grey50")
@@ -163,7 +191,7 @@ def render(fleet: Fleet, plan: Plan | None, *, title: str,
     for pl in plan.placements if plan else ():
         line = Text("  ")
         line.append(USED * 2, style=colours[pl.workload])
-        line.append(f" {pl.workload} ({pl.kind}, {pl.gpus} GPUs on {pl.cluster}, group {pl.group})")
+        line.append(f" {pl.workload} ({pl.kind}, {plural(pl.gpus, 'GPU')} on {pl.cluster}, group {pl.group})")
         if pl.topology:
             line.append("  " + "; ".join(topology_lines(pl.topology)), style="cyan")
         console.print(line, no_wrap=True, overflow="ellipsis")
@@ -187,6 +215,6 @@ def fleet_svg(fleet: Fleet, plan: Plan | None, path: str, *, title: str,
 
     console = render(fleet, plan, title=title, gpus_per_pod=gpus_per_pod, resources=resources)
     try:
-        console.save_svg(path, title=title)
+        console.save_svg(path, title=title, code_format=svg_format())
     except OSError as e:
         raise InputError(f"--svg {path}: cannot write: {e.strerror or e}") from None

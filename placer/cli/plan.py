@@ -13,10 +13,11 @@ from rich.markup import escape
 from rich.text import Text
 
 from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
-from placer.cli.output import OUTPUT_HELP, emit, parse_output
+from placer.cli.output import OUTPUT_HELP, emit, kind_text, parse_output
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 from placer.cli.topology_view import topology_lines
 from placer.model.plan import Placement, Plan, Unplaced
+from placer.model.words import noun
 from placer.ops.checks import DEFAULT_TIME_LIMIT, dry_run_mode
 
 if TYPE_CHECKING:                 # placer.ops.plan brings the Kubernetes client and the solver: loaded when used
@@ -103,9 +104,9 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None, expla
     for r in _entries(p):
         members.setdefault(r.group, []).append(r.workload)
     head = ["WORKLOAD", "KIND", "GPUS", "CLUSTER"] + (["GROUP", "NODES (pods)"] if wide else [])
-    rows = [[pl.workload, pl.kind, str(pl.gpus), pl.cluster]
+    rows = [[pl.workload, _kind(pl), str(pl.gpus), pl.cluster]
             + ([pl.group, _nodes_text(pl.nodes)] if wide else []) for pl in p.placements]
-    rows += [[u.workload, u.kind, str(u.gpus), "unplaced"] + ([u.group, "-"] if wide else []) for u in p.unplaced]
+    rows += [[u.workload, _kind(u), str(u.gpus), "unplaced"] + ([u.group, "-"] if wide else []) for u in p.unplaced]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     width = width or 200
     text = Text(no_wrap=False)
@@ -137,6 +138,10 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None, expla
         if explain:
             text.append(_options_text(u, max(width, 40)))
     return text
+
+
+def _kind(entry: Placement | Unplaced) -> str:
+    return kind_text(entry.kind, entry.ref.group if entry.ref else None)
 
 
 def _options_text(u, width: int) -> Text:
@@ -177,5 +182,6 @@ def write_plan_svg(result: PlanResult, path: str) -> None:
 
 def summary_line(p: Plan) -> str:
     s = p.summary
-    return (f"placed {s.placed}/{s.workloads} workloads, {s.gpus_placed}/{s.gpus_requested} GPUs "
+    return (f"placed {s.placed}/{s.workloads} {noun(s.workloads, 'workload')}, "
+            f"{s.gpus_placed}/{s.gpus_requested} {noun(s.gpus_requested, 'GPU')} "
             f"in {s.solve_seconds:.2f}s ({s.status})")

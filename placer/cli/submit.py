@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import sys
+import textwrap
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Callable, List, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Sequence
 
 import typer
 import yaml
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run, warn
-from placer.cli.output import OUTPUT_HELP, Output, emit, emit_documents, parse_output
+from placer.cli.output import OUTPUT_HELP, Output, emit, emit_documents, kind_of_ref, kind_text, parse_output
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, open_ctx
 from placer.model.plan import Unplaced
+from placer.model.words import plural
 from placer.ops.checks import DEFAULT_TIME_LIMIT, dry_run_mode  # the solver's default, as for plan
 from placer.ops.requests import SubmitRequest
 
@@ -66,9 +69,11 @@ def submit(
     if shown is not None and not fmt.tabular:
         raise typer.Exit(run(lambda: show_preview(result, shown, fmt)))
     if fmt.tabular:
-        render(result, shown)
+        render(result, wide=fmt.wide, shown=shown)
     else:
         emit(result.to_dict(), fmt, names=[_name_of(o) for c in result.created for o in c.objects])
+    if result.interrupted:
+        err.print(interrupted_line(result), markup=False, highlight=False)
     raise typer.Exit(result.exit_code if shown is None or shown.ok else 1)
 
 
@@ -80,7 +85,11 @@ def _submit(request: SubmitRequest, opener: Callable[..., Context], gpu: list[st
 
     request.check()                                    # bad numbers and paths fail before the slow parts
     with opener(gpu=gpu_resources(gpu), check=request.check_clusters) as ctx:
-        result = submit_workloads(ctx, request, progress=progress)
+        try:
+            result = submit_workloads(ctx, request, progress=progress)
+        except KeyboardInterrupt:     # while reading and planning (once creating, submit stops cleanly)
+            err.print("interrupted before anything was created: nothing created", markup=False, highlight=False)
+            raise
         return result, (preview(ctx, result, preview_mode) if preview_mode else None)
 
 
@@ -122,53 +131,88 @@ def _progress(message: str) -> None:
     err.print(f"[dim]{escape(message)}[/dim]")
 
 
-def render(result: SubmitResult, shown: Preview | None = None) -> None:
+def render(result: SubmitResult, *, wide: bool = False, shown: Preview | None = None) -> None:
     """The table of what happened to each workload, the warnings, and the counts line;
     `shown`: a server dry run's answers (a workload the server refused says so)."""
-    t = Table(box=None, pad_edge=False)
-    for col in ("WORKLOAD", "KIND", "GPUS", "CLUSTER", "RESULT"):
-        t.add_column(col, no_wrap=col != "RESULT")
-    updated = {u.workload for u in result.updated}
-    refused = shown.refused if shown is not None else {}
-    for row in (*_placement_rows(result, updated, refused), *_updated_rows(result), *_already_rows(result, updated),
-                *_unplaced_rows(result, updated), *_refused_rows(result)):
-        t.add_row(*row)
-    out.print(t)
+    out.print(render_table(result, width=out.width, wide=wide, refused=shown.refused if shown is not None else None))
     plan = result.plan
     for key, why in (plan.overcommitted if plan else {}).items():
         err.print(f"warning: promised {escape(key)} {escape(why)}")
     for name, why in result.unreachable.items():
         err.print(f"warning: {name}: {escape(why)} (left out)")
-    out.print(summary_line(result, updated))
+    out.print(summary_line(result, {u.workload for u in result.updated}))
     if shown is not None:
         _server_answers(shown)
 
 
-Row = tuple[str, str, str, str, str]
+@dataclass(frozen=True)
+class Row:
+    """One workload's line: the short RESULT in its colour, the details (nodes, reasons,
+    errors) on their own indented lines under it, wrapped to the terminal as plan's are."""
+
+    workload: str
+    kind: str
+    gpus: str
+    cluster: str
+    result: str
+    style: str
+    details: tuple[str, ...] = ()
 
 
-def _placement_rows(result: SubmitResult, updated: set[str],
+HEAD = ("WORKLOAD", "KIND", "GPUS", "CLUSTER", "RESULT")
+
+
+def render_table(result: SubmitResult, *, width: int | None = None, wide: bool = False,
+                 refused: Mapping[str, Mapping[str, str]] | None = None) -> Text:
+    """`wide`: also the nodes each placed workload's pods go to; `refused`: per cluster, the
+    objects a server dry run refused (`Kind ns/name` -> why)."""
+    updated = {u.workload for u in result.updated}
+    rows = [*_placement_rows(result, updated, wide, refused), *_updated_rows(result), *_already_rows(result, updated),
+            *_unplaced_rows(result, updated), *_refused_rows(result)]
+    cells = [HEAD] + [(r.workload, r.kind, r.gpus, r.cluster) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(4)]
+    width = max(width or 200, 40)
+    text = Text(no_wrap=False)
+    text.append(_line(HEAD[:4], widths) + "   " + HEAD[4] + "\n", style="bold")
+    for r in rows:
+        text.append(_line((r.workload, r.kind, r.gpus, r.cluster), widths) + "   ")
+        text.append(r.result + "\n", style=r.style)
+        for line in r.details:
+            text.append(textwrap.fill(line, width=width, initial_indent="    ", subsequent_indent="      ",
+                                      break_on_hyphens=False) + "\n", style="dim" if line.startswith("on ") else None)
+    return text
+
+
+def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "   ".join(c.ljust(w) for c, w in zip(cells, widths))
+
+
+def _placement_rows(result: SubmitResult, updated: set[str], wide: bool = False,
                     refused: Mapping[str, Mapping[str, str]] | None = None) -> list[Row]:
-    """Workloads placed by this submit (new ones: those placed before have their own rows);
-    `refused`: per cluster, the objects a server dry run refused (`Kind ns/name` -> why)."""
+    """Workloads placed by this submit (new ones: those placed before have their own rows)."""
     created = {(c.group, c.cluster) for c in result.created}
     failed = {f.group: f for f in result.failed}
     rows = []
     for p in result.plan.placements if result.plan else ():
         if p.ref and str(p.ref) in updated:
             continue
+        details = [f"on {', '.join(sorted(p.nodes))}"] if wide else []
         why = (refused or {}).get(p.cluster, {}).get(f"{p.kind} {p.workload}")
         if result.dry_run and why:
-            status = f"[red]refused by the API server: {escape(why)}[/red]"
+            status, style = "refused by the API server", "red"
+            details.insert(0, why)
         elif result.dry_run:
-            status = "[cyan]would create[/cyan]"
+            status, style = "would create", "cyan"
         elif (p.group, p.cluster) in created:
-            status = "[green]created[/green]"
+            status, style = "created", "green"
+        elif p.group not in failed and result.interrupted:
+            status, style = "not created (interrupted)", "yellow"
         else:
             f = failed.get(p.group)
-            status = f"[red]failed: {escape(f.error) if f else 'not applied'}[/red]"
-        nodes = ", ".join(sorted(p.nodes))
-        rows.append((escape(p.workload), p.kind, str(p.gpus), p.cluster, f"{status} [dim]({escape(nodes)})[/dim]"))
+            status, style = "failed", "red"
+            details.insert(0, f.error if f else "not applied")
+        rows.append(Row(p.workload, kind_text(p.kind, p.ref.group if p.ref else None), str(p.gpus), p.cluster,
+                        status, style, tuple(details)))
     return rows
 
 
@@ -179,29 +223,23 @@ def _updated_rows(result: SubmitResult) -> list[Row]:
     suffix = " (dry run)" if result.dry_run else ""
     rows = []
     for u in result.updated:
-        colour = UPDATE_COLOURS[u.result]
-        text = f"[{colour}]{u.result}{suffix}[/{colour}]"
-        if u.previous:
-            text += f" (from {escape(u.previous)})"
-        if u.why:
-            text += f": {escape(u.why)}"
-        rows.append((escape(_short(u.workload)), u.kind, "-", u.cluster, text))
+        text = u.result + suffix + (f" (from {u.previous})" if u.previous else "")
+        rows.append(Row(_short(u.workload), kind_of_ref(u.kind, u.workload), str(u.gpus), u.cluster, text,
+                        UPDATE_COLOURS[u.result], (u.why,) if u.why else ()))
     return rows
 
 
 def _already_rows(result: SubmitResult, updated: set[str]) -> list[Row]:
     """Placed before, in a group that gained members (so not applied again)."""
-    return [(escape(_short(a.workload)), a.kind, "-", a.cluster,
-             f"[yellow]already placed[/yellow]{' by plan ' + escape(a.plan) if a.plan else ''}")
+    return [Row(_short(a.workload), kind_of_ref(a.kind, a.workload), "-", a.cluster,
+                f"already placed{' by plan ' + a.plan if a.plan else ''}", "yellow")
             for a in result.already if a.workload not in updated]
 
 
 def _unplaced_rows(result: SubmitResult, updated: set[str]) -> list[Row]:
-    rows = []
-    for un in _unplaced(result, updated):
-        reasons = "; ".join(f"{c}: {r.render()}" for c, r in un.reasons.items())
-        rows.append((escape(un.workload), un.kind, str(un.gpus), "-", f"[red]unplaced[/red]: {escape(reasons)}"))
-    return rows
+    return [Row(un.workload, kind_text(un.kind, un.ref.group if un.ref else None), str(un.gpus), "-", "unplaced",
+                "red", tuple(f"{c}: {r.render()}" for c, r in un.reasons.items()))
+            for un in _unplaced(result, updated)]
 
 
 def _unplaced(result: SubmitResult, updated: set[str]) -> list[Unplaced]:
@@ -211,16 +249,33 @@ def _unplaced(result: SubmitResult, updated: set[str]) -> list[Unplaced]:
 
 
 def _refused_rows(result: SubmitResult) -> list[Row]:
-    return [(", ".join(f.workloads), "-", "-", "-", f"[red]refused: {escape(f.error)}[/red]")
+    return [Row(", ".join(f.workloads), "-", "-", "-", "refused", "red", (f.error,))
             for f in result.failed if f.cluster == "-"]
 
 
 def summary_line(result: SubmitResult, updated: set[str]) -> str:
+    """The counts; a `kept` workload (its new version no longer fits where it lives) is
+    counted as kept, not as unplaced: it stays placed and running."""
     head = "dry run, nothing created" if result.dry_run else f"plan {result.plan_id}"
+    if result.interrupted:
+        head += " (interrupted)"
     counts = {r: sum(1 for u in result.updated if u.result == r) for r in UPDATE_COLOURS}
     return (f"{head}: {len(result.created)} created, {counts['configured']} configured, "
-            f"{counts['unchanged']} unchanged, {counts['replaced']} replaced, "
-            f"{len(_unplaced(result, updated)) + counts['kept']} unplaced, {len(result.failed)} failed")
+            f"{counts['unchanged']} unchanged, {counts['replaced']} replaced, {counts['kept']} kept, "
+            f"{len(_unplaced(result, updated))} unplaced, {len(result.failed)} failed")
+
+
+def interrupted_line(result: SubmitResult) -> str:
+    """What a Ctrl-C left: the groups created, those not, and that none is half applied."""
+    placements = result.plan.placements if result.plan else ()
+    created = {c.group for c in result.created}
+    failed = {f.group for f in result.failed}
+    left = {p.group for p in placements} - created - failed
+    line = (f"interrupted: {plural(len(created), 'group')} created, {len(left)} not created"
+            f"{', ' + str(len(failed)) + ' failed' if failed else ''}; nothing is half-applied (the groups in "
+            "flight were finished or removed)")
+    names = [p.workload for p in placements if p.group in left]
+    return line + (f"; not created: {', '.join(names)}" if names else "")
 
 
 def _short(ref_text: str) -> str:

@@ -36,6 +36,7 @@ from placer.daemon.events import FAILED, NORMAL, RESCHEDULED, UNPLACED, WARNING
 from placer.model.fleet import Cluster, Fleet
 from placer.model.names import ANN_MESSAGE, ANN_PHASE, ANN_PIN, PLACED_CLUSTER
 from placer.model.plan import Plan
+from placer.model.words import plural
 from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 from placer.solve import ANN_SELECTOR, solve
 
@@ -160,7 +161,7 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
             found: Any = next((x for x in plan.placements if x.group == gk and x.ref == ref), None)
             nodes = len(found.nodes) if found else 0
             msgs[ref] = f"placed on {cluster} by plan {plan_id}" + (
-                f": {found.pods} pods on {nodes} node{'s' if nodes != 1 else ''}" if found else "")
+                f": {plural(found.pods, 'pod')} on {plural(nodes, 'node')}" if found else "")
         actions.append(Create(cluster, gk, members[gk], msgs,
                               placements=tuple(x for x in plan.placements if x.group == gk)))
     reasons: dict[str, str] = {}

@@ -14,6 +14,7 @@ from placer.daemon.metrics import Metrics
 from placer.daemon.state import Pending, ann_of
 from placer.daemon.workbench import Workbench
 from placer.model.names import ANN_RESCHEDULE
+from placer.model.words import plural
 from placer.model.workload import Phase, Workload, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
@@ -48,7 +49,7 @@ def judge(phase: str, placed_at: float, now: float, after: float | None, running
         return Verdict(False, placed_at + after)
     if running >= pods:
         return Verdict(False)
-    return Verdict(True, None, f"{pods - running} of {pods} pods not running after {after:.0f}s")
+    return Verdict(True, None, f"{pods - running} of {plural(pods, 'pod')} not running after {after:.0f}s")
 
 
 @dataclass(eq=False)

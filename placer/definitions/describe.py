@@ -12,6 +12,7 @@ from placer.definitions.catalog import PLACER_FORMAT, CompiledDefinition
 from placer.definitions.warnings import definition_warnings
 from placer.model.quantity import format_quantity, to_json_number
 from placer.model.topology import TopologyRequest
+from placer.model.words import plural
 from placer.model.workload import Instance, Workload
 
 
@@ -90,7 +91,7 @@ def workload_tree(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
     for inst in w.instances:
         comp = components.get(inst.component) or root.add(f"[cyan]{inst.component}[/]")
         components[inst.component] = comp
-        node = comp.add(f"{inst.instance}: {inst.replicas} x {inst.pods_per_replica} = {inst.pods} pods, "
+        node = comp.add(f"{inst.instance}: {inst.replicas} x {inst.pods_per_replica} = {plural(inst.pods, 'pod')}, "
                         f"per pod {_requests_text(inst.pod.requests)}, gpus={inst.gpus}")
         for pod in (pods_by_component or {}).get(inst.key, ()):
             node.add(f"{pod.get('name')}  node={pod.get('node') or '-'}  {pod.get('phase') or ''}")
@@ -100,9 +101,9 @@ def workload_tree(w: Workload, pods_by_component: Mapping[str, Sequence[Mapping[
             members = ", ".join(f"{c}/{i}:{p}" for c, i, p in g.members)
             window = f" window={g.window}" if g.window is not None else ""
             topology = f" topology: {escape('; '.join(request_text(r) for r in g.topology))}" if g.topology else ""
-            gangs.add(f"{g.name}: minMember={g.min_member} of {g.pods} pods, gpus={g.gpus}{window} "
+            gangs.add(f"{g.name}: minMember={g.min_member} of {plural(g.pods, 'pod')}, gpus={g.gpus}{window} "
                       f"{escape('[' + members + ']')}{topology}")
         peak = w.at_once()
         if peak is not w:
-            root.add(f"[magenta]at once[/]: {peak.pods} pods, gpus={peak.gpus} (the largest startup window)")
+            root.add(f"[magenta]at once[/]: {plural(peak.pods, 'pod')}, gpus={peak.gpus} (the largest startup window)")
     return root

@@ -43,7 +43,35 @@ _NATIVE = {"cpu", "memory", "pods", "ephemeral-storage"}
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+# GPU resource names as device plugins advertise them. A name one or two edits away from one
+# of these (`nvidia.com/gpus`, `nvidia.com/GPU`, `nvidia.con/gpu`) is a typo that would count
+# no GPUs at all; other extended resources (MIG slices, `nvidia.com/gpu.shared`, RDMA) are
+# legitimate and far from these.
+KNOWN_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe", "habana.ai/gaudi")
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
+def _gpu_typo(name: str) -> str | None:
+    """The known GPU resource name `name` is a near miss of, if any."""
+    if name in KNOWN_GPU_RESOURCES:
+        return None
+    return next((k for k in KNOWN_GPU_RESOURCES if _edits(name.lower(), k) <= 2), None)
+
+
 def _resource_name(name: str) -> str:
+    meant = _gpu_typo(name)
+    if meant:
+        raise ValueError(f"unknown resource {name!r}: did you mean {meant}? (a near miss of a GPU resource "
+                         "name would count no GPUs)")
     if name in _NATIVE or name.startswith("hugepages-") or "/" in name:
         return name
     raise ValueError(f"unknown resource {name!r}: use cpu, memory, pods, ephemeral-storage, "

@@ -7,18 +7,25 @@ In order, the first that applies:
 3. `./clusters.yaml`;
 4. the kubeconfig's contexts, as kubectl takes them: the current context by default,
    `--context NAME` (repeatable) for those, `--all-contexts` for every one;
-5. only when there is no kubeconfig at all: the bundled example fleet (simulated), which
-   the caller must announce on stderr (`Targets.notice`).
+5. only when there is no kubeconfig at all (neither `--kubeconfig` nor `$KUBECONFIG` given,
+   and no ~/.kube/config): the bundled example fleet (simulated), which the caller must
+   announce on stderr (`Targets.notice`).
 
 With a clusters file, `--context` keeps the entries naming those contexts (or clusters).
+
+No silent fallback: a kubeconfig that is asked for (`--kubeconfig`, `$KUBECONFIG`, each
+file of a `:`-separated list) but missing or unreadable, and a clusters file naming a
+context (its hub's or a cluster's) that the kubeconfig lacks, are bad input (`InputError`,
+exit 2) before anything is read from a cluster. A cluster that does not answer is an
+outage, reported per cluster by the command, not here.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from placer.inputs.clusters_file import (
     DEFAULT_NAME,
@@ -33,6 +40,9 @@ from placer.inputs.clusters_file import (
 )
 from placer.model.errors import InputError
 
+if TYPE_CHECKING:                 # the client loads only when a kubeconfig is read
+    from placer.kube import KubeConfig
+
 FROM_FILE, FROM_KUBECONFIG, FROM_EXAMPLE = "file", "kubeconfig", "example"
 
 
@@ -44,6 +54,8 @@ class Targets:
     description: str                  # e.g. "./clusters.yaml", "kubeconfig context kind-east"
     source: str                       # file | kubeconfig | example
     notice: str | None = None         # said on stderr (the bundled fleet is never used silently)
+    # the kubeconfig read to check the clusters file's contexts (handed on: read once per command)
+    kubeconfig: KubeConfig | None = field(default=None, compare=False)
 
     @property
     def clusters(self) -> list[ClusterEntry]:
@@ -70,7 +82,7 @@ def resolve_clusters(clusters: str | None = None, *, kubeconfig: str | None = No
         file = read_clusters_file(path)
         if contexts:
             file = _select(file, contexts, description)
-        return Targets(file, description, FROM_FILE)
+        return Targets(file, description, FROM_FILE, kubeconfig=_check_contexts(file, path, kubeconfig))
     found = _kubeconfig_contexts(kubeconfig)
     if found is None:
         if contexts or all_contexts:        # asked for contexts: the example fleet would ignore the request
@@ -119,20 +131,39 @@ def _select(file: ClustersFile, contexts: Sequence[str], description: str) -> Cl
     return ClustersFile.model_construct(hub=file.hub, clusters=chosen)
 
 
-def _kubeconfig_contexts(kubeconfig: str | None) -> tuple[list[str], str | None] | None:
-    """(contexts, current), or None when there is no kubeconfig at all. A kubeconfig asked
-    for with --kubeconfig must be readable; one that exists but is broken is an error too."""
-    from placer.kube import kubeconfig_paths, list_contexts  # the client loads only when a kubeconfig is read
-
-    if not kubeconfig:
-        paths = [os.path.expanduser(p) for p in kubeconfig_paths(None).split(os.pathsep) if p]
-        if not any(os.path.isfile(p) for p in paths):
-            return None
-    names, current = list_contexts(kubeconfig)
-    if not names and not kubeconfig:
+def _check_contexts(file: ClustersFile, path: str, kubeconfig: str | None) -> KubeConfig | None:
+    """The kubeconfig, read when the clusters file names contexts (its hub's, its live
+    clusters'); each of them must be there. None when the file is all simulated."""
+    named = ([("hub.context", file.hub.context)] if file.hub else []) + \
+        [(f"clusters[{i}].context", c.context) for i, c in enumerate(file.clusters) if c.context]
+    if not named:
         return None
+    from placer.kube import KubeConfig  # the client loads only when a kubeconfig is read
+
+    try:
+        config = KubeConfig(kubeconfig)
+    except InputError as e:
+        field, context = named[0]
+        raise InputError(f"{field} {context}: {e}", source=path) from None
+    known, _ = config.contexts()
+    for field, context in named:
+        if context not in known:
+            raise InputError(f"{field}: context {context!r} is not in the kubeconfig {config.path} "
+                             f"(known: {', '.join(known) or 'none'})", source=path)
+    return config
+
+
+def _kubeconfig_contexts(kubeconfig: str | None) -> tuple[list[str], str | None] | None:
+    """(contexts, current), or None when there is no kubeconfig at all (none given, no
+    ~/.kube/config). A kubeconfig given (`--kubeconfig`, `$KUBECONFIG`) must be readable,
+    every file of it; one that exists but is broken is an error too."""
+    from placer.kube import kubeconfig_exists, kubeconfig_paths, list_contexts  # loaded only when read
+
+    if not kubeconfig_exists(kubeconfig):
+        return None
+    names, current = list_contexts(kubeconfig)
     if not names:
-        raise InputError("the kubeconfig has no contexts", source=kubeconfig)
+        raise InputError("the kubeconfig has no contexts", source=kubeconfig_paths(kubeconfig))
     return names, current
 
 

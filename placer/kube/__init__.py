@@ -23,7 +23,7 @@ policy is composed of), `discovery`, `client` (one cluster: the verbs), `watch`,
 
 from placer.kube.client import DEFAULT_PAGE, KubeClient
 from placer.kube.concurrency import run_concurrently
-from placer.kube.config import KubeConfig, kubeconfig_paths, list_contexts
+from placer.kube.config import KubeConfig, kubeconfig_exists, kubeconfig_paths, list_contexts
 from placer.kube.contexts import Kube
 from placer.kube.discovery import Discovery
 from placer.kube.request import Request
@@ -34,5 +34,5 @@ from placer.kube.transport import APPLY_PATCH, FIELD_MANAGER, MERGE_PATCH, NO_RE
 __all__ = [
     "APPLY_PATCH", "DEFAULT_PAGE", "Discovery", "FIELD_MANAGER", "MERGE_PATCH", "NO_RETRY", "Kube", "KubeClient",
     "KubeConfig", "ObjectList", "Request", "Resource", "RetryPolicy", "Stats", "Transport", "WatchEvent",
-    "kubeconfig_paths", "list_contexts", "run_concurrently", "status_error",
+    "kubeconfig_exists", "kubeconfig_paths", "list_contexts", "run_concurrently", "status_error",
 ]

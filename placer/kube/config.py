@@ -19,6 +19,41 @@ def kubeconfig_paths(kubeconfig: str | None = None) -> str:
     return kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
 
 
+def kubeconfig_origin(kubeconfig: str | None = None) -> str:
+    """Where the kubeconfig location came from, as the user wrote it: `--kubeconfig`,
+    `$KUBECONFIG`, or the default `~/.kube/config`."""
+    if kubeconfig:
+        return "--kubeconfig"
+    return "$KUBECONFIG" if os.environ.get("KUBECONFIG") else "default"
+
+
+def kubeconfig_exists(kubeconfig: str | None = None) -> bool:
+    """Whether a kubeconfig is asked for at all: `--kubeconfig` or `$KUBECONFIG` given (even
+    naming a file that is missing: that is an error, never "no kubeconfig"), or the default
+    ~/.kube/config present."""
+    return kubeconfig_origin(kubeconfig) != "default" or os.path.exists(kubeconfig_paths(None))
+
+
+def check_files(kubeconfig: str | None = None) -> None:
+    """Every file of the kubeconfig location exists and is readable; the first that is not
+    is bad input naming it and where it came from. Stricter than kubectl, which skips a
+    missing file in `$KUBECONFIG`: a typo there must not leave a context silently unknown."""
+    origin = kubeconfig_origin(kubeconfig)
+    paths = [p for p in kubeconfig_paths(kubeconfig).split(os.pathsep) if p]
+    if not paths:
+        raise InputError(f"kubeconfig: {origin} names no file")
+    for path in paths:
+        since = "" if origin == "default" else f" (from {origin})"
+        try:
+            with open(os.path.expanduser(path), "rb"):
+                pass
+        except IsADirectoryError:
+            raise InputError(f"cannot read kubeconfig: is a directory, not a file{since}", source=path) from None
+        except OSError as e:
+            why = (e.strerror or str(e)).lower()
+            raise InputError(f"cannot read kubeconfig: {why}{since}", source=path) from None
+
+
 def list_contexts(kubeconfig: str | None = None) -> tuple[list[str], str | None]:
     """All context names and the current one."""
     return KubeConfig(kubeconfig).contexts()
@@ -30,6 +65,8 @@ class KubeConfig:
 
     def __init__(self, kubeconfig: str | None = None):
         self.path = kubeconfig_paths(kubeconfig)
+        self.origin = kubeconfig_origin(kubeconfig)
+        check_files(kubeconfig)
         try:
             self._merged = k8s_kube_config.KubeConfigMerger(self.path)
             if self._merged.config is None:

@@ -26,8 +26,9 @@ class Kube:
     def __init__(self, kubeconfig: str | None = None, *, timeout: float = 30.0,
                  connect_timeout: float = 5.0, retry: RetryPolicy = RetryPolicy(),
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
-                 max_workers: int = 16):
+                 max_workers: int = 16, config: KubeConfig | None = None):
         self.kubeconfig = kubeconfig_paths(kubeconfig)
+        self._given = kubeconfig                # None: $KUBECONFIG or the default, as errors say
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.retry = retry
@@ -36,14 +37,14 @@ class Kube:
         self.max_workers = max_workers
         self.stats = Stats()
         self._clients: dict[str | None, KubeClient] = {}
-        self._config: KubeConfig | None = None
+        self._config: KubeConfig | None = config if config is not None and config.path == self.kubeconfig else None
         self._lock = threading.Lock()
 
     @property
     def config(self) -> KubeConfig:
         with self._lock:
             if self._config is None:
-                self._config = KubeConfig(self.kubeconfig)
+                self._config = KubeConfig(self._given)
             return self._config
 
     def contexts(self) -> tuple[list[str], str | None]:

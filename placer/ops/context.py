@@ -85,7 +85,8 @@ def open_context(scope: Scope, *, warn: Say = _quiet, notice: Say | None = None,
 
 def context_for(targets: Targets, scope: Scope, *, warn: Say = _quiet) -> Context:
     """The Context of clusters already resolved."""
-    kube = Kube(scope.kubeconfig)              # reads the kubeconfig only when a client is asked for
+    # reads the kubeconfig only when a client is asked for (or takes the one read to check the contexts)
+    kube = Kube(scope.kubeconfig, config=targets.kubeconfig)
     try:
         catalog = with_fleet_definitions(load_catalog(scope.catalog_dirs), kube,
                                          [e.context for e in targets.live], warn)

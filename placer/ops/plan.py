@@ -19,6 +19,7 @@ from placer.inputs.priority import read_classes
 from placer.inputs.targets import Targets
 from placer.model.errors import InputError
 from placer.model.plan import Plan
+from placer.model.words import plural
 from placer.model.workload import PlacementGroup
 from placer.ops.checks import DEFAULT_TIME_LIMIT, check_number
 from placer.ops.context import Context, Scope, open_context
@@ -146,7 +147,7 @@ def cluster_priority_classes(ctx: Context):
 
 def _fleet(ctx: Context, hooks: Hooks) -> FleetView:
     if hooks.progress:
-        hooks.progress(f"inventorying {len(ctx.entries)} clusters")
+        hooks.progress(f"inventorying {plural(len(ctx.entries), 'cluster')}")
     view = read_fleet(ctx.entries, ctx.kube, ctx.catalog, gpu_resources=ctx.gpu_resources)
     for c in view.fleet.clusters:
         if c.error:                                # said even when everything fits elsewhere

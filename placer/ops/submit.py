@@ -14,6 +14,7 @@ taken out, and if it no longer fits there nothing changes, unless `replace` move
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Iterable, Mapping, Sequence
@@ -43,6 +44,7 @@ from placer.model.topology import TopologyChoice
 from placer.model.workload import PlacementGroup, WorkloadRef
 from placer.ops.context import Context, Say
 from placer.ops.delete import remove_objects
+from placer.ops.interrupt import uninterrupted
 from placer.ops.requests import SubmitRequest, check_cluster  # noqa: F401 (re-exported)
 from placer.solve import solve
 
@@ -76,6 +78,7 @@ class Updated:
     result: str
     previous: str | None = None
     why: str = ""
+    gpus: int = 0                    # what the new version asks for
 
 
 @dataclass(frozen=True)
@@ -101,9 +104,12 @@ class SubmitResult:
     reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     updated: tuple[Updated, ...] = ()
     groups: tuple[PlacementGroup, ...] = ()           # on a dry run: what was planned (for previews)
+    interrupted: bool = False                         # Ctrl-C: stopped after the groups in flight
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
         if self.failed:
             return 1
         if self.plan is not None and self.plan.unplaced:
@@ -113,6 +119,7 @@ class SubmitResult:
     def to_dict(self) -> dict[str, Any]:
         plan = self.plan.to_dict() if self.plan else {"placements": [], "unplaced": [], "summary": {}}
         created = {(c.group, c.cluster) for c in self.created}
+        failed = {f.group for f in self.failed}
         updated = {u.workload: u for u in self.updated}
         placements = []
         for p in plan["placements"]:
@@ -123,13 +130,17 @@ class SubmitResult:
                 status = u.result if not self.dry_run else f"{u.result} (dry run)"
             elif self.dry_run:
                 status = "planned"
+            elif (p["group"], p["cluster"]) in created:
+                status = "created"
             else:
-                status = "created" if (p["group"], p["cluster"]) in created else "failed"
+                status = "failed" if not self.interrupted or p["group"] in failed else "interrupted"
             placements.append({**p, "status": status})
-        return {"planId": self.plan_id, "dryRun": self.dry_run, "placements": placements,
+        return {"planId": self.plan_id, "dryRun": self.dry_run, "interrupted": self.interrupted,
+                "placements": placements,
                 "alreadyPlaced": [{"workload": a.workload, "kind": a.kind, "cluster": a.cluster,
                                    "plan": a.plan} for a in self.already],
                 "updated": [{"workload": u.workload, "kind": u.kind, "cluster": u.cluster, "result": u.result,
+                             "gpus": u.gpus,
                              **({"previous": u.previous} if u.previous else {}),
                              **({"why": u.why} if u.why else {})} for u in self.updated],
                 "unplaced": plan["unplaced"],
@@ -225,13 +236,17 @@ def submit(ctx: Context, request: SubmitRequest, *, progress: Say | None = None)
     if request.dry_run:
         return SubmitResult(plan_id, True, plan, failed=tuple(refused), updated=tuple(updates),
                             groups=tuple(planning), **result)
-    created, failed = apply_plan(ctx, plan, pending, plan_id) if plan else ([], [])
-    done, failed_updates = _apply_updates(ctx, apply_now, move, plan_id,
-                                          choices_by_workload(plan.placements) if plan else {})
+
+    def act(stop: threading.Event) -> tuple[list[Created], list[Failed], list[Updated], list[Failed]]:
+        created, failed = apply_plan(ctx, plan, pending, plan_id, stop=stop) if plan else ([], [])
+        done, failed_updates = _apply_updates(ctx, apply_now, move, plan_id,
+                                              choices_by_workload(plan.placements) if plan else {}, stop=stop)
+        return created, failed, done, failed_updates
+    (created, failed, done, failed_updates), interrupted = uninterrupted(act)
     done_refs = {u.workload for u in done}
     updates = [u for u in updates if u.workload not in done_refs and u.result in (KEPT, UNCHANGED)] + done
     return SubmitResult(plan_id, False, plan, tuple(created), failed=tuple(refused + failed + failed_updates),
-                        updated=tuple(updates), **result)
+                        updated=tuple(updates), interrupted=interrupted, **result)
 
 
 def _load(ctx: Context, request: SubmitRequest) -> list[PlacementGroup]:
@@ -299,31 +314,36 @@ def _decide(placed_groups: Sequence[_PlacedGroup], plan: Plan | None, replace: b
             if pg.changed or pg.group.companions:       # companions: the apply itself tells
                 apply_now.append(pg)
             result = CONFIGURED if pg.changed else UNCHANGED
-            updates += [Updated(str(w.ref), w.kind, pg.cluster, result) for w in ws]
+            updates += [Updated(str(w.ref), w.kind, pg.cluster, result, gpus=w.gpus) for w in ws]
             continue
         where = plan.placement(ws[0].ref) if plan else None
         if where is not None and where.cluster == pg.cluster:
             apply_now.append(pg)
-            updates += [Updated(str(w.ref), w.kind, pg.cluster, CONFIGURED) for w in ws]
+            updates += [Updated(str(w.ref), w.kind, pg.cluster, CONFIGURED, gpus=w.gpus) for w in ws]
         elif where is not None:
             move.append((pg, where.cluster))
-            updates += [Updated(str(w.ref), w.kind, where.cluster, REPLACED, previous=pg.cluster) for w in ws]
+            updates += [Updated(str(w.ref), w.kind, where.cluster, REPLACED, previous=pg.cluster, gpus=w.gpus)
+                        for w in ws]
         else:
             entry = plan.unplaced_entry(ws[0].ref) if plan else None
             reason = entry.reasons.get(pg.cluster) if entry else None
             why = f"the new version no longer fits on {pg.cluster}" + (f": {reason.render()}" if reason else "")
             why += "; nothing changed" + ("" if replace else " (pass --replace to move it)")
-            updates += [Updated(str(w.ref), w.kind, pg.cluster, KEPT, why=why) for w in ws]
+            updates += [Updated(str(w.ref), w.kind, pg.cluster, KEPT, why=why, gpus=w.gpus) for w in ws]
     return updates, apply_now, move
 
 
 def _apply_updates(ctx: Context, apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_PlacedGroup, str]],
-                   plan_id: str, chosen: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None
-                   ) -> tuple[list[Updated], list[Failed]]:
-    """Server-side apply of new versions where they live; moves: delete there, create anew."""
+                   plan_id: str, chosen: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None,
+                   stop: threading.Event | None = None) -> tuple[list[Updated], list[Failed]]:
+    """Server-side apply of new versions where they live; moves: delete there, create anew.
+    `stop` set: no further group is started."""
     by_name, kube = _by_name(ctx), ctx.kube
     done, failed = [], []
+    stopped = stop.is_set if stop is not None else (lambda: False)
     for pg in apply_now:
+        if stopped():
+            break
         try:
             applied = A.apply_group(A.client_for(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key,
                                     pod_security=A.handoff_of(by_name[pg.cluster]).pod_security)
@@ -335,8 +355,10 @@ def _apply_updates(ctx: Context, apply_now: Sequence[_PlacedGroup], move: Sequen
                             {(w.kind, w.namespace, w.name) for w in pg.group.workloads})
         for w in pg.group.workloads:
             result = CONFIGURED if (w.kind, w.namespace, w.name) in changed or any_companion else UNCHANGED
-            done.append(Updated(str(w.ref), w.kind, pg.cluster, result))
+            done.append(Updated(str(w.ref), w.kind, pg.cluster, result, gpus=w.gpus))
     for pg, target in move:
+        if stopped():
+            break
         try:
             remove_objects(A.client_for(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key)
             ensure_brought(A.client_for(kube, by_name[target]), pg.group)
@@ -348,14 +370,15 @@ def _apply_updates(ctx: Context, apply_now: Sequence[_PlacedGroup], move: Sequen
             failed.append(Failed(pg.group.key, target, _workloads(pg.group),
                                  f"moving from {pg.cluster}: {e}"))
             continue
-        done += [Updated(str(w.ref), w.kind, target, REPLACED, previous=pg.cluster) for w in pg.group.workloads]
+        done += [Updated(str(w.ref), w.kind, target, REPLACED, previous=pg.cluster, gpus=w.gpus)
+                 for w in pg.group.workloads]
     return done, failed
 
 
-def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_id: str
-               ) -> tuple[list[Created], list[Failed]]:
+def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_id: str,
+               stop: threading.Event | None = None) -> tuple[list[Created], list[Failed]]:
     """Create every placed group on its cluster: clusters concurrently, groups of one
-    cluster in plan order, each all or nothing."""
+    cluster in plan order, each all or nothing; `stop` set: no further group is started."""
     by_key = {g.key: g for g in groups}
     by_name, kube = _by_name(ctx), ctx.kube
     placements: dict[str, list[Placement]] = {}
@@ -370,6 +393,8 @@ def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_
         except PlacerError as e:
             return [], [Failed(k, cluster, _workloads(by_key[k]), str(e)) for k in keys]
         for key in keys:
+            if stop is not None and stop.is_set():
+                break
             g = by_key[key]
             try:
                 ensure_brought(client, g)

@@ -62,6 +62,7 @@ def fewest(kinds: Sequence[Kind], room: Mapping[str, Mapping[str, int]], unlimit
     s.parameters.num_workers = 1
     s.parameters.random_seed = 0
     s.parameters.max_deterministic_time = effort
+    s.parameters.catch_sigint_signal = False    # Ctrl-C is the caller's (see stages._search_parameters)
     status = s.solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

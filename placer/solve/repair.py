@@ -130,6 +130,7 @@ def _pack_solve(m, deadline: float | None):
     params.num_workers = 1
     params.random_seed = 0
     params.max_deterministic_time = PACK_EFFORT
+    params.catch_sigint_signal = False  # Ctrl-C is the caller's (see stages._search_parameters)
     if deadline is not None:
         params.max_time_in_seconds = max(0.01, deadline - time.monotonic())
     solver = cmh.SolveWrapper()

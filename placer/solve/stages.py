@@ -256,3 +256,6 @@ def _search_parameters(p, workers: int, seed: int, effort: float, wall: float) -
     p.random_seed = seed
     p.max_deterministic_time = max(0.01, effort)
     p.max_time_in_seconds = max(0.05, wall)
+    # Ctrl-C is the caller's: CP-SAT's default handler took it to end the search early (submit
+    # then went on to create) and stayed installed after (the next Ctrl-C killed placer mid-request)
+    p.catch_sigint_signal = False

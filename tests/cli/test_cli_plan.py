@@ -49,7 +49,8 @@ spec:
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)            # no ./clusters.yaml: the bundled fleet
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))   # and no kubeconfig
+    monkeypatch.delenv("KUBECONFIG", raising=False)   # and no kubeconfig
+    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
 
 
 def plan(*args):

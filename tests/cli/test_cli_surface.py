@@ -41,7 +41,8 @@ def job(name: str, gpus: int = 1, ns: str | None = None) -> str:
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)            # no ./clusters.yaml: the bundled fleet
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)   # no kubeconfig at all
+    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
 
 
 def invoke(*args):

@@ -265,8 +265,12 @@ def test_cli_bad_input_exits_2(tmp_path):
 
     no_hub = tmp_path / "clusters.yaml"
     no_hub.write_text("clusters:\n- {name: east, context: east}\n")
+    kubeconfig = tmp_path / "kubeconfig"            # the context is there: the file's own fault is what is said
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+                          "users: [{name: u, user: {}}]\ncontexts: [{name: east, context: {cluster: c, user: u}}]\n"
+                          "current-context: east\n")
     runner = CliRunner()
-    r = runner.invoke(app, ["daemon", "--clusters", str(no_hub)])
+    r = runner.invoke(app, ["daemon", "--clusters", str(no_hub), "--kubeconfig", str(kubeconfig)])
     assert r.exit_code == 2 and "no `hub:` section" in r.output
     r = runner.invoke(app, ["daemon", "--clusters", str(no_hub), "--reschedule-after", "soon"])
     assert r.exit_code == 2 and "--reschedule-after" in r.output

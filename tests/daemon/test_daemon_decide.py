@@ -31,7 +31,7 @@ def test_a_pending_group_is_created_where_it_fits_and_the_rest_say_why_not():
     assert u.ref == a.ref and u.reason.startswith("unplaced: ") and "east: " in u.reason and "west: " in u.reason
     create_b = next(x for x in d.creates if x.group == "ml/b")
     assert create_b.members == (b.ref,)
-    assert create_b.messages[b.ref] == "placed on west by plan p1: 1 pods on 1 node"
+    assert create_b.messages[b.ref] == "placed on west by plan p1: 1 pod on 1 node"
 
 
 def test_a_cluster_that_refused_a_workload_is_left_out_for_it():

@@ -38,7 +38,8 @@ spec:
 def test_job_and_deployment_sharing_a_name_both_place(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))       # no kubeconfig: the bundled fleet
+    monkeypatch.delenv("KUBECONFIG", raising=False)       # no kubeconfig: the bundled fleet
+    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
     (tmp_path / "train.yaml").write_text(JOB_AND_DEPLOYMENT)
     r = runner.invoke(app, ["plan", "-f", "train.yaml", "-o", "json", "--time-limit", "3"])
     assert r.exit_code == 0, r.output

@@ -71,11 +71,19 @@ def test_bad_files_name_the_field(path, value, message):
 def test_lookup_order(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)   # no kubeconfig at all
+    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
     bundled = resolve_clusters(None)
     assert bundled.description.startswith("the bundled example fleet")
     assert bundled.clusters and all(not c.live for c in bundled.clusters)
     assert bundled.hub is None
+    # the file's live contexts must be in the kubeconfig (a wrong one is bad input, tests/cli/test_bad_config.py)
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": n, "context": {"cluster": "c", "user": "u"}} for n in ("hub", "kind-east")],
+        "current-context": "hub"}))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     (tmp_path / "clusters.yaml").write_text(yaml.safe_dump(GOOD))
     assert resolve_clusters(None).description == "./clusters.yaml"
     other = tmp_path / "other.yaml"

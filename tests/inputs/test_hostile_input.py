@@ -49,7 +49,8 @@ def alias_bomb() -> str:
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))   # the bundled fleet, on any machine
+    monkeypatch.delenv("KUBECONFIG", raising=False)   # the bundled fleet, on any machine
+    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
 
 
 def one_line_exit_2(result, *expected: str) -> str:

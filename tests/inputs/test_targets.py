@@ -31,7 +31,8 @@ spec:
 def isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)   # no kubeconfig at all
+    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
     (tmp_path / "job.yaml").write_text(JOB)
     return tmp_path
 

@@ -435,7 +435,8 @@ runner = CliRunner()
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)   # no kubeconfig at all
+    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
 
 
 TIGHT = str(ROOT / "tests" / "fleets" / "tight.yaml")
