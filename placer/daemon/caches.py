@@ -76,6 +76,7 @@ class ClusterCache:
     nodes: Informer = field(init=False)
     pods: Informer = field(init=False)
     runtime_classes: Informer | None = field(init=False, default=None)
+    priority_classes: Informer | None = field(init=False, default=None)
     copies: dict[GVK, Informer] = field(init=False, default_factory=dict)
     failure: str | None = None                # set by the executor after a refused connection...
     failure_until: float = 0.0                # ...until then (monotonic seconds)
@@ -97,12 +98,17 @@ class ClusterCache:
         self.nodes.on_recover = self.pods.on_recover = self.on_capacity      # back: plan on it again
         for gvk, res in self.kinds.items():
             self.copies[gvk] = self._informer(res, A.MANAGED_SELECTOR, self._on_copy, gvk=gvk)
+        # not served, not readable or not reachable now: overhead not counted, classes not checked
+        self.runtime_classes = self._optional("node.k8s.io/v1", "RuntimeClass")
+        self.priority_classes = self._optional("scheduling.k8s.io/v1", "PriorityClass")
+
+    def _optional(self, api_version: str, kind: str) -> Informer | None:
         try:
-            rc = self.client.resource_for("node.k8s.io/v1", "RuntimeClass")
-            self.runtime_classes = self._informer(rc, None, lambda *_: self.on_capacity())
-            self.runtime_classes.optional = True
+            inf = self._informer(self.client.resource_for(api_version, kind), None, lambda *_: self.on_capacity())
         except PlacerError:
-            self.runtime_classes = None       # not served or not reachable now: overhead not counted
+            return None
+        inf.optional = True
+        return inf
 
     def _informer(self, res: Resource, selector: str | None, handler, *, transform=None,
                   gvk: GVK | None = None) -> Informer:
@@ -112,7 +118,7 @@ class ClusterCache:
 
     def informers(self) -> list[Informer]:
         out = [self.nodes, self.pods, *self.copies.values()]
-        return out + ([self.runtime_classes] if self.runtime_classes else [])
+        return out + [i for i in (self.runtime_classes, self.priority_classes) if i is not None]
 
     def start(self) -> None:
         for inf in self.informers():
@@ -231,8 +237,11 @@ class ClusterCache:
         if self.runtime_classes is not None and self.runtime_classes.synced.is_set():
             classes = {rc.name: rc for rc in map(runtime_class_from_object, self.runtime_classes.items())}
         serves = frozenset(kind_key(*gvk) for gvk in self.kinds) if self.kinds_known else None
-        return Cluster(self.name, dict(self.labels), nodes, context=self.context,
-                       runtime_classes=classes, topology=self.topology, serves=serves)
+        pcs = self.priority_classes
+        priority = frozenset(o["metadata"]["name"] for o in pcs.items()) \
+            if pcs is not None and pcs.synced.is_set() else None
+        return Cluster(self.name, dict(self.labels), nodes, context=self.context, runtime_classes=classes,
+                       topology=self.topology, serves=serves, priority_classes=priority)
 
     def copy(self, gvk: GVK, namespace: str, name: str) -> dict | None:
         inf = self.copies.get(gvk)

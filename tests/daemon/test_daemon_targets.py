@@ -3,7 +3,7 @@ item 3), judged by the test API servers, each serving only the CRDs installed on
 from __future__ import annotations
 
 from placer import daemon as D
-from tests.daemon.daemon_helpers import Env, gpu_nodes, jobset, wait_for
+from tests.daemon.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
 from tests.kubeapi.builders import catalog_crds
 
 
@@ -31,3 +31,26 @@ def test_a_staged_jobset_goes_to_the_target_that_serves_jobset(make_fleet, caplo
         assert "alpha: does not serve JobSet (jobset.x-k8s.io/v1alpha2); install its operator there" in msg, msg
     finally:
         env.stop()
+
+
+def _deployment(name: str, priority_class: str) -> dict:
+    pod = {"priorityClassName": priority_class, "containers": [{"name": "s", "image": "s:1", "resources": {
+        "requests": {"cpu": "1", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": STAGING},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod}}}
+
+
+def test_a_staged_deployment_goes_where_its_priority_class_exists(env):
+    # the hub defines prod-high (so its priority is known); only beta has it among the targets
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "prod-high"},
+          "value": 1000}
+    env.fleet["hub"].seed([pc])
+    env.fleet["beta"].seed([pc])
+    d = env.daemon()
+    wait_for(lambda: all(getattr(c, "priority_classes", None) is None or c.priority_classes.synced.is_set()
+                         for c in d.caches.values()), what="target PriorityClasses listed")
+    embed = _deployment("embed", "prod-high")
+    env.create(embed)
+    wait_for(lambda: env.annotations(embed).get(D.PLACED_CLUSTER) == "beta", what="placed on beta")
+    assert env.fleet["alpha"].objects("apps/v1", "Deployment", STAGING) == []
