@@ -118,6 +118,10 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None, expla
         for line in topology_lines(pl.topology):
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
                                       subsequent_indent="      ", break_on_hyphens=False) + "\n", style="cyan")
+        if pl.creates:
+            line = f"submit creates {', '.join(pl.creates)} on {pl.cluster} first"
+            text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
+                                      subsequent_indent="      ", break_on_hyphens=False) + "\n", style="dim")
     for u, row in zip(p.unplaced, rows[len(p.placements):]):
         text.append(_line(row[:3], widths) + "   ")
         text.append(row[3], style="red")

@@ -6,7 +6,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Sequence
 
 import typer
 import yaml
@@ -62,17 +62,19 @@ def submit(
     request = SubmitRequest(tuple(files), dry_run=mode is not None, cluster=cluster, time_limit=time_limit,
                             skip_unreachable=skip_unreachable, replace=replace, namespace=namespace)
     opener = partial(open_ctx, clusters_file, kubeconfig, context, all_contexts, catalog)
-    result, shown = run(lambda: _submit(request, opener, gpu, mode if not fmt.tabular else None,
+    # a server dry run asks the API servers whatever the output (the table shows their answers)
+    preview_mode = mode if not fmt.tabular or mode == "server" else None
+    result, shown = run(lambda: _submit(request, opener, gpu, preview_mode,
                                         _progress if fmt.tabular and sys.stderr.isatty() else None))
-    if shown is not None:
+    if shown is not None and not fmt.tabular:
         raise typer.Exit(run(lambda: show_preview(result, shown, fmt)))
     if fmt.tabular:
-        render(result, wide=fmt.wide)
+        render(result, wide=fmt.wide, shown=shown)
     else:
         emit(result.to_dict(), fmt, names=[_name_of(o) for c in result.created for o in c.objects])
     if result.interrupted:
         err.print(interrupted_line(result), markup=False, highlight=False)
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(result.exit_code if shown is None or shown.ok else 1)
 
 
 def _submit(request: SubmitRequest, opener: Callable[..., Context], gpu: list[str], preview_mode: str | None,
@@ -103,15 +105,20 @@ def show_preview(result: SubmitResult, shown: Preview, fmt: Output) -> int:
         emit({**result.to_dict(), "objects": {c: list(objs) for c, objs in shown.objects.items()}}, fmt)
     else:
         emit_documents([o for objs in shown.objects.values() for o in objs], fmt)
+    _server_answers(shown)
+    for u in result.plan.unplaced if result.plan else ():
+        first = next(iter(u.reasons.items()), None)
+        warn(f"{u.workload} unplaced" + (f": {first[0]}: {first[1].render()}" if first else ""))
+    return 1 if not shown.ok else result.exit_code
+
+
+def _server_answers(shown: Preview) -> None:
+    """On stderr: the clusters a server dry run could not ask, and every object refused."""
     for cluster, why in shown.not_validated.items():
         warn(f"{cluster}: {why}; objects not validated")
     for cluster, refused in shown.refused.items():
         for ref, why in refused.items():
             err.print(f"error: {cluster}: {ref}: {why}", markup=False, highlight=False)
-    for u in result.plan.unplaced if result.plan else ():
-        first = next(iter(u.reasons.items()), None)
-        warn(f"{u.workload} unplaced" + (f": {first[0]}: {first[1].render()}" if first else ""))
-    return 1 if not shown.ok else result.exit_code
 
 
 def _name_of(ref: str) -> str:
@@ -124,15 +131,18 @@ def _progress(message: str) -> None:
     err.print(f"[dim]{escape(message)}[/dim]")
 
 
-def render(result: SubmitResult, *, wide: bool = False) -> None:
-    """The table of what happened to each workload, the warnings, and the counts line."""
-    out.print(render_table(result, width=out.width, wide=wide))
+def render(result: SubmitResult, *, wide: bool = False, shown: Preview | None = None) -> None:
+    """The table of what happened to each workload, the warnings, and the counts line;
+    `shown`: a server dry run's answers (a workload the server refused says so)."""
+    out.print(render_table(result, width=out.width, wide=wide, refused=shown.refused if shown is not None else None))
     plan = result.plan
     for key, why in (plan.overcommitted if plan else {}).items():
         err.print(f"warning: promised {escape(key)} {escape(why)}")
     for name, why in result.unreachable.items():
         err.print(f"warning: {name}: {escape(why)} (left out)")
     out.print(summary_line(result, {u.workload for u in result.updated}))
+    if shown is not None:
+        _server_answers(shown)
 
 
 @dataclass(frozen=True)
@@ -152,10 +162,12 @@ class Row:
 HEAD = ("WORKLOAD", "KIND", "GPUS", "CLUSTER", "RESULT")
 
 
-def render_table(result: SubmitResult, *, width: int | None = None, wide: bool = False) -> Text:
-    """`wide`: also the nodes each placed workload's pods go to."""
+def render_table(result: SubmitResult, *, width: int | None = None, wide: bool = False,
+                 refused: Mapping[str, Mapping[str, str]] | None = None) -> Text:
+    """`wide`: also the nodes each placed workload's pods go to; `refused`: per cluster, the
+    objects a server dry run refused (`Kind ns/name` -> why)."""
     updated = {u.workload for u in result.updated}
-    rows = [*_placement_rows(result, updated, wide), *_updated_rows(result), *_already_rows(result, updated),
+    rows = [*_placement_rows(result, updated, wide, refused), *_updated_rows(result), *_already_rows(result, updated),
             *_unplaced_rows(result, updated), *_refused_rows(result)]
     cells = [HEAD] + [(r.workload, r.kind, r.gpus, r.cluster) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(4)]
@@ -175,7 +187,8 @@ def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
     return "   ".join(c.ljust(w) for c, w in zip(cells, widths))
 
 
-def _placement_rows(result: SubmitResult, updated: set[str], wide: bool = False) -> list[Row]:
+def _placement_rows(result: SubmitResult, updated: set[str], wide: bool = False,
+                    refused: Mapping[str, Mapping[str, str]] | None = None) -> list[Row]:
     """Workloads placed by this submit (new ones: those placed before have their own rows)."""
     created = {(c.group, c.cluster) for c in result.created}
     failed = {f.group: f for f in result.failed}
@@ -184,7 +197,11 @@ def _placement_rows(result: SubmitResult, updated: set[str], wide: bool = False)
         if p.ref and str(p.ref) in updated:
             continue
         details = [f"on {', '.join(sorted(p.nodes))}"] if wide else []
-        if result.dry_run:
+        why = (refused or {}).get(p.cluster, {}).get(f"{p.kind} {p.workload}")
+        if result.dry_run and why:
+            status, style = "refused by the API server", "red"
+            details.insert(0, why)
+        elif result.dry_run:
             status, style = "would create", "cyan"
         elif (p.group, p.cluster) in created:
             status, style = "created", "green"

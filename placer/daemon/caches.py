@@ -23,7 +23,7 @@ from placer.daemon.informer import Informer
 from placer.fleetview.inventory import node_from_object, runtime_class_from_object, storage_class_from_object
 from placer.kube import KubeClient, Resource, run_concurrently
 from placer.model.errors import NotFound, PlacerError
-from placer.model.fleet import Cluster, Node
+from placer.model.fleet import Cluster, Node, kind_key
 from placer.model.podspec import pod_requests
 from placer.model.quantity import add
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
@@ -72,10 +72,12 @@ class ClusterCache:
     on_capacity: Callable[[], None]                      # capacity-relevant change (replan the unplaced)
     retry_delay: float = 1.0
     topology: tuple[str, ...] = ()
+    kinds_known: bool = True                  # False: `kinds` are the hub's (the target did not answer)
     nodes: Informer = field(init=False)
     pods: Informer = field(init=False)
     runtime_classes: Informer | None = field(init=False, default=None)
     storage_classes: Informer | None = field(init=False, default=None)
+    priority_classes: Informer | None = field(init=False, default=None)
     copies: dict[GVK, Informer] = field(init=False, default_factory=dict)
     failure: str | None = None                # set by the executor after a refused connection...
     failure_until: float = 0.0                # ...until then (monotonic seconds)
@@ -97,18 +99,18 @@ class ClusterCache:
         self.nodes.on_recover = self.pods.on_recover = self.on_capacity      # back: plan on it again
         for gvk, res in self.kinds.items():
             self.copies[gvk] = self._informer(res, A.MANAGED_SELECTOR, self._on_copy, gvk=gvk)
+        # not served, not readable or not reachable now: overhead not counted, classes not checked
+        self.runtime_classes = self._optional("node.k8s.io/v1", "RuntimeClass")
+        self.priority_classes = self._optional("scheduling.k8s.io/v1", "PriorityClass")
+        self.storage_classes = self._optional("storage.k8s.io/v1", "StorageClass")
+
+    def _optional(self, api_version: str, kind: str) -> Informer | None:
         try:
-            rc = self.client.resource_for("node.k8s.io/v1", "RuntimeClass")
-            self.runtime_classes = self._informer(rc, None, lambda *_: self.on_capacity())
-            self.runtime_classes.optional = True
+            inf = self._informer(self.client.resource_for(api_version, kind), None, lambda *_: self.on_capacity())
         except PlacerError:
-            self.runtime_classes = None       # not served or not reachable now: overhead not counted
-        try:
-            sc = self.client.resource_for("storage.k8s.io/v1", "StorageClass")
-            self.storage_classes = self._informer(sc, None, lambda *_: self.on_capacity())
-            self.storage_classes.optional = True
-        except PlacerError:
-            self.storage_classes = None       # not served or not reachable now: claims not checked
+            return None
+        inf.optional = True
+        return inf
 
     def _informer(self, res: Resource, selector: str | None, handler, *, transform=None,
                   gvk: GVK | None = None) -> Informer:
@@ -119,7 +121,8 @@ class ClusterCache:
     def informers(self) -> list[Informer]:
         out = [self.nodes, self.pods, *self.copies.values()]
         # `is not None`: an Informer with nothing cached has len 0, so it is falsy
-        return out + [i for i in (self.runtime_classes, self.storage_classes) if i is not None]
+        return out + [i for i in (self.runtime_classes, self.priority_classes, self.storage_classes)
+                      if i is not None]
 
     def start(self) -> None:
         for inf in self.informers():
@@ -127,9 +130,10 @@ class ClusterCache:
 
     @property
     def synced(self) -> bool:
-        # the optional ones (RuntimeClasses, StorageClasses) listed once, or given up on
+        # the optional ones (Runtime-, Priority-, StorageClasses) listed once, or given up on
+        optional = (self.runtime_classes, self.priority_classes, self.storage_classes)
         return all(i.synced.is_set() for i in (self.nodes, self.pods, *self.copies.values())) and \
-            all(i.tried.is_set() for i in (self.runtime_classes, self.storage_classes) if i is not None)
+            all(i.tried.is_set() for i in optional if i is not None)
 
     @property
     def error(self) -> str | None:
@@ -242,8 +246,12 @@ class ClusterCache:
         storage = None
         if self.storage_classes is not None and self.storage_classes.synced.is_set():
             storage = {sc.name: sc for sc in map(storage_class_from_object, self.storage_classes.items())}
-        return Cluster(self.name, dict(self.labels), nodes, context=self.context,
-                       runtime_classes=classes, topology=self.topology, storage_classes=storage)
+        serves = frozenset(kind_key(*gvk) for gvk in self.kinds) if self.kinds_known else None
+        pcs = self.priority_classes
+        priority = frozenset(o["metadata"]["name"] for o in pcs.items()) \
+            if pcs is not None and pcs.synced.is_set() else None
+        return Cluster(self.name, dict(self.labels), nodes, context=self.context, runtime_classes=classes,
+                       topology=self.topology, storage_classes=storage, serves=serves, priority_classes=priority)
 
     def copy(self, gvk: GVK, namespace: str, name: str) -> dict | None:
         inf = self.copies.get(gvk)

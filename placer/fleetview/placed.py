@@ -21,8 +21,8 @@ from placer.fleetview.inventory import (
 )
 from placer.inputs.clusters_file import ClusterEntry, as_entry
 from placer.kube import Kube, KubeClient, run_concurrently
-from placer.model.errors import NotFound, PlacerError
-from placer.model.fleet import Cluster
+from placer.model.errors import Forbidden, NotFound, PlacerError
+from placer.model.fleet import Cluster, kind_key
 from placer.model.labels import MANAGED_SELECTOR, workload_label
 from placer.model.names import GROUP, ORIGIN, PLAN, WORKLOAD
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, pod_requests
@@ -162,8 +162,28 @@ def read_cluster_state(client: KubeClient, name: str, catalog: Catalog, *,
     classes = list_runtime_classes(client)
     storage = list_storage_classes(client)
     managed = managed_objects(client, catalog)
-    return snapshot(name, nodes, pods, labels=labels, context=context, runtime_class_objs=classes,
-                    storage_class_objs=storage), pods, managed
+    cluster = snapshot(name, nodes, pods, labels=labels, context=context, runtime_class_objs=classes,
+                       storage_class_objs=storage)
+    return with_api_facts(cluster, client, catalog), pods, managed
+
+
+def with_api_facts(cluster: Cluster, client: KubeClient, catalog: Catalog) -> Cluster:
+    """The cluster with what it accepts (`Cluster.serves`, `.priority_classes`, `.namespaces`): the
+    catalog kinds it serves (discovery, cached by `managed_objects`' lookups), its
+    PriorityClasses and namespaces (None where we may not read them)."""
+    served = frozenset(kind_key(av, kind) for av, kind in catalog.kinds()
+                       if any(r.kind == kind for r in client.group_version(av)))
+    try:
+        pcs = client.list(client.resource_for("scheduling.k8s.io/v1", "PriorityClass")).items
+        priority_classes: frozenset[str] | None = frozenset((o.get("metadata") or {}).get("name", "") for o in pcs)
+    except (NotFound, Forbidden):
+        priority_classes = None
+    try:
+        namespaces: frozenset[str] | None = frozenset(
+            (o.get("metadata") or {}).get("name", "") for o in client.list("namespaces").items)
+    except Forbidden:
+        namespaces = None
+    return dataclasses.replace(cluster, serves=served, priority_classes=priority_classes, namespaces=namespaces)
 
 
 def read_live(kube: Kube, entries: Iterable[Any], catalog: Catalog, *,

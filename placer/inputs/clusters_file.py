@@ -199,6 +199,14 @@ def _topology_levels(levels: list[str]) -> list[str]:
     return levels
 
 
+def _served_kinds(kinds: list[str]) -> list[str]:
+    for i, text in enumerate(kinds):
+        version, _, kind = text.rpartition("/")
+        if not version or not kind[:1].isupper() or version.count("/") > 1:
+            raise ValueError(f"[{i}]: {text!r} is not apiVersion/Kind (e.g. jobset.x-k8s.io/v1alpha2/JobSet)")
+    return kinds
+
+
 class ClusterEntry(_Strict):
     name: str
     context: str | None = None
@@ -219,6 +227,19 @@ class ClusterEntry(_Strict):
     # a simulated cluster's StorageClasses (claims are checked against them); absent: not
     # known, claims are not checked. A live cluster's are read from it.
     storageClasses: Annotated[list[StorageClassSpec], AfterValidator(_storage_classes)] | None = None
+    # a simulated cluster's API: the kinds it serves outside the built-in groups
+    # (`jobset.x-k8s.io/v1alpha2/JobSet`), its PriorityClasses and namespaces; unset: not
+    # known, taken as accepting anything (a live cluster's own API server says)
+    serves: Annotated[list[str], AfterValidator(_served_kinds)] | None = None
+    priorityClasses: list[str] | None = None
+    namespaces: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _declared(self) -> "ClusterEntry":
+        if self.context and any(v is not None for v in (self.serves, self.priorityClasses, self.namespaces)):
+            raise ValueError("serves, priorityClasses and namespaces describe a simulated cluster; "
+                             "a live one's API server says what it has")
+        return self
 
     @model_validator(mode="after")
     def _kind(self) -> "ClusterEntry":
@@ -372,7 +393,12 @@ def simulated_cluster(entry: ClusterEntry) -> Cluster:
     storage = None if entry.storageClasses is None else {
         c.name: StorageClass(c.name, c.default) for c in entry.storageClasses}
     return Cluster(entry.name, dict(entry.labels), tuple(nodes), topology=tuple(entry.topology or ()),
-                   storage_classes=storage)
+                   storage_classes=storage, serves=_frozen(entry.serves),
+                   priority_classes=_frozen(entry.priorityClasses), namespaces=_frozen(entry.namespaces))
+
+
+def _frozen(names: list[str] | None) -> frozenset[str] | None:
+    return None if names is None else frozenset(names)
 
 
 _PATTERN = re.compile(r"\{\s*index((?:\s*(?://|%)\s*\d+)*)\s*\}")

@@ -12,6 +12,7 @@ when that is more than one group, a note says so.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -287,3 +288,19 @@ def _mark_shared(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = dict(obj.get("metadata") or {})
     meta["annotations"] = {**(meta.get("annotations") or {}), SHARED: "true"}
     return {**obj, "metadata": meta}
+
+
+def bring_priority_classes(groups: Sequence[PlacementGroup], objects: Sequence[Mapping[str, Any]]
+                           ) -> list[PlacementGroup]:
+    """Each group with the PriorityClasses of the same files that its pods name (`brings`):
+    submit creates them on its cluster when missing there."""
+    by_name = {_name(o): o for o in objects
+               if o.get("kind") == "PriorityClass" and str(o.get("apiVersion") or "").startswith("scheduling.k8s.io/")}
+    if not by_name:
+        return list(groups)
+    out = []
+    for g in groups:
+        used = sorted({i.pod.priority_class_name for w in g.workloads for i in w.instances
+                       if i.pod.priority_class_name in by_name})
+        out.append(dataclasses.replace(g, brings=tuple(by_name[n] for n in used)) if used else g)
+    return out

@@ -210,4 +210,6 @@ def load_groups(paths: Sequence[str], catalog: Catalog, *,
     classes = from_objects((d.obj for d in batch.priority_classes), "the given files")
     if priority_classes is not None:
         classes = classes.merged(priority_classes)
-    return with_priorities(group(batch), classes)
+    from placer.inputs.grouping import bring_priority_classes  # networkx loads when grouping (see group)
+
+    return bring_priority_classes(with_priorities(group(batch), classes), [d.obj for d in batch.priority_classes])

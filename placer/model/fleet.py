@@ -77,10 +77,36 @@ class Cluster:
     topology: tuple[str, ...] = ()
     # the cluster's StorageClasses by name; None when not known (claims are then not checked)
     storage_classes: Mapping[str, StorageClass] | None = None
+    # what the cluster accepts; None: not known (a simulated cluster that declares nothing),
+    # taken as accepting anything. `serves`: `apiVersion/Kind` of the kinds it serves outside
+    # Kubernetes' built-in API groups (which every cluster serves); `priority_classes` and
+    # `namespaces`: the names that exist there
+    serves: frozenset[str] | None = None
+    priority_classes: frozenset[str] | None = None
+    namespaces: frozenset[str] | None = None
 
     @property
     def reachable(self) -> bool:
         return self.error is None
+
+
+# API groups every Kubernetes API server serves (no operator or CRD needed)
+BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io", "node.k8s.io",
+                            "scheduling.k8s.io", "rbac.authorization.k8s.io", "storage.k8s.io",
+                            "coordination.k8s.io", "discovery.k8s.io"})
+# PriorityClasses Kubernetes creates in every cluster
+BUILTIN_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+
+
+def kind_key(api_version: str, kind: str) -> str:
+    """How `Cluster.serves` names a kind: `jobset.x-k8s.io/v1alpha2/JobSet`, `v1/Pod`."""
+    return f"{api_version}/{kind}"
+
+
+def accepts_kind(cluster: Cluster, api_version: str, kind: str) -> bool:
+    """Whether the cluster serves this kind (True when not known)."""
+    group = api_version.rpartition("/")[0]
+    return cluster.serves is None or group in BUILTIN_GROUPS or kind_key(api_version, kind) in cluster.serves
 
 
 @dataclass(frozen=True)

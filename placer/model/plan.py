@@ -29,6 +29,8 @@ class Placement:
     nodes: Mapping[str, Mapping[str, int]]
     ref: WorkloadRef | None = None                  # the identity; `workload` is for people
     topology: tuple[TopologyChoice, ...] = ()       # each gang's chosen domain(s)
+    # what a submit creates on the cluster first (`Namespace team-a`, `PriorityClass prod-high`)
+    creates: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
@@ -37,6 +39,8 @@ class Placement:
                "nodes": {n: dict(per) for n, per in self.nodes.items()}}
         if self.topology:
             out["topology"] = [t.to_dict() for t in self.topology]
+        if self.creates:
+            out["creates"] = list(self.creates)
         return out
 
     def is_(self, workload: "str | WorkloadRef") -> bool:

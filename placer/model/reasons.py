@@ -171,6 +171,31 @@ class UnboundClaim(Reason):
 
 
 @dataclass(frozen=True)
+class DoesNotServe(Reason):
+    """The cluster's API server does not serve the workload's kind (its CRD is not installed):
+    it would refuse the object."""
+
+    kind: str
+    api_version: str
+
+    def render(self) -> str:
+        return f"does not serve {self.kind} ({self.api_version}); install its operator there"
+
+
+@dataclass(frozen=True)
+class MissingPriorityClass(Reason):
+    """Pods name a PriorityClass the cluster does not have and the submission does not
+    bring: the API server would refuse every pod."""
+
+    name: str
+    workload: str
+
+    def render(self) -> str:
+        return (f"has no PriorityClass {self.name} (pods of {self.workload} name it); create it there, "
+                f"or submit it with the workload")
+
+
+@dataclass(frozen=True)
 class PodTooLarge(Reason):
     """A single pod exceeds what any matching node has even when empty."""
 

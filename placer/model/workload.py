@@ -226,6 +226,9 @@ class PlacementGroup:
     # the cluster the rest of its group lives on (stands for its workloads' own pins)
     excluded: frozenset[str] = frozenset()
     pin: str | None = None
+    # PriorityClasses of the same submission that its pods name: created on its cluster
+    # when missing there (never changed or deleted), so a cluster without them may take it
+    brings: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def gpus(self) -> int:

@@ -86,9 +86,13 @@ def remove_placed(client: KubeClient, placed: A.PlacedRef, *, last_of_group: boo
     return out
 
 
-def group_remains(placed: Iterable[A.PlacedRef], cluster: str, group: str | None, leaving: set[WorkloadRef]) -> bool:
-    """Whether another workload of `group` stays on `cluster`."""
-    return any(p.cluster == cluster and p.group == group and p.ref not in leaving for p in placed)
+def group_remains(placed: Iterable[A.PlacedRef], cluster: str, group: str | None, leaving: set[WorkloadRef],
+                  namespace: str | None = None) -> bool:
+    """Whether another workload of `group` stays on `cluster` in `namespace` (when given).
+    A group is its key and its namespace: one file submitted into `-n team-a` and `-n team-b`
+    gives two groups of the same key, each with its own companions in its namespace."""
+    return any(p.cluster == cluster and p.group == group and p.ref not in leaving
+               and (namespace is None or p.ref.namespace == namespace) for p in placed)
 
 
 # --- `placer delete` ---------------------------------------------------------------------
@@ -178,6 +182,6 @@ def delete_placed(refs: Sequence[WorkloadRef], placed: A.Placed, clients: Mappin
                                  "delete that object on the hub instead")
             continue
         for p in copies:
-            last = not group_remains(placed.values(), p.cluster, p.group, leaving)
+            last = not group_remains(placed.values(), p.cluster, p.group, leaving, p.ref.namespace)
             deleted += remove_placed(clients[p.cluster], p, last_of_group=last)
     return DeleteResult(tuple(deleted), tuple(missing), dict(placed.unreachable), refused)

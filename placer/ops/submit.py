@@ -37,8 +37,8 @@ from placer.fleetview.view import (
 from placer.inputs.clusters_file import ClusterEntry
 from placer.inputs.manifests import load_groups
 from placer.inputs.priority import read_classes
-from placer.kube import run_concurrently
-from placer.model.errors import InputError, KubeError, PlacerError
+from placer.kube import KubeClient, run_concurrently
+from placer.model.errors import Conflict, InputError, KubeError, NotFound, PlacerError
 from placer.model.plan import Placement, Plan
 from placer.model.topology import TopologyChoice
 from placer.model.workload import PlacementGroup, WorkloadRef
@@ -361,6 +361,7 @@ def _apply_updates(ctx: Context, apply_now: Sequence[_PlacedGroup], move: Sequen
             break
         try:
             remove_objects(A.client_for(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key)
+            ensure_brought(A.client_for(kube, by_name[target]), pg.group)
             objects = A.prepare_objects(pg.group, by_name[target], ctx.catalog, plan_id=plan_id, cluster=target,
                                         topology=chosen)
             A.apply_group(A.client_for(kube, by_name[target]), objects, group_key=pg.group.key,
@@ -396,6 +397,7 @@ def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_
                 break
             g = by_key[key]
             try:
+                ensure_brought(client, g)
                 objects = A.prepare_objects(g, entry, ctx.catalog, plan_id=plan_id, cluster=cluster,
                                             topology=choices_by_workload(placements.get(key, ())))
                 applied = A.apply_group(client, objects, group_key=key,
@@ -416,6 +418,25 @@ def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_
     created = [c for cs, _ in results.values() for c in cs]
     failed = [f for _, fs in results.values() for f in fs]
     return created, failed
+
+
+def ensure_brought(client: KubeClient, group: PlacementGroup) -> None:
+    """Create the PriorityClasses the group brings where the cluster lacks them (the plan
+    says so); one that exists is left as it is, and none is ever deleted by placer."""
+    for obj in group.brings:
+        meta = obj.get("metadata") or {}
+        res = client.resource_for(str(obj.get("apiVersion")), str(obj.get("kind")))
+        try:
+            client.get(res, meta["name"])
+            continue
+        except NotFound:
+            pass
+        body = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+        body["metadata"] = {k: meta[k] for k in ("name", "labels", "annotations") if meta.get(k)}
+        try:
+            client.create(res, body)
+        except Conflict:
+            pass                                   # created meanwhile (another group or submit)
 
 
 def _by_name(ctx: Context) -> dict[str, ClusterEntry]:

@@ -46,6 +46,7 @@ from placer.model.fleet import Fleet
 from placer.model.names import ANN_PIN, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
 from placer.model.plan import Placement, Plan, Summary, Unplaced
 from placer.model.workload import PlacementGroup
+from placer.solve.accepts import creates
 from placer.solve.decode import decode
 from placer.solve.explain import explain_all
 from placer.solve.greedy import BASELINES, greedy
@@ -288,6 +289,7 @@ def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign) -> li
     for w in g.group.workloads:
         nodes = dict(sorted(per_wl[w.ref].items(), key=lambda kv: order[kv[0]]))
         out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
-                             g.priority, nodes, ref=w.ref, topology=choices(g, w.key, info, assign)))
+                             g.priority, nodes, ref=w.ref, topology=choices(g, w.key, info, assign),
+                             creates=creates(g.group, problem.clusters[c])))
     return out
 

@@ -37,6 +37,7 @@ from placer.model.fleet import Cluster, Fleet, Node
 from placer.model.plan import Plan
 from placer.model.workload import PlacementGroup
 from placer.solve import solve as default_solve
+from placer.solve.accepts import refusal
 from placer.solve.changes import KIND_ORDER, NewNode, Option, Options, Running, Victim, relaxations
 from placer.solve.fits import Entry, PodKind, add_demand, could_fit, first_true, free_of, usable_nodes
 from placer.solve.groups import GPU_RESOURCES, gpus_of
@@ -106,7 +107,8 @@ class _Engine:
         relaxations; None when the deadline passes while ranking."""
         priority = group_policy(group).priority
         allowed = [c for c in self.fleet.clusters
-                   if c.reachable and c.nodes and policy_reason(_PolicyView(group), c, self.names) is None]
+                   if c.reachable and c.nodes and policy_reason(_PolicyView(group), c, self.names) is None
+                   and refusal(group, c) is None]
         searches: list[tuple[str, Cluster | None, Callable[[list[int]], Any]]] = []
         for kind in ("preempt", "wait", "add-nodes"):
             # arithmetic ranks the clusters; only the most promising few are re-solved
@@ -258,7 +260,8 @@ class _Engine:
             pol = _PolicyView(relaxed)
             room = []
             for cl in self.fleet.clusters:
-                if not (cl.reachable and cl.nodes and policy_reason(pol, cl, self.names) is None):
+                if not (cl.reachable and cl.nodes and policy_reason(pol, cl, self.names) is None
+                        and refusal(relaxed, cl) is None):
                     continue
                 parts = self._parts(relaxed, cl)
                 loads = self.hold.loads(cl)

@@ -10,6 +10,7 @@ from placer.model import reasons as R
 from placer.model.errors import InputError
 from placer.model.fleet import Cluster, Fleet
 from placer.model.workload import PlacementGroup
+from placer.solve.accepts import refusal
 from placer.solve.domains import missing_key, needs_node_classes, tag_parts, units_of
 from placer.solve.groups import GPU_RESOURCES, ClusterInfo, GroupInfo, Part, gpus_of, pred_key, sort_key
 from placer.solve.policy import group_policy, policy_reason
@@ -74,8 +75,8 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
         missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
         claims = claims_of(g.group)
         for c, cl in enumerate(clusters):
-            reason = (policy[c] or missing.get(cl.name) or storage_reason(claims, cl, len(g.group.workloads) > 1)
-                      or missing_key(g, cl))
+            reason = (policy[c] or refusal(g.group, cl) or missing.get(cl.name)
+                      or storage_reason(claims, cl, len(g.group.workloads) > 1) or missing_key(g, cl))
             if reason is not None:
                 g.static[c] = reason
             elif c in infos and _may_use(g, infos[c]):

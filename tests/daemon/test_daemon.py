@@ -357,10 +357,13 @@ def test_priority_class_read_from_the_hub(env):
     assert d.wait_idle(10)
     msg = env.annotations(job)[D.ANN_MESSAGE]
     assert "priorityClassName 'team-high': no such PriorityClass" in msg and _placed(env, job) is None
-    env.hub.create("priorityclasses.scheduling.k8s.io", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                                          "metadata": {"name": "team-high"}, "value": 500})
+    team_high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "team-high"},
+                 "value": 500}
+    env.hub.create("priorityclasses.scheduling.k8s.io", team_high)
+    # the target must have it too, or its API server refuses every pod (issue 25): only alpha does
+    env.kube.client("alpha").create("priorityclasses.scheduling.k8s.io", team_high)
     clock.advance(31)
-    wait_for(lambda: _placed(env, job) is not None, what="placed once the class exists")
+    wait_for(lambda: _placed(env, job) == "alpha", what="placed once the class exists, where it exists")
 
 
 def test_a_pin_survives_an_unplaced_round_and_is_never_moved(env):

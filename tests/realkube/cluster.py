@@ -202,3 +202,23 @@ class Cluster:
         except ApiException as e:
             if e.status != 409:
                 raise
+
+    def ensure_crds(self, crds: Sequence[Mapping[str, Any]], timeout: float = 60) -> None:
+        """CustomResourceDefinitions, each waited for until Established: the cluster then serves
+        those kinds, as a target running their operators does (placer plans only there)."""
+        ext = k8s.ApiextensionsV1Api(self.api)
+        for body in crds:
+            try:
+                ext.create_custom_resource_definition(body)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+        deadline = time.monotonic() + timeout
+        for body in crds:
+            name = body["metadata"]["name"]
+            while not any(c.get("type") == "Established" and c.get("status") == "True" for c in
+                          (self.plain(ext.read_custom_resource_definition(name)).get("status") or {})
+                          .get("conditions") or ()):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{self.context}: CRD {name} not Established after {timeout:.0f}s")
+                time.sleep(0.2)

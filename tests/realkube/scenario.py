@@ -210,9 +210,13 @@ class Pool:
         self.kubes = [Kube(self.kubeconfig) for _ in self.contexts]
 
     def prepare(self, runtime_classes: Mapping[str, Mapping[str, Any] | None] = {}) -> None:
-        """Every cluster empty of leftovers (nodes, pods) and with the given RuntimeClasses
-        (name -> fields such as overhead and scheduling)."""
+        """Every cluster empty of leftovers (nodes, pods), with the given RuntimeClasses
+        (name -> fields such as overhead and scheduling), and serving the catalog's custom
+        kinds (minimal CRDs: no operator runs; placer plans a kind only where it is served)."""
+        from tests.kubeapi.builders import catalog_crds
+
         for c in self.clusters:
+            c.ensure_crds(catalog_crds())
             c.ensure_namespace(self.namespace)
             c.clear_namespace(self.namespace)
             c.delete_nodes(c.node_names())
