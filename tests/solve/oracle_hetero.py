@@ -8,15 +8,17 @@ StatefulSet, Pod, JobSet, PyTorchJob) with product node selectors, spot tolerati
 requests, CPU-heavy pods, 12 priority levels, a few groups of two and a few pins.
 
 `SIZES`: "small" fits the exact optimum (node-exact, up to 100 nodes), "medium" and "large"
-(10 clusters x 100 nodes, 400 workloads: the fleet of issue 24) are beyond it.
+(10 clusters x 100 nodes, 400 workloads: the fleet of issue 24) are beyond it; "live" is
+"large" with every node its own class (a hostname label, CPU in use differing by node), as
+live clusters look.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from placer.model.fleet import Fleet
+from placer.model.fleet import Cluster, Fleet
 from placer.model.workload import PlacementGroup
 from tests.builders import cluster, fleet, group, wl
 
@@ -33,12 +35,14 @@ class Size:
     pool_nodes: tuple[int, int]     # nodes per pool
     workloads: tuple[int, int]
     levels: int = 12
+    distinct: bool = False          # every node its own class, as live nodes are (CPU in use differs)
 
 
 SIZES = {
     "small": Size((2, 3), (2, 4), (1, 6), (10, 18)),
     "medium": Size((3, 4), (3, 5), (8, 20), (60, 90)),
     "large": Size((10, 10), (5, 7), (12, 22), (400, 400)),
+    "live": Size((10, 10), (5, 7), (12, 22), (400, 400), distinct=True),
 }
 
 
@@ -91,13 +95,24 @@ def _pods(rnd: random.Random, kind: str) -> list[str]:
     return [f"1x0 cpu={rnd.choice((2, 4))}", f"{rnd.randint(1, 4)}x{rnd.choice((2, 4, 8))} cpu={rnd.choice((16, 32))}{sel}"]
 
 
+def _distinct(cl: Cluster) -> Cluster:
+    nodes = []
+    for k, n in enumerate(cl.nodes):
+        used = {**n.used, "cpu": n.used.get("cpu", 0) + 100 + (k * 37) % 700}
+        nodes.append(replace(n, used=used, labels={**n.labels, "kubernetes.io/hostname": n.name}))
+    return replace(cl, nodes=tuple(nodes))
+
+
 def hetero_instance(size: str, seed: int) -> tuple[Fleet, list[PlacementGroup]]:
     sz = SIZES[size]
-    rnd = random.Random(f"hetero-{size}-{seed}")
+    # "live" is "large"'s instance with distinct nodes
+    rnd = random.Random(f"hetero-{'large' if size == 'live' else size}-{seed}")
     cls = []
     for c in range(rnd.randint(*sz.clusters)):
         specs = [s for k in range(rnd.randint(*sz.pools)) for s in _pool(rnd, c, k, rnd.randint(*sz.pool_nodes))]
         cls.append(cluster(f"c{c}", *specs, labels={"region": ("east", "west")[c % 2]}))
+    if sz.distinct:
+        cls = [_distinct(cl) for cl in cls]
     f = fleet(*cls)
     names = [n.name for cl in f.clusters for n in cl.nodes]
     assert len(names) == len(set(names)), "node names must be unique"

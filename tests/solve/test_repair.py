@@ -66,3 +66,12 @@ def test_issue_24_fleet_where_the_old_repair_left_higher_priority_work_out():
     plan = solve(f, gs, time_limit=60, workers=2, gpu_resources=(GPU, MIG))
     assert O.strict_priority_violations(f, gs, plan) == []
     assert O.false_reasons(f, gs, plan) == []
+
+
+def test_issue_24_live_like_fleet_at_full_size():
+    """10 clusters, ~1,100 nodes each its own class (as live nodes are), 400 workloads of every
+    core kind, 12 levels, MIG counted as GPUs: the old repair left priority-20 work out of two
+    clusters where lower-priority work held what it needed (3 pairs)."""
+    f, gs = OH.hetero_instance("live", 2)
+    plan = solve(f, gs, time_limit=60, workers=2, gpu_resources=(GPU, MIG))
+    assert O.strict_priority_violations(f, gs, plan) == []

@@ -59,7 +59,8 @@ def test_solver_beats_greedy_keeps_priority_and_tells_the_truth_beyond_exact_siz
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:25])
 
 
-HETERO_CASES = {"small": CASES, "medium": max(1, CASES // 10), "large": max(1, CASES // 40)}
+HETERO_CASES = {"small": CASES, "medium": max(1, CASES // 10), "large": max(1, CASES // 40),
+                "live": max(1, CASES // 40)}
 
 
 @pytest.mark.parametrize("size", sorted(OH.SIZES))
