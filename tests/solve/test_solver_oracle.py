@@ -5,7 +5,8 @@ Per instance: placer's plan equals the exact node-level optimum lexicographicall
 workload unplaced that lower-priority work keeps out, and every reason it gives is true.
 `PLACER_ORACLE_CASES` sets the instances per family (default 40); the families beyond the
 exact size check a tenth of that, the heterogeneous fleets of issue 24 at full size
-(10 clusters x ~100 nodes, 400 workloads) a fortieth. For a long run by hand, e.g.
+(10 clusters x ~100 nodes, 400 workloads; "large" in node pools, "live" one class per node) a
+fortieth. For a long run by hand, e.g.
 `PLACER_ORACLE_CASES=400 python -m pytest -q tests/solve/test_solver_oracle.py -k hetero`.
 """
 
