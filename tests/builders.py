@@ -8,10 +8,10 @@
     wl("ml/train", "4x8", required="example.com/rack")      # Gang.topology, one line
 
 Node spec: `COUNTxGPUS` then tokens: used=N (GPUs in use), cpu=C, mem=M, pods=P (allocatable;
-defaults 96 / 1Ti / 110), usedcpu=C, usedmem=M, usedpods=N, taint=k[=v]:Effect, unschedulable,
-notready, name=PREFIX; any other k=v is a node label.
-Pod spec: `PODSxGPUS` then cpu=C, mem=M (defaults 1 / 1Gi), as=component/instance, any other
-k=v is a nodeSelector entry.
+defaults 96 / 1Ti / 110), usedcpu=C, usedmem=M, usedpods=N, mig=N / usedmig=N (MIG slices, MIG),
+taint=k[=v]:Effect, unschedulable, notready, name=PREFIX; any other k=v is a node label.
+Pod spec: `PODSxGPUS` then cpu=C, mem=M (defaults 1 / 1Gi), mig=N (MIG slices per pod),
+as=component/instance, any other k=v is a nodeSelector entry.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from placer.model.topology import TopologyRequest
 from placer.model.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload
 
 GPU = "nvidia.com/gpu"
+MIG = "nvidia.com/mig-1g.10gb"       # MIG slices: a resource of their own, counted as GPUs on request
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
@@ -49,10 +50,10 @@ def nodes(spec: str, prefix: str) -> list[Node]:
             ready = False
         elif key == "used":
             used[GPU] = int(val)
-        elif key in ("cpu", "mem", "pods"):
-            alloc[{"mem": "memory"}.get(key, key)] = val
-        elif key in ("usedcpu", "usedmem", "usedpods"):
-            used[{"usedcpu": "cpu", "usedmem": "memory", "usedpods": "pods"}[key]] = val
+        elif key in ("cpu", "mem", "pods", "mig"):
+            alloc[{"mem": "memory", "mig": MIG}.get(key, key)] = val
+        elif key in ("usedcpu", "usedmem", "usedpods", "usedmig"):
+            used[{"usedcpu": "cpu", "usedmem": "memory", "usedpods": "pods", "usedmig": MIG}[key]] = val
         elif key == "taint":
             kv, _, effect = val.rpartition(":")
             tk, _, tv = kv.partition("=")
@@ -126,8 +127,8 @@ def instance(spec: str, index: int = 0, tolerations: Sequence[Mapping[str, Any]]
     component, inst = f"c{index}", "0"
     for tok in tokens[1:]:
         key, _, val = tok.partition("=")
-        if key in ("cpu", "mem"):
-            req[{"mem": "memory"}.get(key, key)] = val
+        if key in ("cpu", "mem", "mig"):
+            req[{"mem": "memory", "mig": MIG}.get(key, key)] = val
         elif key == "as":
             component, _, inst = val.partition("/")
             inst = inst or "0"

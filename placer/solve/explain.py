@@ -11,7 +11,8 @@ Per cluster, in this order:
   fit, with how many of its pods the nodes hold and the request that binds there
   (RoomForFewer), or how many of the group's pods fit together at most;
 - it fits the cluster as it is but not after the plan's higher-priority placements there:
-  those workloads are named; else the capacity went to work of its own or lower priority.
+  those workloads are named; else the capacity went to work of its own priority (the repair
+  lets no lower-priority work keep it out).
 
 Exact checks (placer.solve.repair.pack) run while the deadline allows; past it, a cluster
 whose reason is not worked out yet says so (Unexplained) instead of guessing.
@@ -227,7 +228,9 @@ class Explainer:
             return _taken([h for h, _ in others if h.priority > g.priority], True)
         if fits(self.after[c], g, self.deadline):
             return R.CapacityTaken((), False)             # the repair should have placed it
-        return _taken([h for h, _ in others if h.priority <= g.priority], False)
+        # the repair lets no lower-priority work keep it out (issue 24): work of its own priority did
+        same = [h for h, _ in others if h.priority == g.priority]
+        return _taken(same or [h for h, _ in others if h.priority < g.priority], False)
 
 
 def _taken(groups: Sequence[GroupInfo], higher: bool) -> R.Reason:

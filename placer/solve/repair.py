@@ -5,12 +5,14 @@
   count), used when best-fit fails, so "does not fit" is never a greedy artefact;
 - `repair`: every unplaced group that fits beside the plan is placed (highest priority, then
   largest, first); then each still unplaced group may take a cluster from lower-priority
-  work, which is re-placed wherever it still fits. Each step only improves the plan
-  lexicographically by priority.
+  work, which is re-placed wherever it still fits, and else gets a turn of its own to take a
+  cluster from still lower work. Each step only improves the plan lexicographically by
+  priority.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 from typing import Literal, Mapping, overload
 
@@ -155,37 +157,63 @@ def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodA
 
 
 def repair(problem: Problem, result: Result, deadline: float | None = None) -> Result:
+    """Every unplaced group that fits beside the plan is placed; then, highest priority first,
+    each unplaced group may take a cluster from strictly lower-priority work. A group displaced
+    so is placed again wherever it fits beside the plan, and if it fits nowhere, gets its own
+    turn to take a cluster from work of still lower priority (issue 24: a displaced group used
+    to get no turn, so it could stay out while lower-priority work held what it needed). The
+    turns go in greedy order, so the priority of the group on turn never rises: the work of
+    at least its priority on each cluster only grows, and a group that found no cluster on
+    its turn never would later."""
     result = dict(result)
     states = states_of(problem, result)
     by_idx = {g.index: g for g in problem.groups}
     _fill(problem, result, states, deadline)
     on = _by_cluster(result, by_idx)
-    for g in greedy_order(g for g in problem.groups if g.eligible and g.index not in result):
+    rank = {g.index: n for n, g in enumerate(greedy_order(problem.groups))}
+    turns = [(rank[g.index], g.index) for g in problem.groups if g.eligible and g.index not in result]
+    heapq.heapify(turns)
+    while turns:
+        g = by_idx[heapq.heappop(turns)[1]]
         if g.index in result or (deadline is not None and time.monotonic() >= deadline):
             continue
-        for c in g.eligible:
-            lower = [h for h in on.get(c, ()) if h.priority < g.priority]
-            if not lower:
-                continue
-            st = states[c]
-            if g.gpus > st.free_gpus + sum(h.gpus for h in lower):
-                continue                    # even without the lower-priority work it cannot fit
-            for h in lower:
-                undo(st, h, result[h.index][1])
-            assign = place(st, g, deadline)
-            if assign is None:
-                for h in lower:
-                    for j, i in result[h.index][1]:
-                        st.take(i, h.parts[j].demand)
-                continue
-            result[g.index] = (c, assign)
-            for h in lower:
-                del result[h.index]
-            _fill(problem, result, states, deadline, only=lower)
-            on = _by_cluster(result, by_idx)
-            break
+        lower = _displace(problem, result, states, on, g, deadline)
+        if lower is None:
+            continue
+        _fill(problem, result, states, deadline, only=lower)
+        on = _by_cluster(result, by_idx)
+        for h in lower:
+            if h.index not in result:
+                heapq.heappush(turns, (rank[h.index], h.index))
     _fill(problem, result, states, deadline)
     return result
+
+
+def _displace(problem: Problem, result: Result, states: Mapping[int, ClusterState],
+              on: Mapping[int, list[GroupInfo]], g: GroupInfo, deadline: float | None) -> list[GroupInfo] | None:
+    """Places `g` on the first cluster where it fits once that cluster's strictly
+    lower-priority work is taken out (that work leaves the plan); returns the work taken
+    out, or None (nothing changed)."""
+    for c in g.eligible:
+        lower = [h for h in on.get(c, ()) if h.priority < g.priority]
+        if not lower:
+            continue
+        st = states[c]
+        if g.gpus > st.free_gpus + sum(h.gpus for h in lower):
+            continue                    # even without the lower-priority work it cannot fit
+        for h in lower:
+            undo(st, h, result[h.index][1])
+        assign = place(st, g, deadline)
+        if assign is None:
+            for h in lower:
+                for j, i in result[h.index][1]:
+                    st.take(i, h.parts[j].demand)
+            continue
+        result[g.index] = (c, assign)
+        for h in lower:
+            del result[h.index]
+        return lower
+    return None
 
 
 def _by_cluster(result: Result, by_idx: Mapping[int, GroupInfo]) -> dict[int, list[GroupInfo]]:

@@ -34,10 +34,10 @@ from ortools.sat.python import cp_model
 
 from placer.model.fleet import Cluster, Fleet, Node, Taint
 from placer.model.workload import Instance, PlacementGroup
-from tests.builders import cluster, fleet, group, wl
+from tests.builders import MIG, cluster, fleet, group, wl
 
 GPU = "nvidia.com/gpu"
-GPUS: tuple[str, ...] = (GPU,)     # resources counted as GPUs (benchmarks add MIG slices)
+GPUS: tuple[str, ...] = (GPU, MIG)  # resources counted as GPUs: MIG slices too (oracle_hetero)
 NO_LIMIT = 10**15
 
 
@@ -341,7 +341,7 @@ def greedy(f: Fleet, groups: Sequence[PlacementGroup], order: str) -> set[str]:
     for g in seq:
         insts = instances(g)
         pods = sorted(((pos, i, demand(i)) for pos, (_, i) in enumerate(insts) for _ in range(i.pods)),
-                      key=lambda t: (-t[2].get(GPU, 0), -t[2].get("cpu", 0)))
+                      key=lambda t: (-sum(t[2].get(x, 0) for x in GPUS), -t[2].get("cpu", 0)))
         req = [(key, pos) for key, required, pos in units(g) if required]
         for c, cl in enumerate(f.clusters):
             if not policy_ok(g, cl) or not levels_ok(g, cl):
@@ -542,8 +542,13 @@ def _check(r, g, parts, cl: Cluster, f, groups, plan, names, where, workload_gro
         if r.higher_priority:
             return (all(priority(b) > p for b in blamed) and not fits(parts, nodes, higher, us)) or \
                 "fits after the higher-priority placements"
-        return (bool(blamed) and all(priority(b) <= p for b in blamed) and fits(parts, nodes, higher, us)) or \
-            "higher-priority work is the cause"
+        # issue 24: work of its own priority only, and lower-priority work is not what keeps it out
+        same = plan_load(f, groups, plan, keep=lambda o: priority(o) >= p)[cl.name]
+        if not fits(parts, nodes, higher, us):
+            return "higher-priority work is the cause"
+        if fits(parts, nodes, same, us):
+            return "lower-priority work keeps it out"
+        return (bool(blamed) and all(priority(b) == p for b in blamed)) or "names work of another priority"
     return f"unchecked reason {code}"
 
 
