@@ -2,10 +2,15 @@
 Run:ai register types: one `kubectl apply` of the Karta to the real hub. `placer plan` and
 `placer submit` with a clusters file naming that hub read it from there, place the workload at
 node level, and the real target API server accepts the copy. Before the Karta is applied the kind
-is unknown to placer. The kartas.run.ai CRD is the real one, read in place from ../shared."""
+is unknown to placer. The real `placer daemon` reads it from the hub too and places a staged
+object of that kind. The kartas.run.ai CRD is the real one, read in place from ../shared."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +19,7 @@ from typer.testing import CliRunner
 
 from placer.cli import app
 from tests.definitions.karta_helpers import require_shared
+from tests.kubeenv import wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -128,3 +134,34 @@ def test_a_karta_never_takes_a_kind_from_placers_own_definition(hub_with_kinds, 
         assert placement["gpus"] == 8
     finally:
         real.kubectl("--context", "hub", "delete", "kartas", "test-one-pod-job", "--ignore-not-found")
+
+
+def test_the_daemon_places_a_staged_kind_that_only_a_karta_on_the_hub_describes(hub_with_kinds, tmp_path):
+    real = hub_with_kinds
+    staging = real.namespace("hub", real.unique("karta-staging"))
+    real.kubectl("--context", "hub", "apply", "-f", "-", input=yaml.safe_dump(WIDGET_KARTA))
+    clusters = write(tmp_path / "clusters.yaml", {"hub": {"context": "hub", "stagingNamespace": staging},
+                                                  "clusters": [{"name": "east", "context": "east"},
+                                                               {"name": "west", "context": "west"}]})
+    log = open(tmp_path / "daemon.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "placer", "daemon", "--clusters", str(clusters),
+                             "--kubeconfig", str(real.kubeconfig), "--batch-window", "0.1", "--time-limit", "2"],
+                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def copy_on(cluster: str) -> list:
+        out = real.kubectl("--context", cluster, "get", "widgets", "-n", staging, "-o", "json", check=False)
+        return json.loads(out.stdout)["items"] if out.returncode == 0 else []
+
+    try:
+        real.kubectl("--context", "hub", "apply", "-f", "-", input=yaml.safe_dump(widget("w2", staging, 3, 4)))
+        wait_for(lambda: copy_on("west") or proc.poll() is not None, 120, "the Widget's copy on west")
+        assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-2000:]
+        (copy,) = copy_on("west")
+        assert copy["spec"]["replicas"] == 3 and copy_on("east") == []
+        staged = json.loads(real.kubectl("--context", "hub", "get", "widgets", "w2", "-n", staging,
+                                         "-o", "json").stdout)
+        assert staged["metadata"]["annotations"]["placer.dev/placed-cluster"] == "west"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        log.close()
