@@ -93,15 +93,21 @@ def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog
 
     daemon = Daemon(config, kube, catalog)
     done = threading.Event()
+    got: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        got.append(signal.Signals(signum).name)
+        done.set()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
+        signal.signal(sig, on_signal)
     log.info("watching %s on %s; placing on %s", config.staging_namespace, config.hub_context or "(current)",
              ", ".join(daemon.entries))
-    daemon.start(metrics_addr=metrics_addr)
     try:
+        daemon.start(metrics_addr=metrics_addr)
         while not done.wait(1.0):
             pass
     finally:
-        log.info("stopping")
-        daemon.stop()
+        log.info("stopping (%s)", got[0] if got else "error")
+        outcome = daemon.stop()
         kube.close()
+        log.info("stopped: %s", outcome)

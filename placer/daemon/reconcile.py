@@ -6,7 +6,7 @@ the executor performs (writes to targets go to the target's own queue)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
@@ -19,6 +19,7 @@ from placer.daemon.creates import prepare
 from placer.daemon.decide import COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT, PHASE_INVALID
 from placer.daemon.execute import ClusterWorkers
 from placer.daemon.executor import COMPANION_KINDS
+from placer.daemon.hub import Notices, controlled_note, controller_of
 from placer.daemon.reschedule import Rescheduler
 from placer.daemon.staging import HubWriter
 from placer.daemon.state import DaemonConfig, Remote, ann_of, origin_of
@@ -47,6 +48,7 @@ class Reconciler:
     writer: HubWriter
     rescheduler: Rescheduler
     workers: ClusterWorkers
+    notices: Notices = field(default_factory=Notices)
 
     def reconcile(self, ref: WorkloadRef) -> None:
         if ref in self.bench.book.creating:
@@ -59,6 +61,11 @@ class Reconciler:
             return
         if (staging.get("metadata") or {}).get("deletionTimestamp"):
             self.finalize(ref, staging, copies)
+            return
+        owner = controller_of(staging)
+        if owner is not None:                         # a controller's product: its owner is what is placed
+            self.bench.book.forget(ref)
+            self.notices.warn("controlled", controlled_note(str(ref), owner))
             return
         workload = self.interpret_staging(ref, staging)
         if workload is None:

@@ -33,6 +33,7 @@ class DaemonConfig:
     solver_workers: int = 2
     watch_retry: float = 1.0
     secrets: bool = False                     # Secrets follow their groups (hub.secrets: the RBAC must allow it)
+    discovery_interval: float = 10.0          # how often the hub and targets are asked for kinds served since
     call_timeout: float | None = None         # per API call (connect, then answer); default renew_deadline / 3
 
     def __post_init__(self) -> None:
