@@ -39,7 +39,7 @@ from placer.daemon.creates import Creator
 from placer.daemon.events import Recorder
 from placer.daemon.execute import ClusterWorkers, fenced_client
 from placer.daemon.executor import Executor
-from placer.daemon.hub import Notices
+from placer.daemon.hub import Notices, controllers_on_hub
 from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
 from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Touched
@@ -143,6 +143,7 @@ class Daemon:
             self.server = MetricsServer(self.metrics, metrics_addr, self.healthy).start()
             log.info("serving /metrics and /healthz on %s", self.server.address)
         self.start_watches()
+        self.say_hub_shape()
         self.leader.start()
         self._thread = threading.Thread(target=self._run, name="placer-daemon", daemon=True)
         self._thread.start()
@@ -162,6 +163,15 @@ class Daemon:
         if server:
             server.stop()
         return outcome
+
+    def say_hub_shape(self) -> bool | None:
+        """One line at start: whether the hub runs a kube-controller-manager (whose workload
+        controllers would run what is staged there). A warning, not a refusal: a hub may
+        run one without workload controllers (Karmada's), and pods they make are never
+        placed anyway (docs/deploy.md#the-hub)."""
+        known, line = controllers_on_hub(self.hub_reader)
+        (log.warning if known is not False else log.info)("%s", line)
+        return known
 
     def _run(self) -> None:
         while not self._stop.is_set():

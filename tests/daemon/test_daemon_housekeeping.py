@@ -171,3 +171,19 @@ def test_a_kind_whose_crd_arrives_after_start_is_placed(make_fleet):
         assert list(env.copies(job)) == ["alpha"]
     finally:
         env.stop()
+
+
+def test_the_start_line_says_whether_the_hub_runs_a_controller_manager(env, caplog):
+    d = env.daemon(start=False)
+    with caplog.at_level("INFO", logger="placer.daemon"):
+        assert d.say_hub_shape() is False
+    assert "no kube-controller-manager Lease (kube-system/kube-controller-manager)" in caplog.text
+    env.hub.create(env.hub.resource_for(*LEASE), {
+        "apiVersion": LEASE[0], "kind": "Lease", "metadata": {"name": "kube-controller-manager", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "cp-1_4f0c", "leaseDurationSeconds": 15}}, "kube-system")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="placer.daemon"):
+        assert d.say_hub_shape() is True
+    [record] = [r for r in caplog.records if "kube-controller-manager" in r.getMessage()]
+    assert record.levelname == "WARNING"
+    assert "holder cp-1_4f0c" in record.getMessage() and "hack/kube-env up --hub NAME" in record.getMessage()
