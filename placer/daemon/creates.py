@@ -155,7 +155,7 @@ class Creator:
         text = f"placing on {c.cluster} failed: {e.message}"
         if refused(e):              # the same cluster would refuse again: let the next round go elsewhere
             for ref in c.members:
-                self.bench.book.exclude(ref, c.cluster, self.entries)
+                self.bench.book.exclude(ref, c.cluster, self.entries, f"refused it: {e.message}")
             text += f"; {c.cluster} is excluded for it, placing elsewhere"
         for ref in c.members:
             self.bench.executor.do(Record(ref, WARNING, FAILED, f"placing on {c.cluster} failed: {e.message}"))

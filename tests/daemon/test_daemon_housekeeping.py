@@ -17,7 +17,7 @@ import yaml
 
 from placer import daemon as D
 from tests.daemon.daemon_helpers import STAGING, Env, gpu, gpu_nodes, jobset, wait_for
-from tests.kubeapi.builders import catalog_crds
+from tests.kubeapi.builders import bound_pod, catalog_crds
 
 LEASE = ("coordination.k8s.io/v1", "Lease")
 TARGETS = ("alpha", "beta")
@@ -187,3 +187,22 @@ def test_the_start_line_says_whether_the_hub_runs_a_controller_manager(env, capl
     [record] = [r for r in caplog.records if "kube-controller-manager" in r.getMessage()]
     assert record.levelname == "WARNING"
     assert "holder cp-1_4f0c" in record.getMessage() and "hack/kube-env up --hub NAME" in record.getMessage()
+
+
+def test_a_cluster_that_refused_says_its_refusal_not_an_internal_selector(env):
+    """Issue 25 item 1: east refused the copy and was then reported as `excluded by
+    cluster-selector placer.dev/cluster-name notin (east)`. The reason for a cluster that
+    refused is what it said."""
+    env.fleet["beta"].seed([bound_pod(f"hog-{n}", n, gpus=8) for n in ("b0", "b1")])   # no room on beta
+    env.fleet["alpha"].seed([{**jobset("clash", pods=1, gpus=8), "metadata": {"name": "clash",
+                                                                            "namespace": STAGING}}])
+    d = env.daemon()
+    job = jobset("clash", pods=1, gpus=8)
+    env.create(job)
+    wait_for(lambda: "refused it" in (env.annotations(job).get(D.ANN_MESSAGE) or ""), timeout=30,
+             what="the unplaced reason naming the refusal")
+    message = env.annotations(job)[D.ANN_MESSAGE]
+    assert "alpha: refused it: JobSet placer-staging/clash already exists and was not created by placer" in message
+    assert "cluster-selector" not in message and "placer.dev/cluster-name" not in message
+    assert "beta: " in message
+    assert d.wait_idle(20)
