@@ -64,8 +64,8 @@ class Reconciler:
             return
         owner = controller_of(staging)
         if owner is not None:                         # a controller's product: its owner is what is placed
-            self.bench.book.forget(ref)
             self.notices.warn("controlled", controlled_note(str(ref), owner))
+            self.never_placed(ref, staging, copies, owner)
             return
         workload = self.interpret_staging(ref, staging)
         if workload is None:
@@ -84,6 +84,23 @@ class Reconciler:
             return
         self.writer.ensure_finalizer(ref, staging)
         self.bench.book.make_pending(ref, self.bench.clock.now())
+
+    def never_placed(self, ref: WorkloadRef, staging: dict, copies: list[tuple[str, dict]], owner: str) -> None:
+        """What an older daemon did with a controller's product is undone: its copies go,
+        then placer's finalizer (else the hub's controller could never delete it)."""
+        if copies:
+            self.bench.executor.perform(Delete(c, ref, f"made by {owner} on the hub: never placed")
+                                        for c, _ in copies)
+            return                                    # the deletions bring it back here
+        self.bench.book.forget(ref)
+        if FINALIZER in ((staging.get("metadata") or {}).get("finalizers") or ()):
+            try:
+                self.writer.remove_finalizer(ref, staging)
+            except NotFound:
+                return
+            except PlacerError as e:
+                self.bench.executor.on_error("hub", e)
+                self.bench.queue.add(ref, self.bench.clock.now() + 1.0)
 
     def interpret_staging(self, ref: WorkloadRef, staging: dict) -> Workload | None:
         """The staging object's workload; a malformed one is annotated with why, and None."""

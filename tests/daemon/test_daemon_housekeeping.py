@@ -206,3 +206,22 @@ def test_a_cluster_that_refused_says_its_refusal_not_an_internal_selector(env):
     assert "cluster-selector" not in message and "placer.dev/cluster-name" not in message
     assert "beta: " in message
     assert d.wait_idle(20)
+
+
+def test_a_placed_object_found_to_be_a_controllers_product_is_taken_back(env):
+    """What an older daemon did (issue 25: `Pod/embed-svc-...: placed on east`, with placer's
+    finalizer on the hub): once the object shows a controller owner, its copy is deleted and
+    the finalizer given up, so that the hub's controller can delete its pod."""
+    d = env.daemon()
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "embed-svc-7d9f-x2k", "namespace": STAGING},
+           "spec": {"containers": [{"name": "m", "image": "m:1", "resources": gpu(2)}]}}
+    env.create(pod)
+    wait_for(lambda: env.copies(pod) and "placer.dev/cleanup" in (env.staged(pod)["metadata"].get("finalizers") or ()),
+             what="the pod placed, as an older daemon did")
+    env.hub.patch(env.hub.resource_for("v1", "Pod"), pod["metadata"]["name"], {"metadata": {"ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "embed-svc-7d9f", "uid": "rs-1", "controller": True}]}},
+        STAGING)
+    wait_for(lambda: not env.copies(pod) and "placer.dev/cleanup" not in (
+        env.staged(pod)["metadata"].get("finalizers") or ()), what="copy deleted and finalizer given up")
+    assert d.wait_idle(20)
+    assert not env.copies(pod)
