@@ -54,12 +54,13 @@ def test_objects_from_a_hub_with_its_controllers_copy_onto_a_real_target(real):
     # the hub's controllers have had their say: the Deployment's revision is written
     wait_for(lambda: (hub.get("deployments", "embed-svc", ns_hub)["metadata"].get("annotations") or {})
              .get("deployment.kubernetes.io/revision"), 60, "the hub's Deployment controller at work")
-    read = {name: hub.get(res, name, ns_hub) | {"apiVersion": res.api_version, "kind": res.kind}
+    read = {(res.kind, name): hub.get(res, name, ns_hub) | {"apiVersion": res.api_version, "kind": res.kind}
             for res, name in made}
-    assert "controller-uid" in str(read["finetune-7b"]["spec"]["selector"])
+    job = read[("Job", "finetune-7b")]
+    assert "controller-uid" in str(job["spec"]["selector"])
 
     # only the server's metadata removed: east refuses the Job, as in the issue
-    naive = _metadata_only(read["finetune-7b"])
+    naive = _metadata_only(job)
     naive["metadata"]["namespace"] = ns_east
     with pytest.raises(KubeError) as refused:
         east.create(east.resource_for("batch/v1", "Job"), naive, ns_east)
