@@ -103,9 +103,10 @@ class Book:
             self.why_excluded.pop((ref, cluster), None)
         self.blocked_edit.pop(ref, None)
 
-    def exclude(self, ref: WorkloadRef, cluster: str, clusters: Iterable[str], why: str = "") -> None:
+    def exclude(self, ref: WorkloadRef, cluster: str, clusters: Iterable[str], why: str = "") -> bool:
         """Leave `cluster` out for `ref`; `why` (what the cluster said, or why placer withdrew
-        it) is the reason given for that cluster while it stays out."""
+        it) is the reason given for that cluster while it stays out. True when that left
+        every cluster out, and so none is (every cluster competes again)."""
         excluded = self.excluded.setdefault(ref, set())
         excluded.add(cluster)
         if why:
@@ -114,6 +115,8 @@ class Book:
             for c in excluded:                  # excluded everywhere: let every cluster compete again
                 self.why_excluded.pop((ref, c), None)
             excluded.clear()
+            return True
+        return False
 
     def exclusions(self, refs: Iterable[WorkloadRef]) -> dict[str, str]:
         """cluster -> why, for the clusters any of `refs` is excluded from."""

@@ -225,3 +225,24 @@ def test_a_placed_object_found_to_be_a_controllers_product_is_taken_back(env):
         env.staged(pod)["metadata"].get("finalizers") or ()), what="copy deleted and finalizer given up")
     assert d.wait_idle(20)
     assert not env.copies(pod)
+
+
+def test_refused_by_every_cluster_is_retried_at_the_retry_interval_not_in_a_loop(env):
+    """Issue 25's Job, refused by east and by west: every cluster then competed again at once,
+    and the daemon re-sent the refused copy every 0.2 s. Now it waits for the retry interval."""
+    clash = {**jobset("clash", pods=1, gpus=8), "metadata": {"name": "clash", "namespace": STAGING}}
+    for c in TARGETS:
+        env.fleet[c].seed([clash])
+    d = env.daemon()
+    job = jobset("clash", pods=1, gpus=8)
+    env.create(job)
+
+    def refusals() -> int:
+        return sum(1 for c in TARGETS for r in env.fleet[c].requests.select(resource="jobsets")
+                   if r.name == "clash" and r.verb != "watch")
+    wait_for(lambda: refusals() >= 2, timeout=30, what="both clusters asked")
+    assert d.wait_idle(20)                      # nothing due before the retry interval
+    before = refusals()
+    assert d.wait_idle(5)
+    assert refusals() == before
+    assert "every cluster refused it" in env.annotations(job)[D.ANN_MESSAGE]
