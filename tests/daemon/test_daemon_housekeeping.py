@@ -77,6 +77,9 @@ def test_a_signal_gives_the_lease_up_and_says_so(env, run, sig):
     d = run()
     wait_for(lambda: _holder(env) or not d.alive(), timeout=60, what="the daemon holding the lease")
     assert d.alive(), d.text()[-2000:]
+    job = jobset("before-the-signal", pods=1, gpus=1)
+    env.create(job)            # a planning round first: CP-SAT resets SIGINT to its default action after a solve
+    wait_for(lambda: env.annotations(job).get(D.PLACED_CLUSTER) or not d.alive(), timeout=60, what="placed")
     d.proc.send_signal(sig)
     assert d.proc.wait(30) == 0, d.text()[-2000:]
     assert _holder(env) == "", d.text()[-2000:]
