@@ -146,6 +146,7 @@ def test_staged_work_runs_once_on_a_target_and_never_on_the_hub(hub_env):
         assert daemon.wait_idle(60)
         assert daemon.metrics.value("placer_placements_total") == len(staged)
         assert pods.others() == [], pods.others()
+        assert not daemon.notices.said("controlled")      # nothing on this hub made anything
         assert hub.list("pods", None).items and all(
             p["metadata"]["name"] == "sentinel" for p in hub.list("pods", None).items)
     finally:
