@@ -86,10 +86,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
 class RealKube:
     """The session's clusters: hack/kube-env up --dir DIR hub east west."""
 
-    def __init__(self, directory: Path, names: Iterable[str] = NAMES, operators: str | None = None):
-        """`operators`: hack/kube-env up --operators LIST|all (built the first time: minutes)."""
+    def __init__(self, directory: Path, names: Iterable[str] = NAMES, operators: str | None = None,
+                 hub: str | None = None):
+        """`operators`: hack/kube-env up --operators LIST|all (built the first time: minutes);
+        `hub`: that cluster is a placer hub on which nothing runs (`up --hub NAME`)."""
         self.dir, self.names = Path(directory), tuple(names)
-        extra = ("--operators", operators) if operators else ()
+        extra = (("--operators", operators) if operators else ()) + (("--hub", hub) if hub else ())
         self.kubeconfig = Path(kube_env("up", "--dir", str(self.dir), *extra, *self.names,
                                         timeout=BUILD_TIMEOUT if operators else 600).splitlines()[-1])
         self.kube = Kube(str(self.kubeconfig), retry=RETRY, timeout=30)

@@ -17,6 +17,7 @@ This package re-exports every name the former module `placer/actuate.py` had: ca
 """
 
 from placer.actuate.apply import AppliedRef, NotOurs, apply_group, ensure_namespace, rollback
+from placer.actuate.generated import MANAGED_BY, strip_generated
 from placer.actuate.prepare import (
     SERVER_FIELDS,
     Handoff,
@@ -49,9 +50,10 @@ __all__ = [
     # names (placer.model.names)
     "GROUP", "MANAGED", "ORIGIN", "PLACED_CLUSTER", "PLAN", "SHARED", "WORKLOAD",
     # prepare
-    "MANAGED_SELECTOR", "SERVER_FIELDS", "SUSPEND_KEEP", "SUSPEND_OMIT", "SUSPEND_UNSUSPEND", "Handoff",
+    "MANAGED_BY", "MANAGED_SELECTOR", "SERVER_FIELDS", "SUSPEND_KEEP", "SUSPEND_OMIT", "SUSPEND_UNSUSPEND", "Handoff",
     "cluster_label", "handoff_of", "label_value", "legacy_workload_label", "new_plan_id", "planning_view",
-    "prepare_objects", "ref_name", "set_suspend", "strip_server_fields", "workload_label",
+    "prepare_objects", "ref_name", "set_suspend", "strip_generated", "strip_server_fields",
+    "workload_label",
     # apply
     "AppliedRef", "NotOurs", "apply_group", "ensure_namespace", "rollback",
     # placed

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
+from placer.actuate.generated import strip_generated
 from placer.actuate.podsecurity import object_violations
 from placer.actuate.topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, annotation_value, hand_off_topology
 from placer.definitions.catalog import Catalog
@@ -43,8 +44,9 @@ def new_plan_id(now: datetime | None = None, rng: random.Random | None = None) -
 # --- clean copies ----------------------------------------------------------------------
 
 def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy without status and the metadata the API server sets."""
-    out = copy.deepcopy(dict(obj))
+    """A deep copy without status, the metadata the API server sets, and what the source
+    cluster's server or controllers generated (`placer.actuate.generated`)."""
+    out = strip_generated(copy.deepcopy(dict(obj)))
     out.pop("status", None)
     meta = dict(out.get("metadata") or {})
     for f in SERVER_FIELDS:

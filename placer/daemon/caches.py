@@ -118,6 +118,14 @@ class ClusterCache:
                         cluster=self.name, stop=self.stop, on_error=self.on_error, retry_delay=self.retry_delay,
                         transform=transform, gvk=gvk)
 
+    def add_kind(self, gvk: GVK, res: Resource) -> None:
+        """Watch placer's copies of a kind this cluster serves since the start (a CRD
+        installed later); copy-on-write, as other threads iterate these maps."""
+        inf = self._informer(res, A.MANAGED_SELECTOR, self._on_copy, gvk=gvk)
+        self.kinds = {**self.kinds, gvk: res}
+        self.copies = {**self.copies, gvk: inf}
+        inf.start()
+
     def informers(self) -> list[Informer]:
         out = [self.nodes, self.pods, *self.copies.values()]
         # `is not None`: an Informer with nothing cached has len 0, so it is falsy

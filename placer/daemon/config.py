@@ -7,7 +7,6 @@ import json
 import logging
 import re
 import signal
-import threading
 
 from placer.daemon.core import Daemon
 from placer.daemon.state import DaemonConfig
@@ -83,25 +82,42 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
                         batch_window=batch_window, reschedule_after=reschedule_after, time_limit=time_limit)
 
 
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+
+
 def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog,
                metrics_addr: str | None) -> None:
-    """Run until SIGTERM or SIGINT, then stop cleanly (giving the lease up)."""
+    """Run until SIGTERM or SIGINT, then stop cleanly (giving the lease up).
+
+    Both signals are blocked in every thread (each inherits the mask set here, first) and
+    taken by the main thread with `sigtimedwait`, not by a handler: OR-Tools' CP-SAT installs
+    its own SIGINT handler for each solve and resets SIGINT to the default action after it,
+    so after the first planning round a handler-based Ctrl-C killed the daemon without
+    giving the Lease up (issue 25). A blocked signal waits for `sigtimedwait` whatever its
+    disposition says."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     kube = Kube(kubeconfig, max_workers=64)
     # definitions registered on the hub (first: they win) and the target clusters
     catalog = with_fleet_definitions(catalog, kube, [config.hub_context, *(e.context for e in config.clusters)],
                                      lambda m: log.warning("%s", m))
 
     daemon = Daemon(config, kube, catalog)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
     log.info("watching %s on %s; placing on %s", config.staging_namespace, config.hub_context or "(current)",
              ", ".join(daemon.entries))
-    daemon.start(metrics_addr=metrics_addr)
+    got = "error"
     try:
-        while not done.wait(1.0):
-            pass
+        daemon.start(metrics_addr=metrics_addr)
+        got = wait_for_stop_signal()
     finally:
-        log.info("stopping")
-        daemon.stop()
+        log.info("stopping (%s)", got)
+        outcome = daemon.stop()
         kube.close()
+        log.info("stopped: %s", outcome)
+
+
+def wait_for_stop_signal() -> str:
+    """The name of the first of STOP_SIGNALS to arrive (blocked, so it waits here)."""
+    while True:
+        info = signal.sigtimedwait(STOP_SIGNALS, 1.0)
+        if info is not None:
+            return signal.Signals(info.si_signo).name

@@ -39,6 +39,7 @@ from placer.daemon.creates import Creator
 from placer.daemon.events import Recorder
 from placer.daemon.execute import ClusterWorkers, fenced_client
 from placer.daemon.executor import Executor
+from placer.daemon.hub import Notices, controllers_on_hub
 from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
 from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Touched
@@ -77,9 +78,11 @@ class Daemon:
         self.entries = {e.name: e for e in map(as_entry, config.clusters) if e.context}
         hub = kube.client(config.hub_context, cluster="hub")
         lease_client = fenced_client(hub, None, config.timeout)      # bounded, not fenced
+        self.hub_reader = lease_client
+        self.notices = Notices()                  # what the operator is told once, not every retry
         self.leader = LeaderElector(lease_client, config.staging_namespace, config.lease_name, config.identity,
                                     clock=self.clock.now, timing=config.lease,
-                                    on_error=lambda e: self.api_error("hub", e))
+                                    on_error=lambda e: self.api_error("hub", e), notices=self.notices)
         self.hub = fenced_client(hub, self.leader, config.timeout)
         # Events on staging objects: what `kubectl describe` shows users on the hub
         self.events = Recorder(self.hub, lambda: datetime.fromtimestamp(self.clock.wall(), timezone.utc),
@@ -114,7 +117,7 @@ class Daemon:
         self.creator = Creator(bench, self.entries, self.catalog, self.interpret, self.metrics)
         self.rescheduler = Rescheduler(bench, self.config.reschedule_after, tuple(self.entries), self.metrics)
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalog, self.interpret, self.writer,
-                                     self.rescheduler, self.workers)
+                                     self.rescheduler, self.workers, self.notices)
         self.planner = Planner(self.config, self.catalog, self.interpret, bench, self.reconciler, self.creator,
                                self.metrics)
 
@@ -140,24 +143,35 @@ class Daemon:
             self.server = MetricsServer(self.metrics, metrics_addr, self.healthy).start()
             log.info("serving /metrics and /healthz on %s", self.server.address)
         self.start_watches()
+        self.say_hub_shape()
         self.leader.start()
         self._thread = threading.Thread(target=self._run, name="placer-daemon", daemon=True)
         self._thread.start()
         return self
 
-    def stop(self, release: bool = True) -> None:
-        """Stop acting; give the lease up (`release=False` simulates a crash)."""
+    def stop(self, release: bool = True) -> str:
+        """Stop acting; give the lease up (`release=False` simulates a crash). Returns what
+        became of the lease, in words."""
         self._stop.set()
         self._wake.set()
         self.leader.stop()
         if self._thread:
             self._thread.join(timeout=10)
         self.workers.stop()
-        if release:
-            self.leader.release()
+        outcome = self.leader.release() if release else "lease kept"
         server = getattr(self, "server", None)
         if server:
             server.stop()
+        return outcome
+
+    def say_hub_shape(self) -> bool | None:
+        """One line at start: whether the hub runs a kube-controller-manager (whose workload
+        controllers would run what is staged there). A warning, not a refusal: a hub may
+        run one without workload controllers (Karmada's), and pods they make are never
+        placed anyway (docs/deploy.md#the-hub)."""
+        known, line = controllers_on_hub(self.hub_reader)
+        (log.warning if known is not False else log.info)("%s", line)
+        return known
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -153,12 +153,15 @@ class Creator:
         self.bench.executor.on_error(c.cluster, e)
         log.warning("group %s: placing on %s failed: %s", c.group, c.cluster, e)
         text = f"placing on {c.cluster} failed: {e.message}"
+        everywhere = False
         if refused(e):              # the same cluster would refuse again: let the next round go elsewhere
             for ref in c.members:
-                self.bench.book.exclude(ref, c.cluster, self.entries)
-            text += f"; {c.cluster} is excluded for it, placing elsewhere"
+                everywhere |= self.bench.book.exclude(ref, c.cluster, self.entries, f"refused it: {e.message}")
+            text += "; every cluster refused it: tried again at the next retry" if everywhere else \
+                f"; {c.cluster} is excluded for it, placing elsewhere"
         for ref in c.members:
             self.bench.executor.do(Record(ref, WARNING, FAILED, f"placing on {c.cluster} failed: {e.message}"))
             self.bench.executor.unplace(ref, text)
         now, book = self.bench.clock.now(), self.bench.book
-        book.retry_at = min(book.retry_at or now + 0.2, now + 0.2)   # elsewhere, or here once it answers
+        if not everywhere:          # elsewhere, or here once it answers; refused everywhere: at the retry interval
+            book.retry_at = min(book.retry_at or now + 0.2, now + 0.2)

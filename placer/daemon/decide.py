@@ -67,6 +67,7 @@ class PendingGroup:
     members: tuple[WorkloadRef, ...]
     excluded: frozenset[str] = frozenset()     # clusters withdrawn from or refusing it
     pin: str | None = None                     # the cluster the rest of its group lives on
+    why_excluded: tuple[tuple[str, str], ...] = ()     # (cluster, what it said): the reason given for it
 
 
 # --- what comes out ----------------------------------------------------------------------
@@ -139,6 +140,7 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
     if not pending:
         return Decision(())
     members = {p.group.key: p.members for p in pending}
+    said = {p.group.key: dict(p.why_excluded) for p in pending}
     planned = [with_policy(p) for p in pending]
     keys = label_keys([w for p in pending for w in p.group.workloads] +
                       [w for g, _ in snapshot.committed for w in g.workloads])
@@ -167,7 +169,8 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
     reasons: dict[str, str] = {}
     for u in plan.unplaced:
         if u.group not in reasons:
-            text = "; ".join(f"{c}: {r.render()}" for c, r in u.reasons.items())
+            # a cluster placer left out says why (its refusal), not the solver's rendering of the exclusion
+            text = "; ".join(f"{c}: {said.get(u.group, {}).get(c) or r.render()}" for c, r in u.reasons.items())
             reasons[u.group] = text or "no reachable cluster"
     for gk, text in reasons.items():
         for ref in members.get(gk, ()):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from placer.daemon.hub import Notices
 from placer.kube import KubeClient
 from placer.model.errors import Conflict, KubeError, NotFound, PlacerError
 
@@ -54,8 +55,9 @@ class LeaderElector:
 
     def __init__(self, client: KubeClient, namespace: str, name: str, identity: str, *,
                  clock: Callable[[], float], timing: LeaseTiming = LeaseTiming(),
-                 on_error: Callable[[PlacerError], None] | None = None):
+                 on_error: Callable[[PlacerError], None] | None = None, notices: Notices | None = None):
         self.client = client
+        self.notices = notices or Notices()          # a failure said once, not every retry
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -133,9 +135,11 @@ class LeaderElector:
                 try:
                     if self._try_acquire_or_renew(now):
                         self._renewed_at = now          # counted from before the write: conservative
+                    self.notices.clear("lease", f"leader election: lease {self.namespace}/{self.name} "
+                                                "can be written again")
                 except PlacerError as e:
                     self.on_error(e)
-                    log.warning("leader election: %s", e)
+                    self.notices.warn("lease", f"leader election: {e.message}")
                 leading = self.is_leader
                 self.attempted.set()
                 if leading and not was:
@@ -189,22 +193,34 @@ class LeaderElector:
             self.client.create(res, body, self.namespace)
         except Conflict:
             return False
+        except NotFound as e:        # the one thing a Lease create can miss: its namespace
+            raise NotFound(f"the staging namespace {self.namespace} does not exist on the hub: create it "
+                           f"(`kubectl create namespace {self.namespace}`, or `kubectl apply -k deploy/`); "
+                           f"the daemon waits for it and acts once it exists", cluster="hub") from e
         log.info("became leader (created lease %s/%s)", self.namespace, self.name)
         return True
 
-    def release(self) -> None:
-        """Give the lease up on a clean stop so that a standby takes over at once."""
+    def release(self) -> str:
+        """Give the lease up on a clean stop so that a standby takes over at once; what
+        became of it, in words. Also when this daemon's own term ran out while it was
+        stopping (its threads took longer than the renew deadline to end, on a slow
+        target or a long round): the record still names it, and nobody else can have
+        taken it (the write is guarded by the version read), so it is handed back."""
         self.stop()
-        if not self.is_leader:
-            return
-        self._renewed_at = None
+        self._renewed_at = None                     # from here on, the fence refuses every write
+        if not self.acquired:
+            return f"lease {self.namespace}/{self.name} not held"
         try:
             res = self._lease()
             lease = self.client.get(res, self.name, self.namespace)
-            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                return
+            holder = (lease.get("spec") or {}).get("holderIdentity")
+            if holder != self.identity:
+                return f"lease {self.namespace}/{self.name} held by {holder or 'nobody'} now"
             self.client.patch(res, self.name, {
                 "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
                 "spec": {"holderIdentity": "", "renewTime": _micro_time()}}, self.namespace)
         except PlacerError as e:
             log.warning("releasing the lease: %s", e)
+            return f"lease {self.namespace}/{self.name} not released ({e.message}): a standby takes it over " \
+                   f"after {self.timing.duration:.0f}s"
+        return f"lease {self.namespace}/{self.name} released"

@@ -98,8 +98,9 @@ class Planner:
             if g is None:
                 continue
             refs = tuple(r for r, _ in items)
-            excluded = frozenset(set().union(*(self.bench.book.excluded.get(r, set()) for r in refs)))
-            out.append(DC.PendingGroup(A.planning_view(g, self.catalog), refs, excluded, pins.get(gk)))
+            why = self.bench.book.exclusions(refs)
+            out.append(DC.PendingGroup(A.planning_view(g, self.catalog), refs, frozenset(why), pins.get(gk),
+                                       tuple(why.items())))
         return out
 
     def plannable(self, ref: WorkloadRef) -> tuple[dict, Workload] | None:

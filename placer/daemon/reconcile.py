@@ -6,7 +6,7 @@ the executor performs (writes to targets go to the target's own queue)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
@@ -19,6 +19,7 @@ from placer.daemon.creates import prepare
 from placer.daemon.decide import COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT, PHASE_INVALID
 from placer.daemon.execute import ClusterWorkers
 from placer.daemon.executor import COMPANION_KINDS
+from placer.daemon.hub import Notices, controlled_note, controller_of
 from placer.daemon.reschedule import Rescheduler
 from placer.daemon.staging import HubWriter
 from placer.daemon.state import DaemonConfig, Remote, ann_of, origin_of
@@ -47,6 +48,7 @@ class Reconciler:
     writer: HubWriter
     rescheduler: Rescheduler
     workers: ClusterWorkers
+    notices: Notices = field(default_factory=Notices)
 
     def reconcile(self, ref: WorkloadRef) -> None:
         if ref in self.bench.book.creating:
@@ -59,6 +61,11 @@ class Reconciler:
             return
         if (staging.get("metadata") or {}).get("deletionTimestamp"):
             self.finalize(ref, staging, copies)
+            return
+        owner = controller_of(staging)
+        if owner is not None:                         # a controller's product: its owner is what is placed
+            self.notices.warn("controlled", controlled_note(str(ref), owner))
+            self.never_placed(ref, staging, copies, owner)
             return
         workload = self.interpret_staging(ref, staging)
         if workload is None:
@@ -77,6 +84,23 @@ class Reconciler:
             return
         self.writer.ensure_finalizer(ref, staging)
         self.bench.book.make_pending(ref, self.bench.clock.now())
+
+    def never_placed(self, ref: WorkloadRef, staging: dict, copies: list[tuple[str, dict]], owner: str) -> None:
+        """What an older daemon did with a controller's product is undone: its copies go,
+        then placer's finalizer (else the hub's controller could never delete it)."""
+        if copies:
+            self.bench.executor.perform(Delete(c, ref, f"made by {owner} on the hub: never placed")
+                                        for c, _ in copies)
+            return                                    # the deletions bring it back here
+        self.bench.book.forget(ref)
+        if FINALIZER in ((staging.get("metadata") or {}).get("finalizers") or ()):
+            try:
+                self.writer.remove_finalizer(ref, staging)
+            except NotFound:
+                return
+            except PlacerError as e:
+                self.bench.executor.on_error("hub", e)
+                self.bench.queue.add(ref, self.bench.clock.now() + 1.0)
 
     def interpret_staging(self, ref: WorkloadRef, staging: dict) -> Workload | None:
         """The staging object's workload; a malformed one is annotated with why, and None."""

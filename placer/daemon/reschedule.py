@@ -79,7 +79,7 @@ class Rescheduler:
         for member, _ in self.bench.view.group_members(ref, staging):
             actions = DC.withdrawal(member, cluster, why, [c for c, _ in self.bench.targets.copies_of(member)])
             self.bench.book.placed.pop(member, None)
-            self.bench.book.exclude(member, cluster, self.clusters)
+            self.bench.book.exclude(member, cluster, self.clusters, f"withdrawn: {why}")
             self.bench.executor.perform(actions)
             self.bench.book.pending[member] = Pending(self.bench.clock.now())
             self.metrics.inc("placer_withdrawals_total")

@@ -33,6 +33,7 @@ class DaemonConfig:
     solver_workers: int = 2
     watch_retry: float = 1.0
     secrets: bool = False                     # Secrets follow their groups (hub.secrets: the RBAC must allow it)
+    discovery_interval: float = 10.0          # how often the hub and targets are asked for kinds served since
     call_timeout: float | None = None         # per API call (connect, then answer); default renew_deadline / 3
 
     def __post_init__(self) -> None:
@@ -77,6 +78,7 @@ class Book:
         self.placed: dict[WorkloadRef, Remote] = {}
         self.pending: dict[WorkloadRef, Pending] = {}
         self.excluded: dict[WorkloadRef, set[str]] = {}
+        self.why_excluded: dict[tuple[WorkloadRef, str], str] = {}   # (ref, cluster) -> what it said
         self.creating: dict[WorkloadRef, Creating] = {}
         self.deleting: dict[tuple[str, WorkloadRef], float] = {}
         self.checked: dict[tuple[str, WorkloadRef], str] = {}     # copy version found free of drift
@@ -97,14 +99,32 @@ class Book:
     def forget(self, ref: WorkloadRef) -> None:
         self.placed.pop(ref, None)
         self.pending.pop(ref, None)
-        self.excluded.pop(ref, None)
+        for cluster in self.excluded.pop(ref, ()):
+            self.why_excluded.pop((ref, cluster), None)
         self.blocked_edit.pop(ref, None)
 
-    def exclude(self, ref: WorkloadRef, cluster: str, clusters: Iterable[str]) -> None:
+    def exclude(self, ref: WorkloadRef, cluster: str, clusters: Iterable[str], why: str = "") -> bool:
+        """Leave `cluster` out for `ref`; `why` (what the cluster said, or why placer withdrew
+        it) is the reason given for that cluster while it stays out. True when that left
+        every cluster out, and so none is (every cluster competes again)."""
         excluded = self.excluded.setdefault(ref, set())
         excluded.add(cluster)
+        if why:
+            self.why_excluded[(ref, cluster)] = why
         if excluded >= set(clusters):
-            excluded.clear()                    # excluded everywhere: let every cluster compete again
+            for c in excluded:                  # excluded everywhere: let every cluster compete again
+                self.why_excluded.pop((ref, c), None)
+            excluded.clear()
+            return True
+        return False
+
+    def exclusions(self, refs: Iterable[WorkloadRef]) -> dict[str, str]:
+        """cluster -> why, for the clusters any of `refs` is excluded from."""
+        out: dict[str, str] = {}
+        for ref in refs:
+            for cluster in sorted(self.excluded.get(ref, ())):
+                out.setdefault(cluster, self.why_excluded.get((ref, cluster)) or "excluded for it")
+        return out
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,47 @@ class Watches:
             self.watch_target(name, entry)
         for inf in self.informers():
             inf.start()
+        if self.config.discovery_interval > 0:
+            threading.Thread(target=self._discover_loop, name="placer-discovery", daemon=True).start()
         return True
+
+    # --- kinds served after the start (a CRD installed later) ----------------------------------
+
+    def _discover_loop(self) -> None:
+        while not self.stop.wait(self.config.discovery_interval):
+            try:
+                self.discover_new()
+            except Exception:                    # the loop must outlive a bug
+                log.exception("discovering new kinds failed")
+
+    def discover_new(self) -> list[GVK]:
+        """Catalog kinds the hub serves now and did not before (a CRD installed after the
+        start): watched in the staging namespace from now on, and their copies on every
+        target that serves them. Returns the kinds added."""
+        added = []
+        for gvk in self.catalog.kinds():
+            if gvk in self.view.informers:
+                continue
+            try:
+                res = self.hub_reader.resource_for(*gvk)
+            except PlacerError:
+                continue                         # not served (yet), or the hub does not answer now
+            inf = self.hub_informer(res, self.config.staging_namespace, self.calls.on_staging, gvk)
+            # copy-on-write: other threads iterate these maps without a lock
+            self.view.resources = {**self.view.resources, gvk: res}
+            self.view.gvks = {**self.view.gvks, (res.group, gvk[1]): gvk}
+            self.view.informers = {**self.view.informers, gvk: inf}
+            inf.start()
+            added.append(gvk)
+            log.info("the hub serves %s (%s) now: watching it in %s", gvk[1], gvk[0], self.config.staging_namespace)
+        for cache in self.targets.caches.values():
+            for gvk in self.view.informers:
+                if gvk not in cache.kinds:
+                    try:
+                        cache.add_kind(gvk, cache.client.resource_for(*gvk))
+                    except PlacerError:
+                        continue                 # not served there (yet)
+        return added
 
     def watch_hub(self) -> None:
         ns = self.config.staging_namespace

@@ -64,7 +64,7 @@ def workload_resources():
 
 
 def test_hub_role_covers_every_catalog_kind_and_nothing_cluster_wide(workload_resources):
-    (role,) = by_kind("rbac.yaml", "Role")
+    (role,) = [r for r in by_kind("rbac.yaml", "Role") if r["metadata"]["name"] == "placer-daemon"]
     assert role["metadata"]["namespace"] == "placer-staging"
     rules = role["rules"]
     for group, res in workload_resources:
@@ -84,6 +84,17 @@ def test_hub_role_covers_every_catalog_kind_and_nothing_cluster_wide(workload_re
                                           for v in r["verbs"]}
     (cluster_role,) = by_kind("rbac.yaml", "ClusterRole")
     assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in cluster_role["rules"])
+
+
+def test_the_hub_shape_role_reads_one_lease_only():
+    from placer.daemon.hub import CONTROLLER_MANAGER_LEASE
+    (role,) = [r for r in by_kind("rbac.yaml", "Role") if r["metadata"]["name"] == "placer-hub-shape"]
+    ns, name = CONTROLLER_MANAGER_LEASE
+    assert role["metadata"]["namespace"] == ns
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "resourceNames": [name], "verbs": ["get"]}]
+    (binding,) = [b for b in by_kind("rbac.yaml", "RoleBinding") if b["metadata"]["name"] == "placer-hub-shape"]
+    assert binding["roleRef"]["name"] == "placer-hub-shape" and binding["metadata"]["namespace"] == ns
 
 
 def test_daemon_lease_name_matches_the_role():

@@ -1,0 +1,83 @@
+"""Copies valid on real clusters (issue 25): objects created on a real hub whose controllers run
+(the session's `hub`: kube-controller-manager with every default controller), read back as the
+daemon reads them, copied by `placer.actuate` and created on a real target (east), which must
+accept each. The same Job copied with only the API server's metadata removed is refused by
+east, as in the issue ("'selector' not auto-generated"): the judge can fail."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from placer import actuate as A
+from placer.model.errors import KubeError
+from tests.daemon.daemon_helpers import gpu, pod_template
+from tests.kubeenv import wait_for
+
+pytestmark = pytest.mark.kube
+
+
+def objects() -> list[dict]:
+    return [
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "finetune-7b"},
+         "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed", "suspend": True,
+                  "template": pod_template(1)}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "embed-svc"},
+         "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "embed"}},
+                  "template": {"metadata": {"labels": {"app": "embed"}}, "spec": {"containers": [
+                      {"name": "m", "image": "m:1", "resources": gpu(2)}]}}}},
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "shards"},
+         "spec": {"replicas": 0, "serviceName": "shards", "selector": {"matchLabels": {"app": "shards"}},
+                  "template": {"metadata": {"labels": {"app": "shards"}}, "spec": {"containers": [
+                      {"name": "s", "image": "s:1"}]}},
+                  "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                      "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "frontend"},
+         "spec": {"type": "NodePort", "selector": {"app": "embed"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "shards"},
+         "spec": {"clusterIP": "None", "selector": {"app": "shards"}, "ports": [{"port": 80}]}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "cache"},
+         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+         "spec": {"containers": [{"name": "c", "image": "c:1"}]}},
+    ]
+
+
+def test_objects_from_a_hub_with_its_controllers_copy_onto_a_real_target(real):
+    hub, east = real.client("hub"), real.client("east")
+    ns_hub = real.namespace("hub", real.unique("copies"))
+    ns_east = real.namespace("east", real.unique("copies"))
+    made = []
+    for obj in objects():
+        res = hub.resource_for(obj["apiVersion"], obj["kind"])
+        made.append((res, hub.create(res, obj, ns_hub)["metadata"]["name"]))
+    # the hub's controllers have had their say: the Deployment's revision is written
+    wait_for(lambda: (hub.get("deployments", "embed-svc", ns_hub)["metadata"].get("annotations") or {})
+             .get("deployment.kubernetes.io/revision"), 60, "the hub's Deployment controller at work")
+    read = {(res.kind, name): hub.get(res, name, ns_hub) | {"apiVersion": res.api_version, "kind": res.kind}
+            for res, name in made}
+    job = read[("Job", "finetune-7b")]
+    assert "controller-uid" in str(job["spec"]["selector"])
+
+    # only the server's metadata removed: east refuses the Job, as in the issue
+    naive = _metadata_only(job)
+    naive["metadata"]["namespace"] = ns_east
+    with pytest.raises(KubeError) as refused:
+        east.create(east.resource_for("batch/v1", "Job"), naive, ns_east)
+    assert refused.value.status == 422 and "selector" in refused.value.message
+
+    for (res, name), obj in zip(made, read.values()):
+        clean = A.strip_server_fields(obj)
+        clean["metadata"]["namespace"] = ns_east
+        created = east.create(east.resource_for(res.api_version, res.kind), clean, ns_east)
+        assert created["metadata"]["name"] == name
+    assert east.get("services", "shards", ns_east)["spec"]["clusterIP"] == "None"
+
+
+def _metadata_only(obj: dict) -> dict:
+    """The copy as placer made it before issue 25: the API server's metadata and status out."""
+    out = copy.deepcopy(obj)
+    out.pop("status", None)
+    for f in A.SERVER_FIELDS:
+        out["metadata"].pop(f, None)
+    return out
