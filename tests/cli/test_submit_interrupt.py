@@ -23,6 +23,13 @@ from tests.kubeapi.builders import gpu_node
 GROUPS = 24
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """SIGINT's default action in the child, whatever this process inherited: a test run started
+    in the background by a non-interactive shell has SIGINT ignored, which exec passes on (and
+    Python keeps), so Ctrl-C would never reach placer."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_after_the_groups_in_flight_and_says_what_was_done(make_fleet, tmp_path):
     fleet = make_fleet(names=("alpha",))
     alpha = fleet["alpha"]
@@ -34,7 +41,8 @@ def test_ctrl_c_stops_after_the_groups_in_flight_and_says_what_was_done(make_fle
     proc = subprocess.Popen(
         [sys.executable, "-m", "placer", "submit", "-f", str(tmp_path), "--kubeconfig", str(fleet.kubeconfig),
          "--time-limit", "5"],
-        env={**os.environ, "PYTHONPATH": root}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env={**os.environ, "PYTHONPATH": root}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_sigint_as_a_terminal_gives_it)
     try:
         while len(alpha.objects(JOBSET, "JobSet", namespace="ml")) < 2:     # creating: some groups are there
             assert proc.poll() is None, proc.communicate()
@@ -79,6 +87,10 @@ def test_the_step_in_flight_finishes_and_no_further_one_starts():
             done.append(step)
         return len(done)
 
-    assert uninterrupted(act) == (4, True)
-    assert done == [0, 1, 2, 3]
-    assert uninterrupted(lambda stop: "all") == ("all", False)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)    # see _sigint_as_a_terminal_gives_it
+    try:
+        assert uninterrupted(act) == (4, True)
+        assert done == [0, 1, 2, 3]
+        assert uninterrupted(lambda stop: "all") == ("all", False)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
