@@ -88,6 +88,15 @@ def test_a_karta_deleted_keeps_placed_copies_and_new_arrivals_are_told_the_kind_
     assert d.wait_idle(20)
     assert list(env.copies(first)) == ["alpha"] and env.copies(late) == {}
     assert env.annotations(first).get(D.PLACED_CLUSTER) == "alpha"
+    # the placed one read again (a label edited): its copy stays, its status can no longer be read
+    widgets = env.hub.resource_for(*WIDGET)
+    env.hub.patch(widgets, "w1", {"metadata": {"labels": {"edited": "yes"}}}, STAGING)
+    wait_for(lambda: env.annotations(first).get(D.ANN_PHASE) == D.PHASE_INVALID, timeout=30, what="w1 re-read")
+    assert d.wait_idle(20)
+    assert list(env.copies(first)) == ["alpha"]
+    # deleting it still deletes its copy (the finalizer is served before any definition is needed)
+    env.hub.delete(widgets, "w1", STAGING)
+    wait_for(lambda: env.copies(first) == {}, timeout=30, what="w1's copy deleted")
 
 
 def test_with_karta_preferred_a_registered_karta_takes_a_kind_a_builtin_serves(karta_env):
