@@ -38,8 +38,11 @@ def daemon(
     def go() -> None:
         from placer.daemon import config_from_file, parse_duration, run_daemon, setup_logging
         from placer.daemon.metrics import parse_address
-        from placer.definitions.catalog import load_catalog
+        from placer.definitions.catalog import PREFERENCES, load_catalog
+        from placer.model.errors import InputError
 
+        if prefer not in PREFERENCES:          # before anything is read or started
+            raise InputError(f"--prefer {prefer!r}: expected one of {', '.join(PREFERENCES)}")
         check_number("--time-limit", time_limit)
         check_number("--batch-window", batch_window, inclusive=True)
         setup_logging(log_format)

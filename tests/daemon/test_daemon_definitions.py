@@ -6,8 +6,10 @@ is the test API server: the copies it holds and the annotations on the staging o
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
 
 from placer import daemon as D
+from placer.cli import app
 from tests.daemon.daemon_helpers import STAGING, Env, gpu_nodes, wait_for
 from tests.kubeapi.builders import crd
 
@@ -120,3 +122,9 @@ def test_with_karta_preferred_a_registered_karta_takes_a_kind_a_builtin_serves(k
         assert d.wait_idle(20)
         d.stop()
     assert jobs == {"placer": (None, []), "karta": ("alpha", ["alpha"])}
+
+
+def test_a_bad_prefer_is_one_line_and_exit_2():
+    res = CliRunner().invoke(app, ["daemon", "--prefer", "kai"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "error: --prefer 'kai': expected one of placer, karta"
