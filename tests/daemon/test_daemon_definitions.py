@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from placer import daemon as D
 from placer.cli import app
+from placer.daemon.definitions import CurrentCatalog, FleetDefinitions
 from tests.daemon.daemon_helpers import STAGING, Env, gpu_nodes, wait_for
 from tests.kubeapi.builders import crd
 
@@ -128,3 +129,20 @@ def test_a_bad_prefer_is_one_line_and_exit_2():
     res = CliRunner().invoke(app, ["daemon", "--prefer", "kai"])
     assert res.exit_code == 2
     assert res.stderr.strip() == "error: --prefer 'kai': expected one of placer, karta"
+
+
+def test_a_hub_that_does_not_answer_a_poll_keeps_its_definitions(karta_env):
+    """The hub answers 500 to the Karta listing for one poll: what it registered before still
+    serves (a transient error must not make every registered kind unknown); once it answers
+    again without the Karta, the kind is gone."""
+    env = karta_env
+    apply_karta(env, widget_karta())
+    fleet = FleetDefinitions(env.catalog, env.kube, ["hub", "alpha", "beta"], warn=lambda m: None)
+    holder = CurrentCatalog(fleet.load())
+    assert holder.current.lookup(*WIDGET) is not None
+    assert fleet.refresh(holder) is False                  # the same objects: nothing changed
+    env.hub.delete(env.hub.resource_for("run.ai/v1alpha1", "Karta"), "test-widget", None)
+    env.fleet["hub"].faults.fail(500, match="kartas")
+    assert fleet.refresh(holder) is False and holder.current.lookup(*WIDGET) is not None
+    env.fleet["hub"].faults.clear()
+    assert fleet.refresh(holder) is True and holder.current.lookup(*WIDGET) is None
