@@ -27,6 +27,10 @@ def daemon(
     batch_window: float = typer.Option(0.2, "--batch-window", help="Seconds arrivals wait to be planned together."),
     time_limit: float = typer.Option(2.0, "--time-limit", help="Solver time limit per planning round, seconds."),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
+    prefer: str = typer.Option(
+        "placer", "--prefer",
+        help="Which definition serves a kind both a placer definition and a Workload Map Karta describe "
+             "(--catalog or registered on the clusters): placer (KAI's rule) or karta."),
 ) -> None:
     """Watch the hub's staging namespace; place each arriving workload (batched, planned with
     everything still unplaced) on a live cluster; mirror status back; apply spec changes;
@@ -34,8 +38,11 @@ def daemon(
     def go() -> None:
         from placer.daemon import config_from_file, parse_duration, run_daemon, setup_logging
         from placer.daemon.metrics import parse_address
-        from placer.definitions.catalog import load_catalog
+        from placer.definitions.catalog import PREFERENCES, load_catalog
+        from placer.model.errors import InputError
 
+        if prefer not in PREFERENCES:          # before anything is read or started
+            raise InputError(f"--prefer {prefer!r}: expected one of {', '.join(PREFERENCES)}")
         check_number("--time-limit", time_limit)
         check_number("--batch-window", batch_window, inclusive=True)
         setup_logging(log_format)
@@ -43,5 +50,6 @@ def daemon(
         after = parse_duration(reschedule_after) if reschedule_after else None
         config = config_from_file(clusters_file, batch_window=batch_window, reschedule_after=after,
                                   time_limit=time_limit, kubeconfig=kubeconfig)
-        run_daemon(config, kubeconfig=kubeconfig, catalog=load_catalog(catalog), metrics_addr=addr)
+        run_daemon(config, kubeconfig=kubeconfig, catalog=load_catalog(catalog, prefer=prefer), metrics_addr=addr,
+                   prefer=prefer)
     run(go)

@@ -9,9 +9,9 @@ import re
 import signal
 
 from placer.daemon.core import Daemon
+from placer.daemon.definitions import FleetDefinitions
 from placer.daemon.state import DaemonConfig
-from placer.definitions.catalog import Catalog
-from placer.fleetview.registry import with_fleet_definitions
+from placer.definitions.catalog import PLACER_FORMAT, Catalog
 from placer.inputs.targets import FROM_FILE, resolve_clusters
 from placer.kube import Kube
 from placer.model.errors import InputError
@@ -86,7 +86,7 @@ STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 
 
 def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog,
-               metrics_addr: str | None) -> None:
+               metrics_addr: str | None, prefer: str = PLACER_FORMAT) -> None:
     """Run until SIGTERM or SIGINT, then stop cleanly (giving the lease up).
 
     Both signals are blocked in every thread (each inherits the mask set here, first) and
@@ -97,11 +97,11 @@ def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog
     disposition says."""
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     kube = Kube(kubeconfig, max_workers=64)
-    # definitions registered on the hub (first: they win) and the target clusters
-    catalog = with_fleet_definitions(catalog, kube, [config.hub_context, *(e.context for e in config.clusters)],
-                                     lambda m: log.warning("%s", m))
-
-    daemon = Daemon(config, kube, catalog)
+    # definitions registered on the hub (first: they win) and the target clusters, read now
+    # and again on every discovery poll
+    definitions = FleetDefinitions(catalog, kube, [config.hub_context, *(e.context for e in config.clusters)],
+                                   prefer=prefer)
+    daemon = Daemon(config, kube, definitions.load(), definitions=definitions)
     log.info("watching %s on %s; placing on %s", config.staging_namespace, config.hub_context or "(current)",
              ", ".join(daemon.entries))
     got = "error"

@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from placer.daemon.caches import ClusterCache
 from placer.daemon.clock import Clock, TimeSource
 from placer.daemon.creates import Creator
+from placer.daemon.definitions import CurrentCatalog, FleetDefinitions
 from placer.daemon.events import Recorder
 from placer.daemon.execute import ClusterWorkers, fenced_client
 from placer.daemon.executor import Executor
@@ -68,10 +69,11 @@ class Daemon:
     `step()` themselves, and `wait_idle()` waits until nothing is left to do."""
 
     def __init__(self, config: DaemonConfig, kube: Kube, catalog: Catalog, *,
-                 clock: TimeSource | None = None, metrics: Metrics | None = None):
+                 clock: TimeSource | None = None, metrics: Metrics | None = None,
+                 definitions: FleetDefinitions | None = None):     # re-read on each discovery poll
         self.config = config
-        self.catalog = catalog
-        self.interpret = Interpreter(catalog)       # remembers interpretations of unchanged objects
+        self.catalogs = CurrentCatalog(catalog)     # one holder: every part reads .current
+        self.interpret = Interpreter(self.catalogs)  # remembers interpretations of unchanged objects
         self.clock: TimeSource = clock or Clock()
         self.metrics = metrics or Metrics()
         self.api_error = ApiErrors(self.metrics)
@@ -102,9 +104,10 @@ class Daemon:
         self.view = StagingView(config.hub_context)
         self.targets = Targets(self.view, self.book, self.interpret)
         self.workers = ClusterWorkers(list(self.entries), self._stop)
-        self.watches = Watches(config, kube, catalog, self.entries, hub, self.leader, self.view, self.targets,
+        self.watches = Watches(config, kube, self.catalogs, self.entries, hub, self.leader, self.view, self.targets,
                                self._stop, Callbacks(self._on_staging, self._on_copy, self._on_capacity,
-                                                     self._target_failed, self.api_error))
+                                                     self._target_failed, self.api_error),
+                               definitions=definitions)
         self.relist = Relist(self.targets, self.leader, self.api_error, self._wake)
         self._compose()
 
@@ -114,14 +117,18 @@ class Daemon:
         self.executor = Executor(self.writer, self.view, self.targets, self.book, self.workers, self.inbox,
                                  self.queue, self.clock, self.api_error)
         bench = Workbench(self.book, self.view, self.targets, self.executor, self.queue, self.clock)
-        self.creator = Creator(bench, self.entries, self.catalog, self.interpret, self.metrics)
+        self.creator = Creator(bench, self.entries, self.catalogs, self.interpret, self.metrics)
         self.rescheduler = Rescheduler(bench, self.config.reschedule_after, tuple(self.entries), self.metrics)
-        self.reconciler = Reconciler(bench, self.config, self.entries, self.catalog, self.interpret, self.writer,
+        self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
                                      self.rescheduler, self.workers, self.notices)
-        self.planner = Planner(self.config, self.catalog, self.interpret, bench, self.reconciler, self.creator,
+        self.planner = Planner(self.config, self.catalogs, self.interpret, bench, self.reconciler, self.creator,
                                self.metrics)
 
     # --- what tests and tools read ------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:               # the one serving now
+        return self.catalogs.current
 
     @property
     def caches(self) -> dict[str, ClusterCache]:

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 from placer import actuate as A
 from placer.actuate.topology import choices_by_workload
 from placer.daemon.actions import Annotate, Create, Record
+from placer.daemon.definitions import CurrentCatalog
 from placer.daemon.events import FAILED, NORMAL, PLACED, WARNING
 from placer.daemon.leadership import NotLeader
 from placer.daemon.messages import Created
@@ -65,7 +66,7 @@ class Creator:
 
     bench: Workbench
     entries: Mapping[str, Any]
-    catalog: Catalog
+    catalogs: CurrentCatalog
     interpret: Interpret
     metrics: Metrics
 
@@ -100,7 +101,7 @@ class Creator:
                 return "deleted meanwhile"
             sources.append(self.interpret(staging, str(ref)))
         group = PlacementGroup(c.group, tuple(sources), tuple(self.bench.view.companions_of(c.group)))
-        objects = prepare(group, self.entries[c.cluster], self.catalog, c.cluster, plan_id,
+        objects = prepare(group, self.entries[c.cluster], self.catalogs.current, c.cluster, plan_id,
                           topology=choices_by_workload(c.placements))
         applied = A.apply_group(self.bench.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
                                 pod_security=A.handoff_of(self.entries[c.cluster]).pod_security)

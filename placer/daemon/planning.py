@@ -10,11 +10,11 @@ import time
 from placer import actuate as A
 from placer.daemon import decide as DC
 from placer.daemon.creates import Creator
+from placer.daemon.definitions import CurrentCatalog
 from placer.daemon.metrics import Metrics
 from placer.daemon.reconcile import Reconciler
 from placer.daemon.state import DaemonConfig, ann_of
 from placer.daemon.workbench import Workbench
-from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import Interpreter
 from placer.inputs.priority import PriorityClasses, with_priorities
 from placer.model.errors import InputError
@@ -28,10 +28,10 @@ class Planner:
     """Given the book, both caches, the creator and the executor, and the reconciler only to
     read a staging object's workload the way it does (an invalid one annotated)."""
 
-    def __init__(self, config: DaemonConfig, catalog: Catalog, interpret: Interpreter, bench: Workbench,
+    def __init__(self, config: DaemonConfig, catalogs: CurrentCatalog, interpret: Interpreter, bench: Workbench,
                  reconciler: Reconciler, creator: Creator, metrics: Metrics):
         self.config = config
-        self.catalog = catalog
+        self.catalogs = catalogs
         self.interpret = interpret
         self.bench = bench
         self.reconciler = reconciler
@@ -99,7 +99,7 @@ class Planner:
                 continue
             refs = tuple(r for r, _ in items)
             why = self.bench.book.exclusions(refs)
-            out.append(DC.PendingGroup(A.planning_view(g, self.catalog), refs, frozenset(why), pins.get(gk),
+            out.append(DC.PendingGroup(A.planning_view(g, self.catalogs.current), refs, frozenset(why), pins.get(gk),
                                        tuple(why.items())))
         return out
 

@@ -17,6 +17,7 @@ from placer.daemon import decide as DC
 from placer.daemon.actions import Check, Delete
 from placer.daemon.creates import prepare
 from placer.daemon.decide import COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT, PHASE_INVALID
+from placer.daemon.definitions import CurrentCatalog
 from placer.daemon.execute import ClusterWorkers
 from placer.daemon.executor import COMPANION_KINDS
 from placer.daemon.hub import Notices, controlled_note, controller_of
@@ -25,7 +26,6 @@ from placer.daemon.staging import HubWriter
 from placer.daemon.state import DaemonConfig, Remote, ann_of, origin_of
 from placer.daemon.targets import Interpret
 from placer.daemon.workbench import Workbench
-from placer.definitions.catalog import Catalog
 from placer.model.errors import InputError, NotFound, PlacerError
 from placer.model.names import ANN_SOURCE_GENERATION, FINALIZER, PLACED_CLUSTER
 from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
@@ -43,7 +43,7 @@ class Reconciler:
     bench: Workbench
     config: DaemonConfig
     entries: Mapping[str, Any]
-    catalog: Catalog
+    catalogs: CurrentCatalog
     interpret: Interpret
     writer: HubWriter
     rescheduler: Rescheduler
@@ -187,7 +187,7 @@ class Reconciler:
         """The copy as placer would write it now; the topology domains it was placed with stay
         (recorded on the copy), so neither a forward nor a drift correction drops them."""
         group = PlacementGroup(self.bench.view.group_key(ref, staging), (workload,))
-        return prepare(group, self.entries[cluster], self.catalog, cluster, plan_id,
+        return prepare(group, self.entries[cluster], self.catalogs.current, cluster, plan_id,
                        topology={workload.ref: choices_of(remote)})[-1]
 
     def forward_or_correct(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str,

@@ -11,6 +11,7 @@ import threading
 from typing import Any, Callable, Mapping
 
 from placer.daemon.caches import ClusterCache, served_kinds
+from placer.daemon.definitions import CurrentCatalog, FleetDefinitions
 from placer.daemon.execute import fenced_client
 from placer.daemon.executor import COMPANION_KINDS
 from placer.daemon.informer import Informer
@@ -18,7 +19,6 @@ from placer.daemon.leadership import LeaderElector
 from placer.daemon.state import GVK, DaemonConfig
 from placer.daemon.targets import Targets
 from placer.daemon.view import StagingView
-from placer.definitions.catalog import Catalog
 from placer.kube import Kube, KubeClient, Resource
 from placer.model.errors import NotFound, PlacerError
 
@@ -45,12 +45,13 @@ class Watches:
     """Given the hub's reading client, the lease (to fence the targets' clients) and the
     view and targets to fill."""
 
-    def __init__(self, config: DaemonConfig, kube: Kube, catalog: Catalog, entries: Mapping[str, Any],
+    def __init__(self, config: DaemonConfig, kube: Kube, catalogs: CurrentCatalog, entries: Mapping[str, Any],
                  hub_reader: KubeClient, leader: LeaderElector, view: StagingView, targets: Targets,
-                 stop: threading.Event, calls: Callbacks):
+                 stop: threading.Event, calls: Callbacks, definitions: FleetDefinitions | None = None):
         self.config = config
         self.kube = kube
-        self.catalog = catalog
+        self.catalogs = catalogs
+        self.definitions = definitions
         self.entries = entries
         self.hub_reader = hub_reader
         self.leader = leader
@@ -77,16 +78,23 @@ class Watches:
     def _discover_loop(self) -> None:
         while not self.stop.wait(self.config.discovery_interval):
             try:
+                self.follow_definitions()
                 self.discover_new()
             except Exception:                    # the loop must outlive a bug
                 log.exception("discovering new kinds failed")
+
+    def follow_definitions(self) -> bool:
+        """Re-read the definitions the clusters register; a changed catalog serves every later
+        round, and its new kinds are watched by the `discover_new` that follows. True when it
+        changed."""
+        return self.definitions is not None and self.definitions.refresh(self.catalogs)
 
     def discover_new(self) -> list[GVK]:
         """Catalog kinds the hub serves now and did not before (a CRD installed after the
         start): watched in the staging namespace from now on, and their copies on every
         target that serves them. Returns the kinds added."""
         added = []
-        for gvk in self.catalog.kinds():
+        for gvk in self.catalogs.current.kinds():
             if gvk in self.view.informers:
                 continue
             try:
@@ -112,7 +120,7 @@ class Watches:
 
     def watch_hub(self) -> None:
         ns = self.config.staging_namespace
-        for gvk in self.catalog.kinds():
+        for gvk in self.catalogs.current.kinds():
             try:
                 res = self.hub_reader.resource_for(*gvk)
             except NotFound:

@@ -10,7 +10,7 @@ import copy
 import dataclasses
 import json
 import threading
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import orjson
 
@@ -32,7 +32,13 @@ def object_name(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind', '?')} {meta.get('namespace') or 'default'}/{name}"
 
 
-def definition_for(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> CompiledDefinition:
+class Lookup(Protocol):
+    """What finds a kind's definition: a Catalog, or the daemon's holder of the current one."""
+
+    def lookup(self, api_version: str, kind: str) -> CompiledDefinition | None: ...
+
+
+def definition_for(obj: Mapping[str, Any], catalog: Lookup, source: str | None = None) -> CompiledDefinition:
     api, kind = obj.get("apiVersion"), obj.get("kind")
     found = catalog.lookup(str(api), str(kind))
     if found is None:
@@ -53,26 +59,28 @@ class Interpreter:
     jq sees of the object, and `sweep()`, called once per round, forgets what was not asked
     for in the last two rounds, so memory follows the working set. Thread-safe."""
 
-    def __init__(self, catalog: Catalog, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES):
+    def __init__(self, catalog: Lookup, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES):
         self.catalog, self.gpu_resources = catalog, tuple(gpu_resources)
-        self._current: dict[tuple[int, str], Workload] = {}
-        self._previous: dict[tuple[int, str], Workload] = {}
+        # each entry keeps its definition alive, so that its id is never another's while remembered
+        self._current: dict[tuple[int, str], tuple[CompiledDefinition, Workload]] = {}
+        self._previous: dict[tuple[int, str], tuple[CompiledDefinition, Workload]] = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def __call__(self, obj: Mapping[str, Any], source: str | None = None) -> Workload:
         compiled = definition_for(obj, self.catalog, source)
         text = json_text(jq_view(obj))
-        key = (id(compiled), text)          # the catalog is fixed, so is each definition's id
+        key = (id(compiled), text)          # a definition changed in the catalog is a new object
         with self._lock:
-            found = self._current.get(key) or self._previous.pop(key, None)
-            if found is not None:
-                self._current[key] = found
+            entry = self._current.get(key) or self._previous.pop(key, None)
+            if entry is not None:
+                self._current[key] = entry
                 self.hits += 1
+        found = entry[1] if entry is not None else None
         if found is None:
             found = _interpret(obj, compiled, text, self.gpu_resources, source)
             with self._lock:
-                self._current[key] = found
+                self._current[key] = (compiled, found)
                 self.misses += 1
         else:       # same content: only what jq does not see (last-applied, managedFields) differs
             annotations = (obj.get("metadata") or {}).get("annotations") or {}

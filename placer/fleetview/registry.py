@@ -9,11 +9,14 @@ becomes placeable with one `kubectl apply`.
 They also load the cluster's Workload Map definitions (`kartas.run.ai`, cluster-scoped,
 as KAI Scheduler and Run:ai register types), which serve, as in KAI, only the kinds that
 no placer definition (built-in, `--catalog`, registered) serves: one `kubectl apply -f
-karta.yaml` makes a new type work in KAI and placer alike.
+karta.yaml` makes a new type work in KAI and placer alike. With `prefer="karta"` a Karta
+wins every kind it claims instead.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,10 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from placer.definitions.catalog import (
+    PLACER_FORMAT,
+    PREFERENCES,
+    Catalog,
+    CompiledDefinition,
     builtin_catalog_dir,
     compile_definition,
     compile_document,
@@ -29,6 +36,7 @@ from placer.definitions.catalog import (
     read_yaml_documents,
     unwrap,
 )
+from placer.definitions.karta import FORMAT as KARTA_FORMAT
 from placer.kube import KubeClient
 from placer.model.errors import DefinitionError, InputError, NotFound
 
@@ -141,7 +149,7 @@ def cluster_definitions(client: KubeClient, warn: Callable[[str], None]) -> list
         name = (obj.get("metadata") or {}).get("name", "?")
         source = f"cluster {client.cluster}: {KIND.lower()}/{name}"
         try:
-            out.append(compile_definition(obj.get("spec"), source))
+            out.append(_compiled(obj.get("spec"), source, compile_definition))
         except DefinitionError as e:
             warn(f"skipping invalid definition: {e}")
     return out
@@ -161,10 +169,30 @@ def cluster_kartas(client: KubeClient, warn: Callable[[str], None]) -> list[Any]
         doc = {"apiVersion": KARTA_API_VERSION, "kind": KARTA_KIND, "metadata": {"name": name},
                "spec": obj.get("spec")}
         try:
-            out.append(compile_document(doc, f"cluster {client.cluster}: karta/{name}"))
+            out.append(_compiled(doc, f"cluster {client.cluster}: karta/{name}", compile_document))
         except DefinitionError as e:
             warn(f"skipping invalid definition: {e}")
     return out
+
+
+_COMPILED: dict[tuple[str, str], CompiledDefinition] = {}
+_COMPILED_LOCK = threading.Lock()
+
+
+def _compiled(doc: Any, source: str, compile: Callable[[Any, str], CompiledDefinition]) -> CompiledDefinition:
+    """Compiled once per process while the object is unchanged: the daemon re-reads the
+    registered definitions on every discovery poll, and an unchanged definition must stay the
+    same object (no jq compilation per poll; the catalog it serves is seen as unchanged)."""
+    key = (source, json.dumps(doc, sort_keys=True, default=str))
+    with _COMPILED_LOCK:
+        found = _COMPILED.get(key)
+    if found is None:
+        found = compile(doc, source)              # an invalid one raises, and is not remembered
+        with _COMPILED_LOCK:
+            if len(_COMPILED) > 1024:             # definitions edited over and over
+                _COMPILED.clear()
+            found = _COMPILED.setdefault(key, found)
+    return found
 
 
 @dataclass(frozen=True)
@@ -179,27 +207,48 @@ def registered(client: KubeClient, warn: Callable[[str], None]) -> Registered:
     return Registered(cluster_definitions(client, warn), cluster_kartas(client, warn))
 
 
-def with_cluster_definitions(catalog: Any, client: KubeClient, warn: Callable[[str], None]) -> Any:
+def with_cluster_definitions(catalog: Any, client: KubeClient, warn: Callable[[str], None], *,
+                             prefer: str = PLACER_FORMAT) -> Any:
     """The catalog plus the cluster's registered definitions (which win for their kinds),
-    then its Kartas for the kinds still unserved."""
-    return _layered(catalog, [registered(client, warn)])
+    then its Kartas for the kinds still unserved (or, with `prefer="karta"`, for every kind
+    they claim)."""
+    return layered(catalog, [registered(client, warn)], prefer)
+
+
+def read_fleet(kube: Any, contexts: Iterable[str | None], warn: Callable[[str], None]
+               ) -> dict[str | None, Registered | Exception]:
+    """What each of these clusters registers, read concurrently (a cluster that cannot be
+    read: its error, in its slot)."""
+    order = list(dict.fromkeys(contexts))
+    found = kube.each(lambda client: registered(client, warn), order)
+    return {ctx: found.get(ctx, NotFound("not read")) for ctx in order}
 
 
 def with_fleet_definitions(catalog: Any, kube: Any, contexts: Iterable[str | None],
-                           warn: Callable[[str], None]) -> Any:
+                           warn: Callable[[str], None], *, prefer: str = PLACER_FORMAT) -> Any:
     """The catalog plus the definitions registered in each of these clusters, read
     concurrently. The first context wins a kind claimed by several (list the hub
     first, then clusters in file order). A cluster that cannot be read adds nothing:
     the inventory reports why."""
-    order = list(dict.fromkeys(contexts))
-    found = kube.each(lambda client: registered(client, warn), order)
-    return _layered(catalog, [r for r in (found.get(ctx) for ctx in order) if isinstance(r, Registered)])
+    found = read_fleet(kube, contexts, warn)
+    return layered(catalog, [r for r in found.values() if isinstance(r, Registered)], prefer)
 
 
-def _layered(catalog: Any, clusters: list[Registered]) -> Any:
+def layered(catalog: Catalog, clusters: list[Registered], prefer: str = PLACER_FORMAT) -> Catalog:
     """`clusters` first to last: placer definitions of an earlier cluster win a kind, then
-    Kartas (an earlier cluster's first) serve the kinds nothing else serves."""
-    for r in reversed(clusters):
-        if r.definitions:
-            catalog = catalog.with_definitions(r.definitions)
-    return catalog.with_fallbacks(k for r in clusters for k in r.kartas)
+    Kartas (an earlier cluster's first) serve the kinds nothing else serves. With
+    `prefer="karta"` a Karta wins every kind it claims: registered placer definitions
+    override the catalog's placer definitions only, the catalog's own Kartas (`--catalog`)
+    come above them, and registered Kartas above all."""
+    if prefer not in PREFERENCES:
+        raise InputError(f"prefer: {prefer!r}: expected one of {', '.join(PREFERENCES)}")
+    placer_defs = [d for r in reversed(clusters) for d in r.definitions]
+    if prefer == PLACER_FORMAT:
+        return catalog.with_definitions(placer_defs).with_fallbacks(k for r in clusters for k in r.kartas)
+    file_kartas = {gvk: d for gvk, d in catalog.by_gvk.items() if d.format == KARTA_FORMAT}
+    by_gvk = dict(catalog.with_definitions(placer_defs).by_gvk)
+    by_gvk.update(file_kartas)
+    for k in (k for r in reversed(clusters) for k in r.kartas):
+        for m in k.definition.matches:
+            by_gvk[(m.apiVersion, m.kind)] = k
+    return Catalog(by_gvk, catalog.companion_kinds)

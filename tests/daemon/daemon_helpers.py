@@ -12,6 +12,7 @@ import yaml
 
 import placer.daemon
 from placer.daemon import Daemon, DaemonConfig, FakeClock, LeaseTiming
+from placer.daemon.definitions import FleetDefinitions
 from placer.definitions.catalog import load_catalog
 from placer.inputs.clusters_file import ClusterEntry
 from placer.kube import Kube, RetryPolicy
@@ -105,11 +106,16 @@ class Env:
         return DaemonConfig(**opts)
 
     def daemon(self, clock: FakeClock | None = None, start: bool = True, kubeconfig: str | Path | None = None,
-               retry: RetryPolicy = FAST_RETRY, **kw) -> Daemon:
+               retry: RetryPolicy = FAST_RETRY, follow: str | None = None, **kw) -> Daemon:
         """A daemon (started unless start=False). kubeconfig: e.g. token_kubeconfig(...), so that the
-        servers' request logs tell this daemon's requests apart; retry: the client's policy."""
+        servers' request logs tell this daemon's requests apart; retry: the client's policy;
+        follow: "placer" or "karta" to read (and follow) the definitions the hub and the targets
+        register, preferring that format, as `placer daemon --prefer` does."""
         kube = Kube(str(kubeconfig or self.fleet.kubeconfig), retry=retry, timeout=10, max_workers=48)
-        d = Daemon(self.config(**kw), kube, self.catalog, clock=clock or FakeClock())
+        definitions = None if follow is None else FleetDefinitions(
+            self.catalog, kube, ["hub", *(e.context for e in self.entries)], prefer=follow)
+        d = Daemon(self.config(**kw), kube, self.catalog if definitions is None else definitions.load(),
+                   clock=clock or FakeClock(), definitions=definitions)
         self.daemons.append(d)
         if start:
             d.start()

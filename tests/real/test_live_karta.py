@@ -136,32 +136,61 @@ def test_a_karta_never_takes_a_kind_from_placers_own_definition(hub_with_kinds, 
         real.kubectl("--context", "hub", "delete", "kartas", "test-one-pod-job", "--ignore-not-found")
 
 
+def start_daemon(real, tmp_path: Path, staging: str) -> tuple[subprocess.Popen, Path]:
+    """The real `placer daemon` as a user runs it, on the hub and both targets; its log file."""
+    clusters = write(tmp_path / "clusters.yaml", {"hub": {"context": "hub", "stagingNamespace": staging},
+                                                  "clusters": [{"name": "east", "context": "east"},
+                                                               {"name": "west", "context": "west"}]})
+    log = tmp_path / "daemon.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "placer", "daemon", "--clusters", str(clusters),
+                                 "--kubeconfig", str(real.kubeconfig), "--batch-window", "0.1", "--time-limit", "2"],
+                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return proc, log
+
+
+def widgets_on(real, cluster: str, ns: str) -> list:
+    out = real.kubectl("--context", cluster, "get", "widgets", "-n", ns, "-o", "json", check=False)
+    return json.loads(out.stdout)["items"] if out.returncode == 0 else []
+
+
 def test_the_daemon_places_a_staged_kind_that_only_a_karta_on_the_hub_describes(hub_with_kinds, tmp_path):
     real = hub_with_kinds
     staging = real.namespace("hub", real.unique("karta-staging"))
     real.kubectl("--context", "hub", "apply", "-f", "-", input=yaml.safe_dump(WIDGET_KARTA))
-    clusters = write(tmp_path / "clusters.yaml", {"hub": {"context": "hub", "stagingNamespace": staging},
-                                                  "clusters": [{"name": "east", "context": "east"},
-                                                               {"name": "west", "context": "west"}]})
-    log = open(tmp_path / "daemon.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "placer", "daemon", "--clusters", str(clusters),
-                             "--kubeconfig", str(real.kubeconfig), "--batch-window", "0.1", "--time-limit", "2"],
-                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-    def copy_on(cluster: str) -> list:
-        out = real.kubectl("--context", cluster, "get", "widgets", "-n", staging, "-o", "json", check=False)
-        return json.loads(out.stdout)["items"] if out.returncode == 0 else []
-
+    proc, log = start_daemon(real, tmp_path, staging)
     try:
         real.kubectl("--context", "hub", "apply", "-f", "-", input=yaml.safe_dump(widget("w2", staging, 3, 4)))
-        wait_for(lambda: copy_on("west") or proc.poll() is not None, 120, "the Widget's copy on west")
-        assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-2000:]
-        (copy,) = copy_on("west")
-        assert copy["spec"]["replicas"] == 3 and copy_on("east") == []
+        wait_for(lambda: widgets_on(real, "west", staging) or proc.poll() is not None, 120,
+                 "the Widget's copy on west")
+        assert proc.poll() is None, log.read_text()[-2000:]
+        (copy,) = widgets_on(real, "west", staging)
+        assert copy["spec"]["replicas"] == 3 and widgets_on(real, "east", staging) == []
         staged = json.loads(real.kubectl("--context", "hub", "get", "widgets", "w2", "-n", staging,
                                          "-o", "json").stdout)
         assert staged["metadata"]["annotations"]["placer.dev/placed-cluster"] == "west"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-        log.close()
+
+
+def test_the_daemon_follows_a_karta_applied_after_it_started(hub_with_kinds, tmp_path):
+    """Issue 19: the daemon is running, with no definition for Widget, and a Widget is already
+    staged; then the Karta is applied to the hub. Without a restart the daemon reads it (on its
+    discovery poll), watches the kind and places the Widget; the real west API server holds the copy."""
+    real = hub_with_kinds
+    staging = real.namespace("hub", real.unique("karta-late"))
+    proc, log = start_daemon(real, tmp_path, staging)
+    try:
+        wait_for(lambda: "watching " in log.read_text() or proc.poll() is not None, 120, "the daemon started")
+        real.kubectl("--context", "hub", "apply", "-f", "-", input=yaml.safe_dump(widget("w3", staging, 3, 4)))
+        real.kubectl("--context", "hub", "apply", "-f", "-", input=yaml.safe_dump(WIDGET_KARTA))
+        wait_for(lambda: widgets_on(real, "west", staging) or proc.poll() is not None, 180,
+                 "the Widget's copy on west")
+        assert proc.poll() is None, log.read_text()[-2000:]
+        (copy,) = widgets_on(real, "west", staging)
+        assert copy["spec"]["replicas"] == 3 and widgets_on(real, "east", staging) == []
+        assert "workload definitions changed: new placer-test.dev/v1/Widget" in log.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
