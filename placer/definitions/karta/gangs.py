@@ -21,8 +21,6 @@ _LABEL = re.compile(r'\.metadata\.labels(?:\["([^"]+)"\]|\.([A-Za-z_][A-Za-z0-9_
 # labels an operator stamps with its owner's name (job-name, cluster, part-of, name)
 _OWNER_LABEL = re.compile(r"(^|[/.-])(name|job-name|set-name|cluster|part-of)$")
 MAX_COMBINATIONS = 100_000
-# jq's ascii_downcase costs about 20 µs a call (it explodes the string); a regex test, a third
-_LOWER = 'if test("[A-Z]") then ascii_downcase else . end'
 _STEP = re.compile(r'\s*(?:\.([A-Za-z_][A-Za-z0-9_]*)|\.?\["((?:[^"\\]|\\.)*)"\])')
 
 
@@ -259,15 +257,19 @@ def _key_value(path: str) -> str:
 
 
 def _grouped() -> str:
-    return ("($karta_e | map(select(.[5] > 0)) | group_by([.[0], .[1]]) | map({"
-            f"name: (reduce .[0][1][] as $v (.[0][0]; . + \"-\" + $v) | {_LOWER}),"   # join: twice the jq steps
-            " members: (group_by([.[3], .[4]]) | map({component: .[0][3],"
-            " instance: .[0][4], pods: (map(.[5]) | add)})), minMember: (map(.[6]) | add)}))")
+    """Entries with one key tuple form one gang. The name's parts go to placer as a
+    `namePattern` with `lowercase` (joined and lowercased there: jq's `ascii_downcase`, its
+    regex `test` and a string `reduce` cost about 25 µs a gang); `[.[] | f]` and `reduce`
+    sums take fewer jq steps than `map(f)` and `add`; slices are the group keys."""
+    return ("([$karta_e[] | select(.[5] > 0)] | group_by(.[0:2]) | [.[] | {"
+            'namePattern: [.[0][0], (.[0][1][] | "-", .)], lowercase: true,'
+            " members: [group_by(.[3:5])[] | {component: .[0][3], instance: .[0][4],"
+            " pods: (reduce .[] as $x (0; . + $x[5]))}], minMember: (reduce .[] as $x (0; . + $x[6]))}])")
 
 
 def _fallback() -> str:
     """One gang for the whole workload: what a consumer does when keys are unknown."""
-    return (f"($karta_e | unique_by([.[3], .[4]]) | [{{name: ({_NAME} | {_LOWER}),"
+    return (f"($karta_e | unique_by(.[3:5]) | [{{name: {_NAME}, lowercase: true,"
             f" members: map({{component: .[3], instance: .[4], pods: .[7]}}), minMember: (map(.[8]) | add)}}])")
 
 
