@@ -241,6 +241,11 @@ def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang
     """Gangs from the gangs expression's list; an entry with `names` or `namePattern` stands
     for one gang per name with the same members (per-replica gangs, built once in jq and here)."""
     expr = at.compiled.definition.gangs or ""
+    if isinstance(raw, dict) and "keyed" in raw:
+        try:
+            raw = keyed_gangs(raw["keyed"])
+        except (TypeError, ValueError) as e:
+            raise at.bad("gangs", expr, f"bad keyed gang rows: {type(e).__name__} {e}") from None
     if not isinstance(raw, list):
         raise at.bad("gangs", expr, "expected a list of gangs")
     by_key = {(inst.component, inst.instance): inst for inst in instances} if raw else {}
@@ -267,6 +272,25 @@ def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang
             raise at.bad("gangs", expr, f"more than {MAX_GANGS} gangs")
         for gang_name in names:
             yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus, window=window)
+
+
+def keyed_gangs(rows: Any) -> list[dict[str, Any]]:
+    """`{"keyed": rows}`: rows `[group, [key...], component, instance, pods, min, ...]` (more
+    columns are ignored); the rows
+    of one group and key form one gang, named group-key... (ASCII lowercased), its members
+    the pods summed per instance, its minMember the mins summed; rows without pods are
+    left out. Gangs in (group, key) order, members in (component, instance) order, as jq's
+    `group_by` orders them: the grouping costs jq about 15 µs a row, Python about one."""
+    gangs: dict[tuple[str, tuple[str, ...]], tuple[dict[tuple[str, str], int], list[int]]] = {}
+    for group, key, component, instance, pods, least, *_ in rows:
+        if not pods > 0:
+            continue
+        members, total = gangs.setdefault((str(group), tuple(str(k) for k in key)), ({}, [0]))
+        members[(str(component), str(instance))] = members.get((str(component), str(instance)), 0) + int(pods)
+        total[0] += int(least)
+    return [{"name": "-".join((group, *key)), "lowercase": True, "minMember": total[0],
+             "members": [{"component": c, "instance": i, "pods": n} for (c, i), n in sorted(members.items())]}
+            for (group, key), (members, total) in sorted(gangs.items(), key=lambda kv: (kv[0][0], list(kv[0][1])))]
 
 
 _NAME_KEYS = ("name", "names", "namePattern")

@@ -59,7 +59,7 @@ def unpredicted_expression(tree: Tree) -> str | None:
     gang = tree.karta.spec.optimizationInstructions.gangScheduling
     if gang is None or not gang.podGroups or not tree.pod_components:
         return None
-    return f"{_NAME} as $karta_name | [{entries(tree, gang.podGroups)} | select(.[1] == null) | .[2]] | unique"
+    return f"{_NAME} as $karta_name | [{entries(tree, gang.podGroups)} | select(.[1] == null) | .[6]] | unique"
 
 
 def _counts(n: int) -> str:
@@ -81,7 +81,8 @@ def _member(tree: Tree, comp: Component, group: PodGroupsEntry) -> Member | None
 
 def entries(tree: Tree, groups: list[PodGroupsEntry]) -> str:
     """A jq stream: one entry per (group, pod component instance, replica combination):
-    [group, key (null: unpredictable), miss, component, instance, pods, min, total, totalMin]
+    [group, key (null: unpredictable), component, instance, pods, min, miss, total, totalMin]
+    (the first six are placer's `keyed` gang rows)
     (an array: jq builds an object key by key, about a microsecond each)."""
     parts = []
     for group in groups:
@@ -122,13 +123,15 @@ def _component_entries(tree: Tree, comp: Component, member: Member, group: str) 
     return (f"($karta_rows_{n}[] as $r | $r[0] as $id | {_counts(n)} | {counts} as $ns"
             f" | ($ns | reduce .[] as $x (1; . * $x)) as $prod"
             f' | if $prod > {MAX_COMBINATIONS} then error("karta: more than {MAX_COMBINATIONS} replica combinations")'
-            f" else . end | ({{metadata: ({{name: $karta_name, namespace: $root.metadata.namespace}} + {tpl})}}{fixed})"
+            f" else . end | ([$prod, 1] | max) as $div"         # no combination runs when $prod is 0
+            f" | (($pods / $div) | floor) as $pods_q | ($pods % $div) as $pods_r"
+            f" | (($min / $div) | floor) as $min_q | ($min % $div) as $min_r"
+            f" | ({{metadata: ({{name: $karta_name, namespace: $root.metadata.namespace}} + {tpl})}}{fixed})"
             f" as $karta_pod{per_row} | range(0; $prod) as $c | {_digits(len(owners))} as $idx"
             f"{per_pod}"
-            f" | [{json.dumps(group)}, $k[0], $k[1], {json.dumps(comp.name)},"
-            f" $id, ((($pods / $prod) | floor) + (if $c < ($pods % $prod) then 1 else 0 end)),"
-            f" ((($min / $prod) | floor) + (if $c < ($min % $prod) then 1 else 0 end)),"
-            f" $pods, $min])")
+            f" | [{json.dumps(group)}, $k[0], {json.dumps(comp.name)}, $id,"
+            f" ($pods_q + (if $c < $pods_r then 1 else 0 end)), ($min_q + (if $c < $min_r then 1 else 0 end)),"
+            f" $k[1], $pods, $min])")
 
 
 def _digits(owners: int) -> str:
@@ -257,20 +260,16 @@ def _key_value(path: str) -> str:
 
 
 def _grouped() -> str:
-    """Entries with one key tuple form one gang. The name's parts go to placer as a
-    `namePattern` with `lowercase` (joined and lowercased there: jq's `ascii_downcase`, its
-    regex `test` and a string `reduce` cost about 25 µs a gang); `[.[] | f]` and `reduce`
-    sums take fewer jq steps than `map(f)` and `add`; slices are the group keys."""
-    return ("([$karta_e[] | select(.[5] > 0)] | group_by(.[0:2]) | [.[] | {"
-            'namePattern: [.[0][0], (.[0][1][] | "-", .)], lowercase: true,'
-            " members: [group_by(.[3:5])[] | {component: .[0][3], instance: .[0][4],"
-            " pods: (reduce .[] as $x (0; . + $x[5]))}], minMember: (reduce .[] as $x (0; . + $x[6]))}])")
+    """Entries with one key tuple form one gang: placer's `keyed` gang rows, grouped in
+    Python (jq's `group_by`, object building and `ascii_downcase` cost about 15 µs an entry;
+    every Karta expression has been evaluated by then)."""
+    return "{keyed: $karta_e}"
 
 
 def _fallback() -> str:
     """One gang for the whole workload: what a consumer does when keys are unknown."""
-    return (f"($karta_e | unique_by(.[3:5]) | [{{name: {_NAME}, lowercase: true,"
-            f" members: map({{component: .[3], instance: .[4], pods: .[7]}}), minMember: (map(.[8]) | add)}}])")
+    return (f"($karta_e | unique_by(.[2:4]) | [{{name: {_NAME}, lowercase: true,"
+            f" members: map({{component: .[2], instance: .[3], pods: .[7]}}), minMember: (map(.[8]) | add)}}])")
 
 
 def _pod_group(tree: Tree, pg: PodGroup) -> str:
