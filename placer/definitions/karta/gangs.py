@@ -230,6 +230,7 @@ def _known_keys(member: Member, owners: list[Component]) -> tuple[str, str] | No
             or any(w is None or w == ["metadata", "labels", label] for w in written for label in owner_labels(member))):
         return None
     shared: list[str] = []
+    shared_paths: list[str] = []
     values: list[str] = []
     for path, keys_of in zip(member.groupByKeyPaths, keys):
         assert keys_of is not None
@@ -241,12 +242,16 @@ def _known_keys(member: Member, owners: list[Component]) -> tuple[str, str] | No
         else:
             values.append(f"$karta_kv[{len(shared)}]")
             shared.append(_key_value(path))
-    per_row = f" | ($karta_pod as $pod | [{', '.join(shared)}]) as $karta_kv" if shared else ""
-    paths = json.dumps([k.strip() for k in member.groupByKeyPaths])
-    unknown = " or ".join(f"$vs[{k}] == null" for k in range(len(values)))
-    return per_row, (f"([{', '.join(values)}] as $vs | if {unknown} then [null,"
-                     f" ([range(0; $vs | length) | select($vs[.] == null) | {paths}[.]] | first // null)]"
-                     " else [$vs, null] end)")
+            shared_paths.append(path.strip())
+    key = f"[{', '.join(values)}]"
+    if not shared:                          # index values only: never null
+        return "", f"[{key}, null]"
+    # an index value is never null: a key is unknown exactly when a shared value is, per row
+    missing = json.dumps(shared_paths)
+    per_row = (f" | ($karta_pod as $pod | [{', '.join(shared)}]) as $karta_kv"
+               f" | ([range(0; {len(shared)}) | select($karta_kv[.] == null) | {missing}[.]] | first // null)"
+               " as $karta_miss")
+    return per_row, f"(if $karta_miss == null then [{key}, null] else [null, $karta_miss] end)"
 
 
 def _key_value(path: str) -> str:
