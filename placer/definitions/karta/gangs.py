@@ -247,10 +247,10 @@ def _known_keys(member: Member, owners: list[Component]) -> tuple[str, str] | No
     if not shared:                          # index values only: never null
         return "", f"[{key}, null]"
     # an index value is never null: a key is unknown exactly when a shared value is, per row
-    missing = json.dumps(shared_paths)
-    per_row = (f" | ($karta_pod as $pod | [{', '.join(shared)}]) as $karta_kv"
-               f" | ([range(0; {len(shared)}) | select($karta_kv[.] == null) | {missing}[.]] | first // null)"
-               " as $karta_miss")
+    missing = "null"                        # the first key path without a value, by nested ifs
+    for k in reversed(range(len(shared))):
+        missing = f"if $karta_kv[{k}] == null then {json.dumps(shared_paths[k])} else {missing} end"
+    per_row = f" | ($karta_pod as $pod | [{', '.join(shared)}]) as $karta_kv | ({missing}) as $karta_miss"
     return per_row, f"(if $karta_miss == null then [{key}, null] else [null, $karta_miss] end)"
 
 
