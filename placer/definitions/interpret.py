@@ -249,6 +249,11 @@ def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang
     """Gangs from the gangs expression's list; an entry with `names` or `namePattern` stands
     for one gang per name with the same members (per-replica gangs, built once in jq and here)."""
     expr = at.compiled.definition.gangs or ""
+    if isinstance(raw, dict) and "keyed" in raw:
+        try:
+            raw = keyed_gangs(raw["keyed"])
+        except (TypeError, ValueError) as e:
+            raise at.bad("gangs", expr, f"bad keyed gang rows: {type(e).__name__} {e}") from None
     if not isinstance(raw, list):
         raise at.bad("gangs", expr, "expected a list of gangs")
     by_key = {(inst.component, inst.instance): inst for inst in instances} if raw else {}
@@ -277,6 +282,28 @@ def _gangs(at: _Where, raw: Any, instances: Sequence[Instance]) -> Iterable[Gang
             yield Gang(name=gang_name, members=frozen, min_member=min_member, pods=pods, gpus=gpus, window=window)
 
 
+def keyed_gangs(rows: Any) -> list[dict[str, Any]]:
+    """`{"keyed": rows}`: rows `[group, [key...], component, instance, pods, min, ...]` (more
+    columns are ignored); the rows of one group and key form one gang, named group-key...
+    (ASCII lowercased), its members the pods summed per instance, its minMember the mins
+    summed; rows without pods are left out. Gangs in (group, key) order, members in (component, instance) order, as jq's
+    `group_by` orders them: the grouping costs jq about 15 µs a row, Python about one."""
+    gangs: dict[tuple[str, ...], tuple[dict[tuple[str, str], int], list[int]]] = {}
+    for row in rows:
+        group, key, component, instance, pods, least = row[:6]
+        if not pods > 0:
+            continue
+        found = gangs.get(gk := (group, *key))
+        if found is None:
+            found = gangs[gk] = ({}, [0])
+        members = found[0]
+        members[component, instance] = members.get((component, instance), 0) + pods
+        found[1][0] += least
+    return [{"name": "-".join(gk), "lowercase": True, "minMember": total[0],
+             "members": [{"component": c, "instance": i, "pods": n} for (c, i), n in sorted(members.items())]}
+            for gk, (members, total) in sorted(gangs.items())]
+
+
 _NAME_KEYS = ("name", "names", "namePattern")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -299,7 +326,7 @@ def _gang_names(g: Mapping[str, Any]) -> list[str]:
     else:
         names = _expand(g["namePattern"])
     if g.get("lowercase"):
-        names = [n.translate(_ASCII_LOWER) for n in names]
+        names = [n.lower() if n.isascii() else n.translate(_ASCII_LOWER) for n in names]
     return names
 
 

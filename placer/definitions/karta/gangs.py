@@ -21,8 +21,6 @@ _LABEL = re.compile(r'\.metadata\.labels(?:\["([^"]+)"\]|\.([A-Za-z_][A-Za-z0-9_
 # labels an operator stamps with its owner's name (job-name, cluster, part-of, name)
 _OWNER_LABEL = re.compile(r"(^|[/.-])(name|job-name|set-name|cluster|part-of)$")
 MAX_COMBINATIONS = 100_000
-# jq's ascii_downcase costs about 20 µs a call (it explodes the string); a regex test, a third
-_LOWER = 'if test("[A-Z]") then ascii_downcase else . end'
 _STEP = re.compile(r'\s*(?:\.([A-Za-z_][A-Za-z0-9_]*)|\.?\["((?:[^"\\]|\\.)*)"\])')
 
 
@@ -61,7 +59,7 @@ def unpredicted_expression(tree: Tree) -> str | None:
     gang = tree.karta.spec.optimizationInstructions.gangScheduling
     if gang is None or not gang.podGroups or not tree.pod_components:
         return None
-    return f"{_NAME} as $karta_name | [{entries(tree, gang.podGroups)} | select(.[1] == null) | .[2]] | unique"
+    return f"{_NAME} as $karta_name | [{entries(tree, gang.podGroups)} | select(.[1] == null) | .[6]] | unique"
 
 
 def _counts(n: int) -> str:
@@ -83,7 +81,8 @@ def _member(tree: Tree, comp: Component, group: PodGroupsEntry) -> Member | None
 
 def entries(tree: Tree, groups: list[PodGroupsEntry]) -> str:
     """A jq stream: one entry per (group, pod component instance, replica combination):
-    [group, key (null: unpredictable), miss, component, instance, pods, min, total, totalMin]
+    [group, key (null: unpredictable), component, instance, pods, min, miss, total, totalMin]
+    (the first six are placer's `keyed` gang rows)
     (an array: jq builds an object key by key, about a microsecond each)."""
     parts = []
     for group in groups:
@@ -121,16 +120,18 @@ def _component_entries(tree: Tree, comp: Component, member: Member, group: str) 
         per_row = ""
     else:
         per_row, per_pod = fast[0], f" | {fast[1]} as $k"
+    digits = f" | {_digits(len(owners))} as $idx" if "$idx" in per_pod else ""   # about 1 µs a combination
     return (f"($karta_rows_{n}[] as $r | $r[0] as $id | {_counts(n)} | {counts} as $ns"
             f" | ($ns | reduce .[] as $x (1; . * $x)) as $prod"
             f' | if $prod > {MAX_COMBINATIONS} then error("karta: more than {MAX_COMBINATIONS} replica combinations")'
-            f" else . end | ({{metadata: ({{name: $karta_name, namespace: $root.metadata.namespace}} + {tpl})}}{fixed})"
-            f" as $karta_pod{per_row} | range(0; $prod) as $c | {_digits(len(owners))} as $idx"
-            f"{per_pod}"
-            f" | [{json.dumps(group)}, $k[0], $k[1], {json.dumps(comp.name)},"
-            f" $id, ((($pods / $prod) | floor) + (if $c < ($pods % $prod) then 1 else 0 end)),"
-            f" ((($min / $prod) | floor) + (if $c < ($min % $prod) then 1 else 0 end)),"
-            f" $pods, $min])")
+            f" else . end | ([$prod, 1] | max) as $div"         # no combination runs when $prod is 0
+            f" | (($pods / $div) | floor) as $pods_q | ($pods % $div) as $pods_r"
+            f" | (($min / $div) | floor) as $min_q | ($min % $div) as $min_r"
+            f" | ({{metadata: ({{name: $karta_name, namespace: $root.metadata.namespace}} + {tpl})}}{fixed})"
+            f" as $karta_pod{per_row} | range(0; $prod) as $c{digits}{per_pod}"
+            f" | [{json.dumps(group)}, $k[0], {json.dumps(comp.name)}, $id,"
+            f" ($pods_q + (if $c < $pods_r then 1 else 0 end)), ($min_q + (if $c < $min_r then 1 else 0 end)),"
+            f" $k[1], $pods, $min])")
 
 
 def _digits(owners: int) -> str:
@@ -229,23 +230,28 @@ def _known_keys(member: Member, owners: list[Component]) -> tuple[str, str] | No
             or any(w is None or w == ["metadata", "labels", label] for w in written for label in owner_labels(member))):
         return None
     shared: list[str] = []
+    shared_paths: list[str] = []
     values: list[str] = []
     for path, keys_of in zip(member.groupByKeyPaths, keys):
         assert keys_of is not None
         last = max((k for k, w in enumerate(written) if w == keys_of), default=None)
         if last is not None:
-            values.append(f"($idx[{last}] | tostring)")
+            values.append("($c | tostring)" if len(written) == 1 else f"($idx[{last}] | tostring)")
         elif any(w is not None and (w[:len(keys_of)] == keys_of or keys_of[:len(w)] == w) for w in written):
             return None                         # reads around a stamped label: evaluate the pod
         else:
             values.append(f"$karta_kv[{len(shared)}]")
             shared.append(_key_value(path))
-    per_row = f" | ($karta_pod as $pod | [{', '.join(shared)}]) as $karta_kv" if shared else ""
-    paths = json.dumps([k.strip() for k in member.groupByKeyPaths])
-    unknown = " or ".join(f"$vs[{k}] == null" for k in range(len(values)))
-    return per_row, (f"([{', '.join(values)}] as $vs | if {unknown} then [null,"
-                     f" ([range(0; $vs | length) | select($vs[.] == null) | {paths}[.]] | first // null)]"
-                     " else [$vs, null] end)")
+            shared_paths.append(path.strip())
+    key = f"[{', '.join(values)}]"
+    if not shared:                          # index values only: never null
+        return "", f"[{key}, null]"
+    # an index value is never null: a key is unknown exactly when a shared value is, per row
+    missing = "null"                        # the first key path without a value, by nested ifs
+    for k in reversed(range(len(shared))):
+        missing = f"if $karta_kv[{k}] == null then {json.dumps(shared_paths[k])} else {missing} end"
+    per_row = f" | ($karta_pod as $pod | [{', '.join(shared)}]) as $karta_kv | ({missing}) as $karta_miss"
+    return per_row, f"(if $karta_miss == null then [{key}, null] else [null, $karta_miss] end)"
 
 
 def _key_value(path: str) -> str:
@@ -259,16 +265,16 @@ def _key_value(path: str) -> str:
 
 
 def _grouped() -> str:
-    return ("($karta_e | map(select(.[5] > 0)) | group_by([.[0], .[1]]) | map({"
-            f"name: (reduce .[0][1][] as $v (.[0][0]; . + \"-\" + $v) | {_LOWER}),"   # join: twice the jq steps
-            " members: (group_by([.[3], .[4]]) | map({component: .[0][3],"
-            " instance: .[0][4], pods: (map(.[5]) | add)})), minMember: (map(.[6]) | add)}))")
+    """Entries with one key tuple form one gang: placer's `keyed` gang rows, grouped in
+    Python (jq's `group_by`, object building and `ascii_downcase` cost about 15 µs an entry;
+    every Karta expression has been evaluated by then)."""
+    return "{keyed: $karta_e}"
 
 
 def _fallback() -> str:
     """One gang for the whole workload: what a consumer does when keys are unknown."""
-    return (f"($karta_e | unique_by([.[3], .[4]]) | [{{name: ({_NAME} | {_LOWER}),"
-            f" members: map({{component: .[3], instance: .[4], pods: .[7]}}), minMember: (map(.[8]) | add)}}])")
+    return (f"($karta_e | unique_by(.[2:4]) | [{{name: {_NAME}, lowercase: true,"
+            f" members: map({{component: .[2], instance: .[3], pods: .[7]}}), minMember: (map(.[8]) | add)}}])")
 
 
 def _pod_group(tree: Tree, pg: PodGroup) -> str:
