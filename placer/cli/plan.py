@@ -49,9 +49,8 @@ def plan(
     effort: Optional[float] = typer.Option(None, "--effort", help="Search effort in CP-SAT deterministic seconds "
                                            "(default 1.0): the same input gives the same plan."),
     timings: bool = typer.Option(False, "--timings", help="Print per-phase seconds on stderr."),
-    explain: bool = typer.Option(False, "--explain", help="Under each unplaced workload, also list what would "
-                                 "make it fit (preempt, wait, add nodes, relax a constraint), each checked by "
-                                 "re-solving, best first (JSON always has them: unplaced[].options)."),
+    explain: bool = typer.Option(False, "--explain", help="Also search what would make each unplaced workload "
+                                 "fit (preempt, wait, add nodes, relax), each proven by re-solving; JSON: options."),
 ) -> None:
     """Plan where each workload of the files would go; print the placements, and for what
     cannot be placed the reason per cluster. Exit 0 when everything is placed, 3 when
@@ -70,7 +69,7 @@ def plan(
                               all_contexts=all_contexts, time_limit=time_limit,
                               notice=lambda m: err.print(f"note: {m}", markup=False, highlight=False),
                               catalog_dirs=catalog, gpu=gpu_resources(gpu),
-                              workers=workers, effort=effort, namespace=namespace,
+                              workers=workers, effort=effort, namespace=namespace, explain=explain,
                               announce=lambda m: err.print(escape(m), style="dim"), progress=update)
 
     result = run(go)

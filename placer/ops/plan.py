@@ -60,6 +60,9 @@ class PlanRequest:
     workers: int | None = None
     effort: float | None = None
     started: float = field(default_factory=time.monotonic)   # --time-limit counts from here
+    # also search what would make each unplaced group fit (--explain): a search of its own that
+    # can cost more than the plan, so a plan that was not asked for it pays nothing for it
+    explain: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,12 @@ def plan_files(files: Sequence[str], *, clusters: str | None = None, kubeconfig:
                time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: Sequence[str] | None = None,
                gpu: tuple[str, ...] | None = None, workers: int | None = None,
                effort: float | None = None, announce: Say | None = None, progress: Say | None = None,
-               notice: Say | None = None, namespace: str | None = None) -> PlanResult:
+               notice: Say | None = None, namespace: str | None = None, explain: bool = False) -> PlanResult:
     """The use case of `placer plan`: check the numbers, build the Context once, plan."""
     check_number("--time-limit", time_limit)
     check_number("--effort", effort)
     check_number("--workers", workers, minimum=1, inclusive=True)
-    request = PlanRequest(tuple(files), namespace, time_limit, workers, effort)
+    request = PlanRequest(tuple(files), namespace, time_limit, workers, effort, explain=explain)
     hooks = Hooks(announce or _quiet, progress)
     scope = Scope(clusters, kubeconfig, tuple(contexts), all_contexts, tuple(catalog_dirs or ()),
                   *([tuple(gpu)] if gpu else []))
@@ -107,7 +110,8 @@ def _check(request: PlanRequest, hooks: Hooks, timings: dict[str, float], target
 
 def plan_in(ctx: Context, request: PlanRequest, hooks: Hooks, timings: dict[str, float] | None = None
             ) -> PlanResult:
-    """Plan the request's groups on the Context's fleet (with options for what does not fit)."""
+    """Plan the request's groups on the Context's fleet (with `request.explain`, also options
+    for what does not fit)."""
     timings = dict(timings or {})
     t = time.monotonic()
     groups = _groups(ctx, request, hooks)
@@ -171,7 +175,7 @@ def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups:
     plan = plan_groups(view, pending, ctx.catalog, solve=solve, gpu_resources=ctx.gpu_resources, time_limit=left,
                        workers=request.workers or DEFAULT_WORKERS, effort=request.effort or DEFAULT_EFFORT,
                        progress=hooks.progress)
-    if not plan.unplaced:
+    if not plan.unplaced or not request.explain:
         return plan
     if hooks.progress:
         hooks.progress("searching what would make the rest fit")

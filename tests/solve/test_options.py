@@ -447,7 +447,7 @@ def test_cli_plan_explain_examples_on_a_tight_fleet(_isolated):
     assert r.exit_code == 3, r.output
     assert "would fit after any one of:" in r.stdout
     assert "1. add 1 node like h100-0 (8 GPUs, 192 CPU, 2Ti memory) to east" in r.stdout
-    j = runner.invoke(app, ["plan", "-f", str(ROOT / "examples"), "--clusters", TIGHT, "-o", "json"])
+    j = runner.invoke(app, ["plan", "--explain", "-f", str(ROOT / "examples"), "--clusters", TIGHT, "-o", "json"])
     out = json.loads(j.stdout)
     assert out["unplaced"] and all(u["options"] for u in out["unplaced"])
     # every option of the examples is a real one: the judge-free check here is the CLI's own
@@ -457,11 +457,24 @@ def test_cli_plan_explain_examples_on_a_tight_fleet(_isolated):
     for u in out["unplaced"]:
         for o in u["options"]:
             assert o["kind"] == "add-nodes" and o["node"]["like"].rstrip("0123456789") in shapes[o["cluster"]]
-    again = runner.invoke(app, ["plan", "-f", str(ROOT / "examples"), "--clusters", TIGHT, "-o", "json"])
+    again = runner.invoke(app, ["plan", "--explain", "-f", str(ROOT / "examples"), "--clusters", TIGHT,
+                                "-o", "json"])
     assert [u["options"] for u in json.loads(again.stdout)["unplaced"]] == [u["options"] for u in out["unplaced"]]
     # without --explain the table keeps its old form
     plain = runner.invoke(app, ["plan", "-f", str(ROOT / "examples"), "--clusters", TIGHT])
     assert "would fit after" not in plain.stdout
+
+
+def test_without_explain_a_plan_pays_nothing_for_options(_isolated):
+    """Issue 24: the options search is a search of its own (seconds on a large fleet); a plan
+    that was not asked for it neither runs it (no `options` phase in --timings) nor prints it."""
+    j = runner.invoke(app, ["plan", "-f", str(ROOT / "examples"), "--clusters", TIGHT, "-o", "json", "--timings"])
+    out = json.loads(j.stdout)
+    assert out["unplaced"] and not any(u.get("options") for u in out["unplaced"])
+    assert "timings:" in j.stderr and "options=" not in j.stderr
+    e = runner.invoke(app, ["plan", "--explain", "-f", str(ROOT / "examples"), "--clusters", TIGHT, "-o", "json",
+                            "--timings"])
+    assert "options=" in e.stderr and all(u["options"] for u in json.loads(e.stdout)["unplaced"])
 
 
 def test_cli_plan_examples_on_the_bundled_fleet_has_nothing_to_explain(_isolated):
@@ -499,7 +512,7 @@ def test_live_options_name_running_pods_by_owner_and_placers_own_copies(fresh_fl
     r = runner.invoke(app, ["submit", "-f", str(tmp_path / "mine.yaml"), *common])
     assert r.exit_code == 0, r.output                     # on a1; its pod never starts: promised
     (tmp_path / "urgent.yaml").write_text(jobset("urgent", "ml", replicas=2, gpus=8, priority=50))
-    r = runner.invoke(app, ["plan", "-f", str(tmp_path / "urgent.yaml"), *common, "-o", "json"])
+    r = runner.invoke(app, ["plan", "--explain", "-f", str(tmp_path / "urgent.yaml"), *common, "-o", "json"])
     assert r.exit_code == 3, r.output
     [u] = json.loads(r.stdout)["unplaced"]
     kinds = {(o["kind"], o["cluster"]): o for o in u["options"]}
