@@ -94,13 +94,7 @@ class Reconciler:
             return                                    # the deletions bring it back here
         self.bench.book.forget(ref)
         if FINALIZER in ((staging.get("metadata") or {}).get("finalizers") or ()):
-            try:
-                self.writer.remove_finalizer(ref, staging)
-            except NotFound:
-                return
-            except PlacerError as e:
-                self.bench.executor.on_error("hub", e)
-                self.bench.queue.add(ref, self.bench.clock.now() + 1.0)
+            self._release(ref, staging, retry_in=1.0)
 
     def interpret_staging(self, ref: WorkloadRef, staging: dict) -> Workload | None:
         """The staging object's workload; a malformed one is annotated with why, and None."""
@@ -258,15 +252,21 @@ class Reconciler:
             self.bench.executor.perform(Delete(c, ref, "its staging object is being deleted", group) for c, _ in copies)
             return                                               # the deletions bring it back here
         self.bench.book.forget(ref)
+        if self._release(ref, staging, retry_in=0.1):
+            log.info("%s: copies deleted; finalizer removed", ref)
+
+    def _release(self, ref: WorkloadRef, staging: dict, *, retry_in: float) -> bool:
+        """Remove placer's finalizer from the staging object: True once removed; a hub that
+        fails the write is reported and the object looked at again after `retry_in` s."""
         try:
             self.writer.remove_finalizer(ref, staging)
         except NotFound:
-            return
+            return False                                     # gone already: nothing to release
         except PlacerError as e:
             self.bench.executor.on_error("hub", e)
-            self.bench.queue.add(ref, self.bench.clock.now() + 0.1)
-            return
-        log.info("%s: copies deleted; finalizer removed", ref)
+            self.bench.queue.add(ref, self.bench.clock.now() + retry_in)
+            return False
+        return True
 
 
 def _selects(old: Workload) -> Callable[[Mapping[str, str]], bool]:

@@ -139,37 +139,35 @@ def apply_definitions(client: KubeClient, docs: Iterable[tuple[str, Mapping[str,
 def cluster_definitions(client: KubeClient, warn: Callable[[str], None]) -> list[Any]:
     """The compiled definitions registered in the cluster; invalid ones are reported
     through `warn` and skipped. None registered, or no CRD: []."""
-
-    try:
-        res = client.resource_for(API_VERSION, KIND)
-    except NotFound:
-        return []
-    out = []
-    for obj in client.list(res).items:
-        name = (obj.get("metadata") or {}).get("name", "?")
-        source = f"cluster {client.cluster}: {KIND.lower()}/{name}"
-        try:
-            out.append(_compiled(obj.get("spec"), source, compile_definition))
-        except DefinitionError as e:
-            warn(f"skipping invalid definition: {e}")
-    return out
+    return _registered(client, API_VERSION, KIND, warn,
+                       lambda obj, source: _compiled(obj.get("spec"), source, compile_definition))
 
 
 def cluster_kartas(client: KubeClient, warn: Callable[[str], None]) -> list[Any]:
     """The cluster's Workload Map definitions (run.ai/v1alpha1 Karta), compiled as a Karta
     file is; invalid ones are reported through `warn` and skipped. No CRD: []."""
+    def karta(obj: dict[str, Any], source: str) -> CompiledDefinition:
+        # what the server added (uid, managedFields, status...) is no part of the definition
+        name = (obj.get("metadata") or {}).get("name", "?")
+        doc = {"apiVersion": KARTA_API_VERSION, "kind": KARTA_KIND, "metadata": {"name": name},
+               "spec": obj.get("spec")}
+        return _compiled(doc, source, compile_document)
+    return _registered(client, KARTA_API_VERSION, KARTA_KIND, warn, karta)
+
+
+def _registered(client: KubeClient, api_version: str, kind: str, warn: Callable[[str], None],
+                compile_one: Callable[[dict[str, Any], str], CompiledDefinition]) -> list[CompiledDefinition]:
+    """Every object of a cluster-scoped definition kind, compiled; an invalid one is one
+    warning naming it (`cluster C: kind/name`) and skipped. The kind not served: []."""
     try:
-        res = client.resource_for(KARTA_API_VERSION, KARTA_KIND)
+        res = client.resource_for(api_version, kind)
     except NotFound:
         return []
     out = []
     for obj in client.list(res).items:
         name = (obj.get("metadata") or {}).get("name", "?")
-        # what the server added (uid, managedFields, status...) is no part of the definition
-        doc = {"apiVersion": KARTA_API_VERSION, "kind": KARTA_KIND, "metadata": {"name": name},
-               "spec": obj.get("spec")}
         try:
-            out.append(_compiled(doc, f"cluster {client.cluster}: karta/{name}", compile_document))
+            out.append(compile_one(obj, f"cluster {client.cluster}: {kind.lower()}/{name}"))
         except DefinitionError as e:
             warn(f"skipping invalid definition: {e}")
     return out
