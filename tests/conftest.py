@@ -30,6 +30,18 @@ def pytest_configure(config) -> None:
     kubeenv.PROGRESS.append(report)
 
 
+@pytest.fixture
+def unconfigured(tmp_path, monkeypatch):
+    """Nothing configured, on any machine: the working directory is tmp_path (no
+    ./clusters.yaml), no $PLACER_CLUSTERS, no $KUBECONFIG and no ~/.kube/config, so placer
+    uses the bundled example fleet."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def kube_fleet_session(tmp_path_factory) -> ApiFleet:
     """Three clusters (alpha, beta, gamma) with the catalog CRDs, shared by the whole session."""

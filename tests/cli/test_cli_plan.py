@@ -46,11 +46,8 @@ spec:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)            # no ./clusters.yaml: the bundled fleet
-    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.delenv("KUBECONFIG", raising=False)   # and no kubeconfig
-    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
+def _isolated(unconfigured):
+    return unconfigured             # see tests/conftest.py
 
 
 def plan(*args):

@@ -46,11 +46,8 @@ spec:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
-    (tmp_path / "clusters.yaml").write_text(CLUSTERS)
+def _isolated(unconfigured):
+    (unconfigured / "clusters.yaml").write_text(CLUSTERS)
 
 
 def test_plan_names_room_for_3_of_4_and_the_pod_slot_limit(tmp_path):

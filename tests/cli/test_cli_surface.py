@@ -38,11 +38,8 @@ def job(name: str, gpus: int = 1, ns: str | None = None) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)            # no ./clusters.yaml: the bundled fleet
-    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.delenv("KUBECONFIG", raising=False)   # no kubeconfig at all
-    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
+def _isolated(unconfigured):
+    return unconfigured             # see tests/conftest.py
 
 
 def invoke(*args):

@@ -46,11 +46,8 @@ def alias_bomb() -> str:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.delenv("KUBECONFIG", raising=False)   # the bundled fleet, on any machine
-    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
+def _isolated(unconfigured):
+    return unconfigured             # see tests/conftest.py
 
 
 def one_line_exit_2(result, *expected: str) -> str:

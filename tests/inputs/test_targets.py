@@ -28,13 +28,9 @@ spec:
 
 
 @pytest.fixture
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.delenv("KUBECONFIG", raising=False)   # no kubeconfig at all
-    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
-    (tmp_path / "job.yaml").write_text(JOB)
-    return tmp_path
+def isolated(unconfigured):
+    (unconfigured / "job.yaml").write_text(JOB)
+    return unconfigured
 
 
 def test_plan_with_a_kubeconfig_uses_its_current_context_not_the_bundled_fleet(isolated, make_fleet, monkeypatch):

@@ -432,11 +432,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PLACER_CLUSTERS", raising=False)
-    monkeypatch.delenv("KUBECONFIG", raising=False)   # no kubeconfig at all
-    monkeypatch.setenv("HOME", str(tmp_path))                # (no ~/.kube/config either)
+def _isolated(unconfigured):
+    return unconfigured             # see tests/conftest.py
 
 
 TIGHT = str(ROOT / "tests" / "fleets" / "tight.yaml")
