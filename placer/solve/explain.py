@@ -294,10 +294,13 @@ def _fit_count(g: GroupInfo, st: ClusterState) -> int:
 
 
 def explain_all(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
-                deadline: float | None) -> dict[int, dict[str, R.Reason]]:
-    """Reasons per unplaced group index, highest priority first."""
+                deadline: float | None, placed: Sequence[int] = ()) -> dict[int, dict[str, R.Reason]]:
+    """Reasons per unplaced group index, highest priority first; for the `placed` groups too
+    (true of every cluster but their own: why a cluster they rank better did not take them)."""
     ex = Explainer(problem, result, deadline)
-    todo = sorted((g for g in problem.groups if g.index not in result), key=lambda g: (-g.priority, g.index))
+    also = set(placed)
+    todo = sorted((g for g in problem.groups if g.index not in result or g.index in also),
+                  key=lambda g: (-g.priority, g.index))
     return {g.index: ex.reasons(g) for g in todo}
 
 
