@@ -172,7 +172,9 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     lim = _Limits(deadline, workers, seed, effort, bool(agg.spread), progress)
     best = hint
     all_optimal, timed_out = True, False
-    shares = [8 if s.maximize else 1 for s in stages]
+    # the searches that decide what is placed where (and its cost) get the large shares; the
+    # polish stages (spread, fragmentation, tie-break) the small ones
+    shares = [8 if s.maximize or s.label == "cost" else 1 for s in stages]
     spent = 0.0
     for si, stage in enumerate(stages):
         value = stage.value(best)
