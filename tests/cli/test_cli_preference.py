@@ -73,6 +73,14 @@ def test_cost_picks_the_cheaper_cluster_and_the_json_gives_it(tmp_path):
     assert "not west: fits alone, but its capacity went to" in table.stdout
 
 
+def test_clusters_shows_what_it_read(tmp_path):
+    r = runner.invoke(app, ["clusters", "--clusters", _clusters(tmp_path, east="  cost: 4.2\n  preference: 2\n"),
+                            "-o", "json"])
+    assert r.exit_code == 0, r.output
+    got = {c["name"]: (c.get("preference"), c.get("cost")) for c in json.loads(r.stdout)["clusters"]}
+    assert got == {"east": (2, 4.2), "west": (None, None), "onprem": (None, None)}
+
+
 def test_preference_fills_the_preferred_cluster_first(tmp_path):
     clusters = _clusters(tmp_path, west="  preference: 10\n")
     r = plan("--clusters", clusters, "-f", _jobs(tmp_path, 3, 8), "-o", "json")
