@@ -3,7 +3,8 @@ costs, and the lexicographic stages that follow priority and GPUs placed.
 
 - a group's rank of each cluster: the clusters its `placer.dev/cluster-order` names, in that
   order, then the rest by the clusters file's `preference` (higher first); clusters of equal
-  key share a rank. Names the fleet does not have are skipped (`unknown_names` reports them);
+  key share a rank (placer.solve.ranking). Names the fleet lacks are skipped (`plan` says so:
+  placer.solve.policy.unknown_order_names);
 - the preference stage: per priority level (highest first: a higher priority gets its first
   choice first), per rank, best first, the most placed (GPUs x (groups + 1) + 1 per group, as
   the priority stages count) on clusters of that rank, each value fixed before the next:

@@ -19,11 +19,6 @@ def ranks_of(order: Sequence[str], clusters: Sequence[Cluster]) -> tuple[int, ..
     return tuple(dense[k] for k in keys)
 
 
-def unknown_names(order: Sequence[str], clusters: Sequence[Cluster]) -> list[str]:
-    names = {cl.name for cl in clusters}
-    return [n for n in order if n not in names]
-
-
 def costed(clusters: Sequence[Cluster]) -> bool:
     """Whether the fleet gives any cost (then every placement has one)."""
     return any(cl.cost is not None for cl in clusters)

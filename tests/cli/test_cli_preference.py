@@ -93,6 +93,9 @@ def test_an_order_naming_a_missing_cluster_is_said_and_the_rest_ordered(tmp_path
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["placements"][0]["cluster"] == "west"
     assert "placer.dev/cluster-order names gone, not in the fleet" in r.stderr
+    r = runner.invoke(app, ["submit", "--dry-run", "--clusters", _clusters(tmp_path), "-f",
+                            _jobs(tmp_path, 1, 8, "gone,west")])
+    assert r.exit_code == 0 and "placer.dev/cluster-order names gone, not in the fleet" in r.stderr, r.output
 
 
 @pytest.mark.parametrize("field,says", [
