@@ -1,7 +1,7 @@
 """Placement benchmark: placer's solver against greedy baselines and the LP bound, and
 `placer plan --dry-run -o json` end to end on the same scenario written as YAML.
 
-    python3 benchmarks/plan.py [--scenario NAME ...]   (--scenario topology: benchmarks/topology.py) [--time-limit S] [--workers N] [--effort E]
+    python3 benchmarks/plan.py [--scenario NAME ...]   (--scenario topology|preference: benchmarks/topology.py, preference.py) [--time-limit S] [--workers N] [--effort E]
                                [--e2e NAME ...] [--runs N] [--no-e2e] [--levels NAME ...]
                                [--check-reasons NAME ...] [--scale NAME ...]
 
@@ -302,8 +302,9 @@ def scale(name: str, runs: int, extra: list[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", action="append", choices=sorted(SCENARIOS) + ["topology"],
-                    help="`topology`: racks and NVLink cliques (benchmarks/topology.py)")
+    ap.add_argument("--scenario", action="append", choices=sorted(SCENARIOS) + ["topology", "preference"],
+                    help="`topology`: racks and NVLink cliques (benchmarks/topology.py); `preference`: "
+                         "cluster cost and cluster-order (benchmarks/preference.py)")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=S.DEFAULT_WORKERS)
     ap.add_argument("--effort", type=float, default=S.DEFAULT_EFFORT)
@@ -324,6 +325,12 @@ def main() -> None:
         import topology
         topology.run(args.time_limit, args.workers, args.effort)
         names = [n for n in names if n != "topology"]
+        if not names:
+            return
+    if "preference" in names:
+        import preference
+        preference.run(args.time_limit, args.workers, args.effort)
+        names = [n for n in names if n != "preference"]
         if not names:
             return
     head = ("scenario", "workloads", "nodes", "free GPUs", "demand", "solve s", "status", "placer",

@@ -16,7 +16,7 @@ from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_
 from placer.cli.output import OUTPUT_HELP, emit, kind_text, parse_output
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 from placer.cli.topology_view import topology_lines
-from placer.model.plan import Placement, Plan, Unplaced
+from placer.model.plan import Placement, Plan, Unplaced, number
 from placer.model.words import noun
 from placer.ops.checks import DEFAULT_TIME_LIMIT, dry_run_mode
 
@@ -117,6 +117,9 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None, expla
         for line in topology_lines(pl.topology):
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
                                       subsequent_indent="      ", break_on_hyphens=False) + "\n", style="cyan")
+        for c, passed in pl.passed_over.items() if wide else ():     # issue 21: why not a better-ranked one
+            text.append(textwrap.fill(f"not {c}: {passed.render()}", width=max(width, 40), initial_indent="    ",
+                                      subsequent_indent="      ", break_on_hyphens=False) + "\n", style="dim")
         if pl.creates:
             line = f"submit creates {', '.join(pl.creates)} on {pl.cluster} first"
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
@@ -183,4 +186,5 @@ def summary_line(p: Plan) -> str:
     s = p.summary
     return (f"placed {s.placed}/{s.workloads} {noun(s.workloads, 'workload')}, "
             f"{s.gpus_placed}/{s.gpus_requested} {noun(s.gpus_requested, 'GPU')} "
-            f"in {s.solve_seconds:.2f}s ({s.status})")
+            f"in {s.solve_seconds:.2f}s ({s.status})"
+            + (f", cost {number(s.cost)} per hour" if s.cost is not None else ""))

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 from placer import actuate as A
 from placer.daemon.informer import Informer
 from placer.fleetview.inventory import node_from_object, runtime_class_from_object, storage_class_from_object
+from placer.inputs.clusters_file import with_policy
 from placer.kube import KubeClient, Resource, run_concurrently
 from placer.model.errors import NotFound, PlacerError
 from placer.model.fleet import Cluster, Node, kind_key
@@ -73,6 +74,7 @@ class ClusterCache:
     retry_delay: float = 1.0
     topology: tuple[str, ...] = ()
     kinds_known: bool = True                  # False: `kinds` are the hub's (the target did not answer)
+    entry: Any = None                         # its clusters-file entry: `preference` and `cost` (issue 21)
     nodes: Informer = field(init=False)
     pods: Informer = field(init=False)
     runtime_classes: Informer | None = field(init=False, default=None)
@@ -228,8 +230,8 @@ class ClusterCache:
         """The frozen snapshot of this cluster (`without`: pods whose usage is left out,
         e.g. a workload's own pods when checking whether its new version fits)."""
         if self.error:
-            return Cluster(self.name, dict(self.labels), context=self.context,
-                           error=self.error)
+            return with_policy(Cluster(self.name, dict(self.labels), context=self.context, error=self.error),
+                               self.entry)
         with self._lock:
             if self._dirty:
                 for name in self._dirty:
@@ -258,8 +260,9 @@ class ClusterCache:
         pcs = self.priority_classes
         priority = frozenset(o["metadata"]["name"] for o in pcs.items()) \
             if pcs is not None and pcs.synced.is_set() else None
-        return Cluster(self.name, dict(self.labels), nodes, context=self.context, runtime_classes=classes,
-                       topology=self.topology, storage_classes=storage, serves=serves, priority_classes=priority)
+        return with_policy(Cluster(self.name, dict(self.labels), nodes, context=self.context, runtime_classes=classes,
+                                   topology=self.topology, storage_classes=storage, serves=serves,
+                                   priority_classes=priority), self.entry)
 
     def copy(self, gvk: GVK, namespace: str, name: str) -> dict | None:
         inf = self.copies.get(gvk)

@@ -155,7 +155,7 @@ class Watches:
             on_error=functools.partial(self.calls.on_error, name),
             on_copy=functools.partial(self.calls.on_copy, name),
             on_capacity=self.calls.on_capacity, retry_delay=self.config.watch_retry,
-            topology=tuple(getattr(entry, "topology", None) or ()), kinds_known=why is None)
+            topology=tuple(getattr(entry, "topology", None) or ()), kinds_known=why is None, entry=entry)
 
     def hub_informer(self, res: Resource, ns: str | None, handler: Handler, gvk: GVK) -> Informer:
         return Informer(self.hub_reader, res, namespace=ns, label_selector=None, handler=handler, cluster="hub",

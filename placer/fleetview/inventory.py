@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
 
 from placer.model.errors import Forbidden, InputError, KubeError, NotFound, PlacerError, ServerError, Unreachable
 from placer.model.fleet import Cluster, Node, RuntimeClass, StorageClass, Taint
+from placer.model.plan import number
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, gpu_count, pod_requests
 from placer.model.quantity import add, canonical
 
@@ -252,6 +253,8 @@ class ClusterSummary:
     pods_allocatable: int | None = None
     pods_free: int | None = None
     pods_free_where_gpus_free: int | None = None
+    preference: int = 0                     # issue 21: from the clusters file
+    cost: Any = None                        # Decimal per GPU-hour, None when not given
 
     @property
     def reachable(self) -> bool:
@@ -267,7 +270,9 @@ class ClusterSummary:
                 "pods": {"allocatable": self.pods_allocatable, "free": self.pods_free,
                          "freeWhereGPUsFree": self.pods_free_where_gpus_free},
                 "gpuProducts": list(self.gpu_products), "labels": dict(self.labels),
-                **({"topology": list(self.topology)} if self.topology else {})}
+                **({"topology": list(self.topology)} if self.topology else {}),
+                **({"preference": self.preference} if self.preference else {}),
+                **({"cost": number(self.cost)} if self.cost is not None else {})}
 
 
 def summarize(cluster: Cluster, source: str = "live",
@@ -288,4 +293,5 @@ def summarize(cluster: Cluster, source: str = "live",
         labels=dict(cluster.labels), topology=tuple(cluster.topology),
         pods_allocatable=sum(n.allocatable["pods"] for n in slots) if slots else None,
         pods_free=sum(f for f, _ in free_slots) if slots else None,
-        pods_free_where_gpus_free=sum(f for f, g in free_slots if g) if slots else None)
+        pods_free_where_gpus_free=sum(f for f, g in free_slots if g) if slots else None,
+        preference=cluster.preference, cost=cluster.cost)

@@ -20,7 +20,7 @@ from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import interpret
 from placer.definitions.suspend import planning_view
 from placer.fleetview.placed import LiveState, Placed, PlacedRef, instance_pods, read_live
-from placer.inputs.clusters_file import as_entry, simulated_cluster
+from placer.inputs.clusters_file import as_entry, simulated_cluster, with_policy
 from placer.kube import Kube
 from placer.model.fleet import Cluster, Fleet
 from placer.model.names import ANN_PIN
@@ -68,7 +68,7 @@ def read_fleet(entries: Sequence[Any], kube: Kube | None, catalog: Catalog, *,
     clusters = []
     for e in entries:
         if e.context:
-            clusters.append(live.clusters[e.name])
+            clusters.append(with_policy(live.clusters[e.name], e))
         elif simulated_usable:
             clusters.append(simulated_cluster(e))
         else:

@@ -16,7 +16,9 @@ decided in one place: `placer.inputs.targets.resolve_clusters`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from decimal import Decimal, InvalidOperation
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Mapping
@@ -233,6 +235,16 @@ class ClusterEntry(_Strict):
     serves: Annotated[list[str], AfterValidator(_served_kinds)] | None = None
     priorityClasses: list[str] | None = None
     namespaces: list[str] | None = None
+    # cluster preference (issue 21), live or simulated: a higher `preference` is filled first;
+    # `cost` per GPU-hour in any unit (checked in `_policy`, so the error names the cluster)
+    preference: int | float | str | None = None
+    cost: int | float | str | None = None
+
+    @model_validator(mode="after")
+    def _policy(self) -> "ClusterEntry":
+        cluster_preference(self.preference, self.name)
+        cluster_cost(self.cost, self.name)
+        return self
 
     @model_validator(mode="after")
     def _declared(self) -> "ClusterEntry":
@@ -258,13 +270,56 @@ class ClusterEntry(_Strict):
         return bool(self.context)
 
 
+MAX_PREFERENCE = 1_000_000
+MAX_COST = Decimal(10**9)
+COST_PLACES = 6                       # decimal places a cost may have (the solver counts in millionths)
+
+
+def cluster_preference(value: Any, name: str) -> int:
+    """A cluster's `preference`: an integer, higher filled first (default 0)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, str, float)) or \
+            not str(value).strip().lstrip("-").isdigit() or abs(int(str(value).strip())) > MAX_PREFERENCE:
+        raise ValueError(f"cluster {name}: preference: {value!r} is not an integer "
+                         f"(-{MAX_PREFERENCE:,} to {MAX_PREFERENCE:,}; higher is filled first)")
+    return int(str(value).strip())
+
+
+def cluster_cost(value: Any, name: str) -> Decimal | None:
+    """A cluster's `cost` per GPU-hour: a number >= 0 with at most COST_PLACES decimals."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool):
+            raise InvalidOperation
+        d = Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        raise ValueError(f"cluster {name}: cost: {value!r} is not a number (per GPU-hour, e.g. 2.5)") from None
+    if not d.is_finite() or d < 0 or d > MAX_COST:
+        raise ValueError(f"cluster {name}: cost: {value!r} must be a number from 0 to {MAX_COST:,} (per GPU-hour)")
+    d = d.normalize()
+    if int(d.as_tuple().exponent) < -COST_PLACES:
+        raise ValueError(f"cluster {name}: cost: {value!r} has more than {COST_PLACES} decimal places")
+    return d
+
+
+def with_policy(cluster: Cluster, entry: Any) -> Cluster:
+    """The cluster with its entry's `preference` and `cost` (live clusters are read elsewhere)."""
+    pref = cluster_preference(getattr(entry, "preference", None), cluster.name)
+    cost = cluster_cost(getattr(entry, "cost", None), cluster.name)
+    if pref == cluster.preference and cost == cluster.cost:
+        return cluster
+    return dataclasses.replace(cluster, preference=pref, cost=cost)
+
+
 def context_entry(context: str) -> ClusterEntry:
     """A kubeconfig context taken as a live cluster when there is no clusters file. Not
     validated: context names (EKS ARNs, GKE's project_zone_name) need not be DNS-like."""
     return ClusterEntry.model_construct(name=context, context=context, labels={}, nodes=None,
                                         podTemplatePatch=None, objectPatch=None, suspend=None,
                                         podSecurity=DEFAULT_POD_SECURITY, topology=None, topologyHandoff=None,
-                                        storageClasses=None)
+                                        storageClasses=None, preference=None, cost=None)
 
 
 def as_entry(value: Any) -> ClusterEntry:
@@ -392,9 +447,10 @@ def simulated_cluster(entry: ClusterEntry) -> Cluster:
             nodes.append(Node(name, alloc, used, labels, taints, group.unschedulable, group.ready))
     storage = None if entry.storageClasses is None else {
         c.name: StorageClass(c.name, c.default) for c in entry.storageClasses}
-    return Cluster(entry.name, dict(entry.labels), tuple(nodes), topology=tuple(entry.topology or ()),
-                   storage_classes=storage, serves=_frozen(entry.serves),
-                   priority_classes=_frozen(entry.priorityClasses), namespaces=_frozen(entry.namespaces))
+    return with_policy(Cluster(entry.name, dict(entry.labels), tuple(nodes), topology=tuple(entry.topology or ()),
+                               storage_classes=storage, serves=_frozen(entry.serves),
+                               priority_classes=_frozen(entry.priorityClasses), namespaces=_frozen(entry.namespaces)),
+                       entry)
 
 
 def _frozen(names: list[str] | None) -> frozenset[str] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any, Mapping
 
 
@@ -84,6 +85,10 @@ class Cluster:
     serves: frozenset[str] | None = None
     priority_classes: frozenset[str] | None = None
     namespaces: frozenset[str] | None = None
+    # cluster preference (issue 21): a higher `preference` is filled first; `cost` per GPU-hour
+    # (any unit; None: not given, counted as 0 when other clusters give one)
+    preference: int = 0
+    cost: Decimal | None = None
 
     @property
     def reachable(self) -> bool:

@@ -5,6 +5,7 @@ workload placed by `submit` is recognised by the daemon and by `plan`, and back.
 ANN_PIN = "placer.dev/cluster"                    # pin: the user's request; placer never writes it
 ANN_SELECTOR = "placer.dev/cluster-selector"      # label selector over cluster labels
 ANN_PRIORITY = "placer.dev/priority"              # integer, default 0
+ANN_CLUSTER_ORDER = "placer.dev/cluster-order"   # "a,b,c": fill a, then b, then c, then the rest
 ANN_GROUP = "placer.dev/group"                    # objects sharing it are placed together
 ANN_RESCHEDULE = "placer.dev/reschedule"          # "true": re-place when its pods stay Pending
 

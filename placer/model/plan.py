@@ -7,6 +7,7 @@ contract of `placer plan -o json` (keys fixed by the issue; extra keys are addit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Mapping
 
 from placer.model.reasons import Reason
@@ -31,6 +32,10 @@ class Placement:
     topology: tuple[TopologyChoice, ...] = ()       # each gang's chosen domain(s)
     # what a submit creates on the cluster first (`Namespace team-a`, `PriorityClass prod-high`)
     creates: tuple[str, ...] = ()
+    # issue 21: GPUs x the cluster's cost per GPU-hour (None: the fleet gives no cost), and per
+    # cluster the group ranks better (or at its rank, cheaper), why that one did not take it
+    cost: Decimal | None = None
+    passed_over: Mapping[str, Reason] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
@@ -41,6 +46,11 @@ class Placement:
             out["topology"] = [t.to_dict() for t in self.topology]
         if self.creates:
             out["creates"] = list(self.creates)
+        if self.cost is not None:
+            out["cost"] = number(self.cost)
+        if self.passed_over:
+            out["passedOver"] = {c: r.render() for c, r in self.passed_over.items()}
+            out["passedOverCodes"] = {c: r.code for c, r in self.passed_over.items()}
         return out
 
     def is_(self, workload: "str | WorkloadRef") -> bool:
@@ -74,6 +84,11 @@ class Unplaced:
         if self.options_incomplete:
             out["optionsIncomplete"] = self.options_incomplete
         return out
+
+
+def number(d: Decimal) -> int | float:
+    """A cost as a JSON number: an integer when whole."""
+    return int(d) if d == d.to_integral_value() else float(d)
 
 
 def _ref_dict(ref: WorkloadRef | None) -> dict[str, Any]:
@@ -116,6 +131,7 @@ class Summary:
     # valid but may differ between runs
     time_limit_hit: bool = False
     timings: Mapping[str, float] = field(default_factory=dict)    # phase -> seconds
+    cost: Decimal | None = None       # the placements' cost per hour (issue 21); None: no cluster gives one
 
     def to_dict(self) -> dict[str, Any]:
         return {"workloads": self.workloads, "placed": self.placed,
@@ -123,7 +139,8 @@ class Summary:
                 "solveSeconds": round(self.solve_seconds, 3), "optimal": self.optimal,
                 "status": self.status, "groups": self.groups, "groupsPlaced": self.groups_placed,
                 "timeLimitHit": self.time_limit_hit,
-                "timings": {k: round(v, 3) for k, v in self.timings.items()}}
+                "timings": {k: round(v, 3) for k, v in self.timings.items()},
+                **({"cost": number(self.cost)} if self.cost is not None else {})}
 
 
 @dataclass(frozen=True)

@@ -316,6 +316,25 @@ class CapacityTaken(Reason):
 
 
 @dataclass(frozen=True)
+class PreferenceTaken(Reason):
+    """A placed workload's better-ranked cluster (issue 21; `cheaper`: one of the same rank that
+    costs less) would take it as it is; the plan gave that room to workloads of its own or lower
+    priority, because moving it there does not fill more preferred clusters overall (nor, for a
+    cheaper one, cost less): each move would push others down their own order or off."""
+
+    by: tuple[str, ...]
+    groups: tuple[str, ...] = ()
+    cheaper: bool = False
+
+    def render(self) -> str:
+        named = [f"{w} (group {g})" if g else w for w, g in zip(self.by, self.groups or ("",) * len(self.by))]
+        names = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        why = "the plan costs least this way" if self.cheaper else \
+            "the plan fills the clusters each workload ranks first the most this way"
+        return f"fits alone, but its capacity went to {names} ({why})"
+
+
+@dataclass(frozen=True)
 class Unexplained(Reason):
     """The time limit ended before this cluster's reason was worked out (no claim made)."""
 

@@ -26,6 +26,7 @@ from placer.ops.context import Context, Scope, open_context
 from placer.ops.options import plan_with_options
 from placer.ops.staged import staging_groups
 from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
+from placer.solve.policy import unknown_order_names
 
 MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
 OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
@@ -120,6 +121,8 @@ def plan_in(ctx: Context, request: PlanRequest, hooks: Hooks, timings: dict[str,
     view = _fleet(ctx, hooks)
     timings["fleet"] = time.monotonic() - t
     pending = _pending(view, groups, hooks.announce)
+    for note in unknown_order_names(pending, view.fleet.clusters):    # issue 21: skipped, said
+        hooks.announce(note)
     plan = _solve(ctx, view, pending, groups, request, hooks, timings)
     summary = replace(plan.summary, timings={**timings, **plan.summary.timings})
     per_pod = {(w.ref, i.key): i.gpus_per_pod for g in groups for w in g.workloads for i in w.instances}

@@ -47,6 +47,7 @@ from placer.ops.delete import remove_objects
 from placer.ops.interrupt import uninterrupted
 from placer.ops.requests import SubmitRequest, check_cluster  # noqa: F401 (re-exported)
 from placer.solve import solve
+from placer.solve.policy import unknown_order_names
 
 __all__ = ["SIMULATED", "Already", "pin", "pin_groups", "submit", "SubmitRequest", "SubmitResult"]
 
@@ -223,6 +224,8 @@ def submit(ctx: Context, request: SubmitRequest, *, progress: Say | None = None)
     pending, already, split = split_already_placed(groups, view.placed)
     refused = [Failed(key, "-", _workloads(next(g for g in groups if g.key == key)),
                       f"group {key}: {why}; delete the stray copies first") for key, why in split.items()]
+    for note in unknown_order_names(pending, view.fleet.clusters):    # issue 21: skipped, said
+        ctx.warn(note)
     if request.cluster is not None:
         pending = pin_groups(pending, request.cluster)
     placed_groups = _placed_groups(ctx, groups, view)

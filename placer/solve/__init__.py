@@ -40,11 +40,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Iterable, Mapping, Sequence
 
 from placer.model.fleet import Fleet
 from placer.model.names import ANN_PIN, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
 from placer.model.plan import Placement, Plan, Summary, Unplaced
+from placer.model.reasons import Reason
 from placer.model.workload import PlacementGroup
 from placer.solve.accepts import creates
 from placer.solve.decode import decode
@@ -52,7 +54,9 @@ from placer.solve.explain import explain_all
 from placer.solve.greedy import BASELINES, greedy
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
+from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
 from placer.solve.problem import Problem, prepare, rebase
+from placer.solve.ranking import costed
 from placer.solve.repair import Result, repair
 from placer.solve.stages import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, solve_stages
 from placer.solve.state import ClusterState, PodAssign, try_place
@@ -123,17 +127,19 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     clock.lap("greedy")
     status, timed_out = "greedy", False
     candidates = [g for g in problem.groups if g.eligible]
-    proven: tuple[bool, tuple, int] | None = None
+    proven: tuple[bool, tuple, tuple, int] | None = None
     if use_solver and candidates:
         result, proven, timed_out = _search(problem, candidates, result, work, rank, run, clock)
     elif not candidates:
         status = "optimal"
     if use_solver:
+        result = _prefer(problem, result, rank, run)       # each group on the best cluster it fits (issue 21)
         compact(problem, result, run.repair_end)         # fewer domains for preferred requests, same GPUs
     if proven is not None:
         # optimal: every stage proven on a relaxation of the real problem, and reached
-        optimal, bound, least_spread = proven
-        reached = rank.lex(result) == bound and spread(problem, result) <= least_spread
+        optimal, bound, best_pref, least_spread = proven
+        reached = (rank.lex(result) == bound and rank.pref(result) == best_pref
+                   and spread(problem, result) <= least_spread)
         status = "optimal" if optimal and reached else "feasible"
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
                        seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
@@ -160,7 +166,8 @@ class _Run:
 @dataclass(frozen=True)
 class _Rank:
     """Plans compared lexicographically by priority (per level: GPUs, then groups placed),
-    then by preferred topology requests spanning fewer domains."""
+    then by cluster preference and cost (issue 21), then by preferred topology requests
+    spanning fewer domains."""
 
     problem: Problem
     by_idx: Mapping[int, GroupInfo]
@@ -169,8 +176,11 @@ class _Rank:
     def lex(self, result: Result) -> tuple:
         return _lex_value(self.by_idx, result, self.ng)
 
+    def pref(self, result: Result) -> tuple:
+        return plan_key(self.problem, result, self.ng)
+
     def key(self, result: Result) -> tuple:
-        return (self.lex(result), -spread(self.problem, result))
+        return (self.lex(result), self.pref(result), -spread(self.problem, result))
 
 
 def _take_committed(problem: Problem) -> tuple[Problem, list[tuple[GroupInfo, int, PodAssign]], dict[str, str]]:
@@ -201,8 +211,18 @@ def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run) 
     return result
 
 
+def _prefer(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
+    """Groups moved to clusters they rank better where they fit beside the rest, then the
+    repair (a move may free room): kept when at least as good."""
+    moved = dict(result)
+    if not prefer(problem, moved, run.repair_end):
+        return result
+    moved = repair(problem, moved, run.repair_end)
+    return moved if rank.key(moved) >= rank.key(result) else result
+
+
 def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, work: Mapping[int, ClusterState],
-            rank: _Rank, run: _Run, clock: "_Clock") -> tuple[Result, tuple[bool, tuple, int] | None, bool]:
+            rank: _Rank, run: _Run, clock: "_Clock") -> tuple[Result, tuple[bool, tuple, tuple, int] | None, bool]:
     """The class model solved in stages, decoded and repaired: kept when at least as good as
     the greedy `result`. Returns the plan, what the model proved (optimal, bound, least
     spread; None without a model answer) and whether the wall clock cut the search short."""
@@ -234,7 +254,8 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     # after GPUs: preferred topology requests spanning fewer domains
     if rank.key(decoded) >= rank.key(result):
         result = decoded
-    proven = (sol.status == "optimal", bound, sum(sol.values[s] for s in agg.spread))
+    proven = (sol.status == "optimal", bound, model_key(agg, sol.values, problem, rank.ng),
+              sum(sol.values[s] for s in agg.spread))
     clock.lap("decode")
     return result, proven, sol.timed_out
 
@@ -256,27 +277,35 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
                 deadline: float | None = None) -> Plan:
     placements: list[Placement] = []
     unplaced: list[Unplaced] = []
-    reasons = explain_all(problem, result, deadline)
+    by_idx = {g.index: g for g in problem.groups}
+    # issue 21: why each cluster a placed group ranks better (or finds cheaper) did not take it
+    ahead = {gi: better(problem, by_idx[gi], c) for gi, (c, _) in result.items()} if any(active(problem)) else {}
+    reasons = explain_all(problem, result, deadline, placed=[gi for gi, cs in ahead.items() if cs])
     for g in problem.groups:
         if g.index in result:
             c, assign = result[g.index]
-            placements += _placements(problem, g, c, assign)
+            why = reasons.get(g.index, {})
+            passed = {problem.clusters[d].name: passed_reason(why[problem.clusters[d].name], g, c, d)
+                      for d in ahead.get(g.index, ()) if problem.clusters[d].name in why}
+            placements += _placements(problem, g, c, assign, passed)
         else:
             why = reasons[g.index]
             for w in g.group.workloads:
                 unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why, ref=w.ref))
     committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a)]
     nw = sum(len(g.group.workloads) for g in problem.groups)
+    total = sum((p.cost for p in placements if p.cost is not None), Decimal(0)) if costed(problem.clusters) else None
     summary = Summary(
         workloads=nw, placed=len(placements),
         gpus_requested=sum(g.gpus for g in problem.groups),
         gpus_placed=sum(p.gpus for p in placements),
         solve_seconds=seconds, optimal=status == "optimal", status=status,
-        groups=len(problem.groups), groups_placed=len(result))
+        groups=len(problem.groups), groups_placed=len(result), cost=total)
     return Plan(tuple(placements), tuple(unplaced), summary, tuple(committed), overcommitted)
 
 
-def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign) -> list[Placement]:
+def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign,
+                passed: Mapping[str, Reason] | None = None) -> list[Placement]:
     info = problem.infos[c]
     per_wl: dict[object, dict[str, dict[str, int]]] = {w.ref: {} for w in g.group.workloads}
     order = {n.name: i for i, n in enumerate(info.nodes)}
@@ -290,6 +319,8 @@ def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign) -> li
         nodes = dict(sorted(per_wl[w.ref].items(), key=lambda kv: order[kv[0]]))
         out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
                              g.priority, nodes, ref=w.ref, topology=choices(g, w.key, info, assign),
-                             creates=creates(g.group, problem.clusters[c])))
+                             creates=creates(g.group, problem.clusters[c]),
+                             cost=cost_of(problem.clusters[c], w.gpus, costed(problem.clusters)),
+                             passed_over=dict(passed or {})))
     return out
 

@@ -294,11 +294,19 @@ def _fit_count(g: GroupInfo, st: ClusterState) -> int:
 
 
 def explain_all(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
-                deadline: float | None) -> dict[int, dict[str, R.Reason]]:
-    """Reasons per unplaced group index, highest priority first."""
+                deadline: float | None, placed: Sequence[int] = ()) -> dict[int, dict[str, R.Reason]]:
+    """Reasons per unplaced group index, highest priority first; then, with the time left, for
+    the `placed` groups too (true of every cluster but their own: why a cluster they rank
+    better did not take them), so that those never take the unplaced groups' time."""
     ex = Explainer(problem, result, deadline)
     todo = sorted((g for g in problem.groups if g.index not in result), key=lambda g: (-g.priority, g.index))
-    return {g.index: ex.reasons(g) for g in todo}
+    out = {g.index: ex.reasons(g) for g in todo}
+    if placed:
+        ex = Explainer(problem, result, deadline)
+        also = set(placed)
+        for g in sorted((g for g in problem.groups if g.index in also), key=lambda g: (-g.priority, g.index)):
+            out[g.index] = ex.reasons(g)
+    return out
 
 
 __all__: Sequence[str] = ("Explainer", "explain_all", "fits", "static_reason")

@@ -9,7 +9,7 @@ from typing import Mapping
 from placer.model import reasons as R
 from placer.model.errors import InputError
 from placer.model.fleet import Cluster
-from placer.model.names import ANN_PIN, ANN_PRIORITY, ANN_SELECTOR
+from placer.model.names import ANN_CLUSTER_ORDER, ANN_PIN, ANN_PRIORITY, ANN_SELECTOR
 from placer.model.selectors import Requirement, parse_label_selector, selector_matches
 from placer.model.workload import PlacementGroup
 
@@ -21,6 +21,7 @@ class Policy:
     pins: tuple[tuple[str, str], ...]                      # (workload, cluster) as annotated
     selectors: tuple[tuple[str, tuple[Requirement, ...]], ...]
     excluded: frozenset[str] = frozenset()                 # placer's own, typed (PlacementGroup)
+    order: tuple[str, ...] = ()                            # placer.dev/cluster-order: filled in this order
 
     @property
     def conflicting(self) -> bool:
@@ -48,10 +49,50 @@ def group_policy(group: PlacementGroup) -> Policy:
                 selectors.append((text, parse_label_selector(text)))
             except InputError as e:
                 raise InputError(f"annotation {ANN_SELECTOR}: {e.message}", obj=w.key, source=w.source) from None
+    order = _cluster_order(group)
     if group.pin:                     # the group's pin stands for every workload's own
         pins = [(w.key, group.pin) for w in group.workloads]
     pin = pins[0][1] if pins and len({c for _, c in pins}) == 1 else None
-    return Policy(priority or 0, pin, tuple(pins), tuple(dict.fromkeys(selectors)), group.excluded)
+    return Policy(priority or 0, pin, tuple(pins), tuple(dict.fromkeys(selectors)), group.excluded, order)
+
+
+def parse_cluster_order(text: str) -> tuple[str, ...]:
+    """`"a, b,c"` -> ("a", "b", "c"): names in order, blanks and repeats dropped."""
+    return tuple(dict.fromkeys(n.strip() for n in str(text).split(",") if n.strip()))
+
+
+def unknown_order_names(groups, clusters) -> list[str]:
+    """One note per workload whose cluster order names a cluster the fleet lacks: such names are
+    skipped, so that the same object still places while a cluster is down, renamed or not in
+    this fleet (a pin, `placer.dev/cluster`, is the way to insist on one)."""
+    names = {cl.name for cl in clusters}
+    out = []
+    for g in groups:
+        for w in g.workloads:
+            missing = [n for n in parse_cluster_order((w.annotations or {}).get(ANN_CLUSTER_ORDER) or "")
+                       if n not in names]
+            if missing:
+                out.append(f"{w.key}: {ANN_CLUSTER_ORDER} names {', '.join(missing)}, not in the fleet; "
+                           "ordering the clusters it names that are")
+    return out
+
+
+def _cluster_order(group: PlacementGroup) -> tuple[str, ...]:
+    """The group's cluster order: the one its workloads give (they must agree)."""
+    found: tuple[str, ...] | None = None
+    for w in group.workloads:
+        text = (w.annotations or {}).get(ANN_CLUSTER_ORDER)
+        if text is None:
+            continue
+        order = parse_cluster_order(text)
+        if not order:
+            raise InputError(f"annotation {ANN_CLUSTER_ORDER}: {text!r} names no cluster (e.g. \"east,west\")",
+                             obj=w.key, source=w.source)
+        if found is not None and order != found:
+            raise InputError(f"annotation {ANN_CLUSTER_ORDER}: {text!r} differs from {','.join(found)!r} given "
+                             f"by another workload of its placement group {group.key}", obj=w.key, source=w.source)
+        found = order
+    return found or ()
 
 
 def policy_reason(g, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:

@@ -14,6 +14,7 @@ from placer.solve.accepts import refusal
 from placer.solve.domains import missing_key, needs_node_classes, tag_parts, units_of
 from placer.solve.groups import GPU_RESOURCES, ClusterInfo, GroupInfo, Part, gpus_of, pred_key, sort_key
 from placer.solve.policy import group_policy, policy_reason
+from placer.solve.ranking import cost_units, ordered, ranks_of
 from placer.solve.scheduling import admitted, pod_demand, runtime_overhead
 from placer.solve.state import ClusterState, PodAssign
 from placer.solve.storage import claims_of, storage_reason
@@ -82,6 +83,10 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
             elif c in infos and _may_use(g, infos[c]):
                 g.eligible.append(c)
             # else: no node could take some pod at all; placer.solve.explain says which
+    units = cost_units(clusters)
+    for g in ginfos:                  # issue 21: each group fills its clusters in its own order
+        g.ranks = ranks_of(g.policy.order, clusters)
+        g.eligible = ordered(g.eligible, g.ranks, units)
     com = []
     for g, (_, cname) in zip(cinfos, committed):
         if cname not in names:

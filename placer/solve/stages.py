@@ -13,6 +13,7 @@ from ortools.sat.python import cp_model_helper as cmh
 
 from placer.solve.groups import GroupInfo
 from placer.solve.model import INF, Agg
+from placer.solve.preference import stage_terms
 from placer.solve.problem import Problem
 
 DEFAULT_WORKERS = max(1, min(8, os.cpu_count() or 1))
@@ -99,11 +100,13 @@ class Stage:
 
 
 def stages_of(agg: Agg, problem: Problem, groups: Sequence[GroupInfo]) -> list[Stage]:
-    """Priority levels (highest first), then topology spread, fragmentation and, on small
-    models, the tie-break."""
+    """Priority levels (highest first), then cluster preference and cost, topology spread,
+    fragmentation and, on small models, the tie-break."""
     levels = sorted({g.priority for g in groups}, reverse=True)
     ng = len(problem.groups) + 1
     stages = _priority_stages(agg, levels, ng)
+    # issue 21: after GPUs placed, each group's clusters filled in its order, then the cheapest
+    stages += [Stage(label, terms, maximize) for label, terms, maximize in stage_terms(agg, problem, ng)]
     if agg.spread:
         # after GPUs placed: preferred topology requests span as few domains as they can
         stages.append(Stage("topology spread", [(1, s) for s in agg.spread], False))
@@ -169,7 +172,9 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     lim = _Limits(deadline, workers, seed, effort, bool(agg.spread), progress)
     best = hint
     all_optimal, timed_out = True, False
-    shares = [8 if s.maximize else 1 for s in stages]
+    # the searches that decide what is placed where (and its cost) get the large shares; the
+    # polish stages (spread, fragmentation, tie-break) the small ones
+    shares = [8 if s.maximize or s.label == "cost" else 1 for s in stages]
     spent = 0.0
     for si, stage in enumerate(stages):
         value = stage.value(best)

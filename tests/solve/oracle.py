@@ -254,9 +254,13 @@ def lex(groups: Sequence[PlacementGroup], placed: set[str]) -> tuple:
                   sum(1 for g in groups if priority(g) == p and g.key in placed)) for p in levels)
 
 
-def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None = None) -> tuple:
+def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None = None,
+            then: Sequence = (), values: list | None = None) -> tuple:
     """The lexicographic optimum's value (as `lex`) over every node-level assignment; then the
-    fewest values spanned by preferred topology requests, appended to `spread` when given."""
+    fewest values spanned by preferred topology requests, appended to `spread` when given.
+    `then`: more stages after the levels and before the spread, each a function of the
+    placement bools `y[(group, cluster)]` giving (expression, maximize); their optimal values
+    are appended to `values` (tests/solve/oracle_preference.py: cluster order and cost)."""
     m = cp_model.CpModel()
     y: dict[tuple[int, int], cp_model.IntVar] = {}
     load: dict[tuple[int, int, str], list] = {}
@@ -311,6 +315,17 @@ def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None
         st = s.Solve(m)
         assert st == cp_model.OPTIMAL, f"oracle not proven at priority {p}"
         m.Add(expr >= int(round(s.ObjectiveValue())))
+    for stage in then:
+        expr, maximize = stage(y)
+        if isinstance(expr, int):
+            (values if values is not None else []).append(expr)
+            continue
+        m.Maximize(expr) if maximize else m.Minimize(expr)
+        st = s.Solve(m)
+        assert st == cp_model.OPTIMAL, "oracle not proven on a stage after the levels"
+        best = int(round(s.ObjectiveValue()))
+        m.Add(expr >= best) if maximize else m.Add(expr <= best)
+        (values if values is not None else []).append(best)
     m.ClearObjective()
     if spans:
         m.Minimize(sum(spans))
