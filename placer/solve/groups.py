@@ -62,6 +62,7 @@ class GroupInfo:
     eligible: list[int] = field(default_factory=list)
     static: dict[int, R.Reason] = field(default_factory=dict)   # why not on cluster (policy/statics)
     units: list = field(default_factory=list)     # topology requests (placer.solve.domains.Unit)
+    family: int | None = None                     # a spread family's member (placer.solve.spread)
 
     @property
     def key(self) -> str:

@@ -90,7 +90,8 @@ def signatures(groups: Sequence[GroupInfo]) -> list[Sig]:
             key = (tuple(sorted(p.demand.items())), p.pred_key)
             pods[key] = pods.get(key, 0) + p.pods
         # a group with topology requests chooses its own domains: never interchangeable
-        sig = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())), g.index if g.units else None)
+        sig = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())), g.index if g.units else None,
+               g.family)
         if sig not in by:
             by[sig] = Sig(len(by), [], pods)
         by[sig].groups.append(g)
