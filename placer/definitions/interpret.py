@@ -130,7 +130,7 @@ def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
         labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
         suspended=None if suspended is None else bool(suspended),
         source=source, obj=obj)
-    if ANN_SPREAD not in w.annotations:
+    if not any(k.startswith(ANN_SPREAD) for k in w.annotations):
         return w
     return with_scaling(w, compiled, obj, lambda o: _interpret(o, compiled, json_text(jq_view(o)), gpu_resources,
                                                                  source))

@@ -68,6 +68,12 @@ def with_units(obj: Mapping[str, Any], scaling: Scaling, units: int) -> dict[str
     return out
 
 
+def share_object(obj: Mapping[str, Any], scaling: Scaling, replicas: int) -> dict[str, Any]:
+    """A copy of the object holding a share of `replicas` (a whole number of units)."""
+    per = sum(scaling.replicas) // scaling.units if scaling.units else 1
+    return with_units(obj, scaling, replicas // max(per, 1))
+
+
 def with_scaling(w: Workload, compiled: CompiledDefinition, obj: Mapping[str, Any],
                  reinterpret: Reinterpret) -> Workload:
     """The workload with its spread policy checked and, for `divide`, its scaling."""
