@@ -59,6 +59,7 @@ from placer.solve.shares import verify_shares
 from placer.solve.spread import Family, legalize
 from placer.solve.spread import constrain as spread_constrain
 from placer.solve.spread import expand as spread_expand
+from placer.solve.spread import hint as spread_hint
 from placer.solve.spread import tag as spread_tag
 from placer.solve.stages import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, solve_stages
 from placer.solve.state import ClusterState, PodAssign, try_place
@@ -231,6 +232,7 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     agg = build_aggregate(problem, candidates)
     spread_constrain(agg, problem, rank.families)
     hint = values_from(agg, result, problem, work)
+    spread_hint(agg, hint)
     clock.lap("model")
     sol = solve_stages(agg, problem, candidates, hint, run.search_end, run.workers, run.seed, run.progress,
                        effort=run.effort)

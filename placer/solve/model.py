@@ -57,6 +57,10 @@ class Agg:
     # topology (placer.solve.topology): (var, group, cluster, unit, domain); the spread variables
     topo_vars: list[tuple[int, int, int, int, str | None]] = field(default_factory=list)
     spread: list[int] = field(default_factory=list)
+    # placer.dev/spread (placer.solve.spread): 0/1 variables that are 1 iff their terms sum above
+    # 0 (for hints), and the clusters used by divided workloads without weights (minimised)
+    indicators: list[tuple[int, list[tuple[int, int]]]] = field(default_factory=list)
+    share_clusters: list[int] = field(default_factory=list)
 
     def var(self, name: str, lb: int, ub: int) -> int:
         self.lb.append(lb)

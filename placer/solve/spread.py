@@ -168,6 +168,7 @@ def _constrain_duplicate(agg, fam: Family, by_idx) -> None:
     need = fam.spec.clusters or len(copies)
     b = agg.var(f"dup_{fam.index}", 0, 1 if need <= len(copies) else 0)
     agg.add([(1, v) for v in zs] + [(-need, b)], 0, 0)
+    agg.indicators.append((b, [(1, v) for v in zs]))
 
 
 def _constrain_divide(agg, fam: Family, by_idx, names: Sequence[str]) -> None:
@@ -178,6 +179,7 @@ def _constrain_divide(agg, fam: Family, by_idx, names: Sequence[str]) -> None:
     zc = {c: v for c in rep.eligible if (v := _z(agg, fam.members[0], c)) is not None}
     b = agg.var(f"div_{fam.index}", 0, 1)
     total = [(1, v) for v in zc.values()]
+    agg.indicators.append((b, total))
     agg.add(total + [(-fam.min_units(), b)], 0, 2**40)
     agg.add(total + [(-U, b)], -2**40, 0)
     for name, gi in fam.bases.items():
@@ -189,11 +191,15 @@ def _constrain_divide(agg, fam: Family, by_idx, names: Sequence[str]) -> None:
             else:
                 agg.add([(1, zc[c]), (-U, zb)], -2**40, 0)
                 agg.add([(1, zb), (-1, zc[c])], -2**40, 0)
-    if fam.spec.clusters:
+    if fam.spec.clusters or not fam.spec.weights:
         used = {c: agg.var(f"div_{fam.index}_u{c}", 0, 1) for c in zc}
         for c, v in zc.items():
             agg.add([(1, v), (-U, used[c])], -2**40, 0)
-        agg.add([(1, u) for u in used.values()], 0, fam.spec.clusters)
+            agg.add([(1, used[c]), (-1, v)], -2**40, 0)
+            agg.indicators.append((used[c], [(1, v)]))
+        agg.add([(1, u) for u in used.values()], 0, fam.spec.clusters or len(used))
+        if not fam.spec.weights:
+            agg.share_clusters += list(used.values())
     if fam.spec.weights:
         w = weighted(fam, list(zc), names)
         W = sum(w.values())
@@ -203,6 +209,12 @@ def _constrain_divide(agg, fam: Family, by_idx, names: Sequence[str]) -> None:
                 continue
             # |W z_c - w_c T| <= W
             agg.add([(W, v)] + [(-w[c] * a, x) for a, x in total], -W, W)
+
+
+def hint(agg, values: list[int]) -> None:
+    """Complete a hint (placer.solve.model.values_from) with the spread indicators."""
+    for v, terms in agg.indicators:
+        values[v] = 1 if sum(a * values[x] for a, x in terms) > 0 else 0
 
 
 # --- legal plans -------------------------------------------------------------------------------

@@ -104,6 +104,9 @@ def stages_of(agg: Agg, problem: Problem, groups: Sequence[GroupInfo]) -> list[S
     levels = sorted({g.priority for g in groups}, reverse=True)
     ng = len(problem.groups) + 1
     stages = _priority_stages(agg, levels, ng)
+    if agg.share_clusters:
+        # after GPUs placed: a divided workload without weights on as few clusters as hold it
+        stages.append(Stage("spread clusters", [(1, u) for u in agg.share_clusters], False))
     if agg.spread:
         # after GPUs placed: preferred topology requests span as few domains as they can
         stages.append(Stage("topology spread", [(1, s) for s in agg.spread], False))
