@@ -17,7 +17,8 @@ DUPLICATE, DIVIDE = "duplicate", "divide"
 class Spread:
     """`duplicate`: a full copy on each eligible cluster, or on exactly `clusters` of them, all
     or none. `divide`: the scalable replicas split into shares of whole units; `weights`
-    (cluster, weight) keep each share within one replica of its weight; at most `clusters`
+    (cluster, weight): only those clusters, each share within one replica of its weight as far
+    as the nodes allow; at most `clusters`
     clusters; placed only when at least `min_replicas` land (default: all of them)."""
 
     mode: str

@@ -61,6 +61,8 @@ class Agg:
     # 0 (for hints), and the clusters used by divided workloads without weights (minimised)
     indicators: list[tuple[int, list[tuple[int, int]]]] = field(default_factory=list)
     share_clusters: list[int] = field(default_factory=list)
+    # weighted shares: (var, terms, slack), var = max(0, |terms| - slack), minimised after GPUs
+    deviations: list[tuple[int, list[tuple[int, int]], int]] = field(default_factory=list)
 
     def var(self, name: str, lb: int, ub: int) -> int:
         self.lb.append(lb)

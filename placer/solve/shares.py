@@ -12,7 +12,7 @@ from placer.model.plan import Placement, Plan, Unplaced
 from placer.model.workload import PlacementGroup, Workload
 from placer.solve.problem import Problem
 from placer.solve.spread import Family, ok_divide
-from placer.solve.state import ClusterState, try_place
+from placer.solve.weights import room
 
 
 def _origins(problem: Problem, families: Sequence[Family]) -> dict[str, tuple[Family, Workload]]:
@@ -155,14 +155,7 @@ def _policy_text(fam: Family) -> str:
 
 
 def _room(problem: Problem, g, c: int, most: int) -> int:
-    """How many copies of group `g` the cluster as it is holds at node level (up to `most`)."""
-    if c not in problem.infos or c not in g.eligible:
-        return 0
-    st = ClusterState(problem.infos[c])
-    n = 0
-    while n < most and try_place(st, g) is not None:
-        n += 1
-    return n
+    return room(problem, g, c, most)
 
 
 __all__: Sequence[str] = ("family_reasons", "merge", "ok_divide", "PlacementGroup")

@@ -8,9 +8,12 @@ model places like any other, tied by linear constraints on the model's count var
   count variable per cluster in the model, which is the share on that cluster. A workload
   whose copies all carry some pods whatever their share (a Ray head) gets a base group per
   cluster, placed there exactly when the share there is not empty. Units placed: all, or at
-  least `spread-min-replicas` (as units), or none; at most N clusters; with weights, each
-  share within one unit of its weight (`|W x_c - w_c x T| <= W`, over the weighted clusters
-  that accept the workload; other clusters get none).
+  least `spread-min-replicas` (as units), or none; at most N clusters; with weights, only the
+  weighted clusters, and each share within one unit of its weight (`|W x_c - w_c x T| <= W`,
+  over the weighted clusters that accept the workload) as far as the nodes as they are allow:
+  the excess is at most what their room forces (placer.solve.weights; zero when they allow the
+  weights, so other work never bends them), and minimised in a stage after GPUs placed.
+  Without weights, as few clusters as hold it (the stage after).
 
 Each unit and copy is placed whole at node level by the same model, decoding and repair as
 every group; `legalize` brings a greedy or repaired plan back inside the policy (dropping
@@ -29,6 +32,7 @@ from placer.model.fleet import Fleet
 from placer.model.spread import DIVIDE, DUPLICATE, Spread, spread_of
 from placer.model.workload import PlacementGroup, Workload
 from placer.solve.state import PodAssign
+from placer.solve.weights import excess, least_excess, room
 
 Result = dict[int, tuple[int, PodAssign]]
 
@@ -45,6 +49,9 @@ class Family:
     copy_cluster: dict[int, str] = field(default_factory=dict)   # duplicate: member -> cluster
     bases: dict[str, int] = field(default_factory=dict)         # divide: cluster -> base group
     units: int = 0
+    # weighted divide: the most excess beyond one unit of the weights a plan may have
+    # (placer.solve.weights; None: unbounded, too large to work out)
+    slack: int | None = 0
 
     @property
     def divide(self) -> bool:
@@ -131,11 +138,18 @@ def _divide(fam: Family, g: PlacementGroup, w: Workload, names: Sequence[str], o
 
 
 def tag(problem, families: Sequence[Family]) -> None:
-    """Mark each member's GroupInfo with its family (the model keeps families apart)."""
+    """Mark each member's GroupInfo with its family (the model keeps families apart), and work
+    out each weighted family's slack from the clusters' room as they are."""
     by_idx = {g.index: g for g in problem.groups}
+    names = [cl.name for cl in problem.clusters]
     for fam in families:
         for gi in [*fam.members, *fam.bases.values()]:
             by_idx[gi].family = fam.index
+        if fam.divide and fam.spec.weights and fam.members:
+            unit = by_idx[fam.members[0]]
+            w = weighted(fam, unit.eligible, names)
+            rooms = {c: room(problem, unit, c, fam.units) for c in w}
+            fam.slack = least_excess(rooms, w, fam.units, fam.spec.clusters)
 
 
 def weighted(fam: Family, eligible: Sequence[int], cluster_names: Sequence[str]) -> dict[int, int]:
@@ -201,20 +215,36 @@ def _constrain_divide(agg, fam: Family, by_idx, names: Sequence[str]) -> None:
         if not fam.spec.weights:
             agg.share_clusters += list(used.values())
     if fam.spec.weights:
-        w = weighted(fam, list(zc), names)
-        W = sum(w.values())
-        for c, v in zc.items():
-            if c not in w:
-                agg.add([(1, v)], 0, 0)
-                continue
-            # |W z_c - w_c T| <= W
-            agg.add([(W, v)] + [(-w[c] * a, x) for a, x in total], -W, W)
+        _constrain_weights(agg, fam, zc, total, names)
+
+
+def _constrain_weights(agg, fam: Family, zc: Mapping[int, int], total: list[tuple[int, int]],
+                       names: Sequence[str]) -> None:
+    """Only weighted clusters; the excess beyond one unit of the weights (|W z_c - w_c T| - W)
+    at most the family's slack (what the nodes as they are force), and minimised after GPUs."""
+    w = weighted(fam, list(zc), names)
+    W = sum(w.values())
+    ds = []
+    for c, v in zc.items():
+        if c not in w:
+            agg.add([(1, v)], 0, 0)
+            continue
+        e = [(W, v)] + [(-w[c] * a, x) for a, x in total]
+        d = agg.var(f"div_{fam.index}_d{c}", 0, W * fam.units)
+        agg.add([(1, d)] + [(-a, x) for a, x in e], -W, 2**40)
+        agg.add([(1, d)] + list(e), -W, 2**40)
+        agg.deviations.append((d, e, W))
+        ds.append((1, d))
+    if fam.slack is not None:
+        agg.add(ds, 0, fam.slack)
 
 
 def hint(agg, values: list[int]) -> None:
     """Complete a hint (placer.solve.model.values_from) with the spread indicators."""
     for v, terms in agg.indicators:
         values[v] = 1 if sum(a * values[x] for a, x in terms) > 0 else 0
+    for v, terms, slack in agg.deviations:
+        values[v] = max(0, abs(sum(a * values[x] for a, x in terms)) - slack)
 
 
 # --- legal plans -------------------------------------------------------------------------------
@@ -289,9 +319,8 @@ def ok_divide(fam: Family, share: Mapping[int, int], eligible: Sequence[int], na
         return False
     if fam.spec.clusters and len([c for c, k in share.items() if k]) > fam.spec.clusters:
         return False
-    if fam.spec.weights:
+    if fam.spec.weights:                  # unweighted clusters get none; the excess within the slack
         w = weighted(fam, eligible, names)
-        W = sum(w.values())
-        return all(abs(W * share.get(c, 0) - w.get(c, 0) * total) <= W if c in w else share.get(c, 0) == 0
-                   for c in set(share) | set(w))
+        return all(c in w for c, k in share.items() if k) and (
+            fam.slack is None or excess(share, w, total) <= fam.slack)
     return True

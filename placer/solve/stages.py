@@ -104,6 +104,9 @@ def stages_of(agg: Agg, problem: Problem, groups: Sequence[GroupInfo]) -> list[S
     levels = sorted({g.priority for g in groups}, reverse=True)
     ng = len(problem.groups) + 1
     stages = _priority_stages(agg, levels, ng)
+    if agg.deviations:
+        # after GPUs placed: weighted shares as close to their weights as the nodes allow
+        stages.append(Stage("spread weights", [(1, d) for d, _, _ in agg.deviations], False))
     if agg.share_clusters:
         # after GPUs placed: a divided workload without weights on as few clusters as hold it
         stages.append(Stage("spread clusters", [(1, u) for u in agg.share_clusters], False))

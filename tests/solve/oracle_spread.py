@@ -4,8 +4,9 @@ It reads the annotations itself and decides with plain enumeration what the best
 - divide (one workload, single-pod units such as a Deployment's replicas): per cluster the most
   units its nodes hold at node level (per node, the fewest of free/request over resources, on
   nodes the pod may run on), then every vector of shares is enumerated: the most units placed
-  such that the total is 0 or in [min, units], at most N clusters carry a share, and with weights
-  every weighted cluster that can take a unit has |W k_c - w_c T| <= W (other clusters none);
+  such that the total is 0 or in [min, units] and at most N clusters carry a share (with weights,
+  only weighted clusters), then, at that total, the least deviation beyond one unit of the
+  weights (sum over weighted clusters that can take a unit of max(0, |W k_c - w_c T| - W));
 - duplicate: a copy fits a cluster when the exact node-level check of tests/solve/oracle.py says
   so; placed when the copies that fit number N (default: every cluster that could take each of
   its pods at all), else nothing.
@@ -52,9 +53,11 @@ def units_on(inst: Instance, nodes: Sequence[Node], caps: Sequence[Mapping[str, 
     return total
 
 
-def divide_options(f: Fleet, g: PlacementGroup, caps: Mapping[str, Sequence[Mapping[str, int]]] | None = None
-                   ) -> tuple[int, list[dict[str, int]]]:
-    """(the most replicas placed, every share vector reaching it)."""
+def divide_options(f: Fleet, g: PlacementGroup, caps: Mapping[str, Sequence[Mapping[str, int]]] | None = None,
+                   max_excess: int | None = None) -> tuple[int, list[dict[str, int]]]:
+    """(the most replicas placed, every share vector reaching it with the least excess beyond
+    one unit of the weights); `max_excess`: vectors with more excess are not allowed (the
+    slack the nodes as they are force: `slack`)."""
     w = g.workloads[0]
     pol = policy_of(w)
     (inst,) = w.instances
@@ -65,23 +68,41 @@ def divide_options(f: Fleet, g: PlacementGroup, caps: Mapping[str, Sequence[Mapp
         room[cl.name] = units_on(inst, cl.nodes, cap) if cl.reachable and policy_ok(g, cl) else 0
     able = [c for c, r in room.items() if r > 0]
     weights = {c: pol.weights[c] for c in able if c in pol.weights}
-    W = sum(weights.values())
     lo = min(pol.min_replicas or total, total)
-    best, found = 0, [{}]
+    best, found = (0, 0), [{}]
     for ks in itertools.product(*[range(min(room[c], total) + 1) for c in able]):
         T = sum(ks)
         share = {c: k for c, k in zip(able, ks) if k}
         if T == 0 or T < lo or T > total or (pol.clusters and len(share) > pol.clusters):
             continue
-        if pol.weights and not all(
-                (abs(W * share.get(c, 0) - weights[c] * T) <= W) if c in weights else share.get(c, 0) == 0
-                for c in able):
+        if pol.weights and any(c not in weights for c in share):
             continue
-        if T > best:
-            best, found = T, [share]
-        elif T == best:
+        if max_excess is not None and pol.weights and deviation(share, weights, T) > max_excess:
+            continue
+        key = (T, -deviation(share, weights, T))
+        if key > best:
+            best, found = key, [share]
+        elif key == best:
             found.append(share)
-    return best, found
+    return best[0], found
+
+
+def slack(f: Fleet, g: PlacementGroup) -> int:
+    """The excess the nodes as they are force on a weighted divide: the least at its best total alone."""
+    best, options = divide_options(f, g)
+    pol = policy_of(g.workloads[0])
+    if not best or not pol.weights:
+        return 0
+    (inst,) = g.workloads[0].instances
+    able = [cl.name for cl in f.clusters
+            if cl.reachable and policy_ok(g, cl) and units_on(inst, cl.nodes, [free(n) for n in cl.nodes]) > 0]
+    return deviation(options[0], {c: pol.weights[c] for c in able if c in pol.weights}, best)
+
+
+def deviation(share: Mapping[str, int], weights: Mapping[str, int], T: int) -> int:
+    """How far beyond one unit of their weights the shares are: sum of max(0, |W k - w T| - W)."""
+    W = sum(weights.values())
+    return sum(max(0, abs(W * share.get(c, 0) - w * T) - W) for c, w in weights.items())
 
 
 def duplicate_outcome(f: Fleet, g: PlacementGroup) -> tuple[bool, list[str]]:

@@ -47,6 +47,13 @@ def test_must_show_divided_shares_fit_where_cluster_totals_would_not():
     assert best == 12 and {"east": 7, "west": 5} in options
 
 
+def test_weights_give_way_only_as_far_as_the_nodes_require():
+    # east's nodes hold 5 of the 2-GPU pods, not its weighted 8: all 12 still land, east full
+    f = fleet("east: 5x8 used=5", "west: 2x8")
+    plan = solve(f, [deployment("web", 12, 2, spread="divide", spread_weights="east=2,west=1")])
+    assert shares_of(plan) == {"east": 5, "west": 7} and plan.summary.status == "optimal"
+
+
 def test_divide_without_weights_uses_as_few_clusters_as_fit():
     # east (first in order) holds 4 of the 2-GPU pods, west 8: all 8 on west, not 4 + 4
     f = fleet("east: 1x8", "west: 2x8")
@@ -163,7 +170,7 @@ def _greedy_with_policy(f, spread_group, others):
             if cap is not None:
                 caps[cl.name] = cap
                 break
-    best, _ = S.divide_options(f, spread_group, caps)
+    best, _ = S.divide_options(f, spread_group, caps, max_excess=S.slack(f, spread_group))
     return placed, best
 
 
