@@ -130,7 +130,16 @@ def test_divide_matches_the_exact_judge(seed):
             assert p.pods == p.replicas and sum(sum(v.values()) for v in p.nodes.values()) == p.replicas
             assert p.spread["shares"] == got
     else:
-        assert plan.unplaced and plan.unplaced[0].workload == "serve/web"
+        (u,) = plan.unplaced
+        assert u.workload == "serve/web"
+        (inst,) = g.workloads[0].instances
+        for cl in f.clusters:                 # every number of every reason, against the judge
+            r = u.reasons[cl.name]
+            room = min(S.units_on(inst, cl.nodes, [O.free(n) for n in cl.nodes]), inst.pods)
+            if r.code == "SpreadShort":
+                assert (r.room, r.total) == (room, inst.pods), (cl.name, r, room)
+            else:
+                assert room == 0, (cl.name, r.render(), room)
 
 
 @pytest.mark.parametrize("seed", range(20))
