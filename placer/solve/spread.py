@@ -103,7 +103,6 @@ def expand(fleet: Fleet, groups: Sequence[PlacementGroup]) -> tuple[list[Placeme
             continue
         spec, w = found
         fam = Family(len(families), g, spec, w)
-        _check_weights(spec, names, w)
         if spec.mode == DUPLICATE:
             for name in names:
                 fam.members.append(len(out))
@@ -116,11 +115,16 @@ def expand(fleet: Fleet, groups: Sequence[PlacementGroup]) -> tuple[list[Placeme
     return out, families
 
 
-def _check_weights(spec: Spread, names: Sequence[str], w: Workload) -> None:
-    unknown = [c for c, _ in spec.weights if c not in names]
-    if unknown:
-        raise InputError(f"annotation placer.dev/spread-weights: cluster {unknown[0]!r} is not in the fleet",
-                         obj=w.key, source=w.source)
+def check_weights(fleet: Fleet, groups: Sequence[PlacementGroup]) -> None:
+    """Weights naming a cluster the fleet lacks are bad input (`plan`, `submit`). The solve itself
+    gives such a cluster no share: the options search re-solves on part of the fleet."""
+    names = {cl.name for cl in fleet.clusters}
+    for g in groups:
+        found = _spec(g)
+        unknown = [c for c, _ in found[0].weights if c not in names] if found else []
+        if found and unknown:
+            raise InputError(f"annotation placer.dev/spread-weights: cluster {unknown[0]!r} is not in the fleet",
+                             obj=found[1].key, source=found[1].source)
 
 
 def _divide(fam: Family, g: PlacementGroup, w: Workload, names: Sequence[str], out: list[PlacementGroup]) -> None:
