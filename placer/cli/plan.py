@@ -117,6 +117,13 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None, expla
         for line in topology_lines(pl.topology):
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
                                       subsequent_indent="      ", break_on_hyphens=False) + "\n", style="cyan")
+        if pl.spread:
+            shares = pl.spread["shares"]
+            line = (f"divide: {pl.replicas} of {sum(shares.values())} replicas here ("
+                    + ", ".join(f"{c}={n}" for c, n in shares.items()) + ")" if pl.spread["mode"] == "divide"
+                    else f"duplicate: a copy on each of {', '.join(shares)}")
+            text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
+                                      subsequent_indent="      ", break_on_hyphens=False) + "\n", style="cyan")
         if pl.creates:
             line = f"submit creates {', '.join(pl.creates)} on {pl.cluster} first"
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",

@@ -69,3 +69,11 @@ def test_bad_spread_is_one_line_exit_2(tmp_path, ann, needle):
     res = runner.invoke(app, ["plan", "-o", "json", *files(tmp_path, **ann)])
     assert res.exit_code == 2, res.output
     assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_plan_table_names_each_share(tmp_path):
+    res = runner.invoke(app, ["plan", *files(tmp_path, **{
+        "placer.dev/spread": "divide", "placer.dev/spread-weights": "east=2,west=1"})])
+    assert res.exit_code == 0, res.output
+    assert "divide: 7 of 12 replicas here (east=7, west=5)" in res.stdout
+    assert "divide: 5 of 12 replicas here (east=7, west=5)" in res.stdout
