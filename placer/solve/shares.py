@@ -8,10 +8,12 @@ import dataclasses
 from typing import Mapping, Sequence
 
 from placer.model import reasons as R
+from placer.model.errors import VerificationError
 from placer.model.plan import Placement, Plan, Unplaced
+from placer.model.spread import spread_of
 from placer.model.workload import PlacementGroup, Workload
 from placer.solve.problem import Problem
-from placer.solve.spread import Family, ok_divide
+from placer.solve.spread import Family
 from placer.solve.weights import room
 
 
@@ -70,13 +72,13 @@ def merge(problem: Problem, plan: Plan, families: Sequence[Family], result) -> P
     for fam in families:
         if fam.index not in placed_families:
             why = family_reasons(problem, fam, plan)
-            unplaced += [Unplaced(w.key, w.kind, fam.group.key, w.gpus, w.pods, _priority(plan, fam, problem), why,
+            unplaced += [Unplaced(w.key, w.kind, fam.group.key, w.gpus, w.pods, _priority(fam, problem), why,
                                   ref=w.ref) for w in fam.group.workloads]
     return _summarised(dataclasses.replace(plan, placements=tuple(placements), unplaced=tuple(unplaced)),
                        problem, families)
 
 
-def _priority(plan: Plan, fam: Family, problem: Problem) -> int:
+def _priority(fam: Family, problem: Problem) -> int:
     gi = (fam.members or list(fam.bases.values()) or [0])[0]
     return next((g.priority for g in problem.groups if g.index == gi), 0)
 
@@ -125,19 +127,19 @@ def family_reasons(problem: Problem, fam: Family, plan: Plan) -> dict[str, R.Rea
     out: dict[str, R.Reason] = {}
     names = [cl.name for cl in problem.clusters]
     if fam.divide:
-        room = {c: _room(problem, by_idx[fam.members[0]], c, fam.units) for c in problem.infos} \
+        rooms = {c: room(problem, by_idx[fam.members[0]], c, fam.units) for c in problem.infos} \
             if fam.members else {}
         for c, name in enumerate(names):
             g = by_idx[fam.members[0]] if fam.members else None
             static = g.static.get(c) if g is not None else None
-            out[name] = static or R.SpreadShort(fam.unit_name, room.get(c, 0), fam.min_units(), fam.units,
+            out[name] = static or R.SpreadShort(fam.unit_name, rooms.get(c, 0), fam.min_units(), fam.units,
                                                 _policy_text(fam))
         return out
     fits = {}
     for gi, name in fam.copy_cluster.items():
         c = names.index(name)
         g = by_idx[gi]
-        fits[name] = c in problem.infos and c in g.eligible and _room(problem, g, c, 1) == 1
+        fits[name] = c in problem.infos and c in g.eligible and room(problem, g, c, 1) == 1
     need = fam.spec.clusters or sum(1 for gi in fam.members if by_idx[gi].eligible)
     for gi, name in fam.copy_cluster.items():
         own = member_why.get(by_idx[gi].key, {}).get(name)
@@ -154,19 +156,13 @@ def _policy_text(fam: Family) -> str:
     return " and ".join(parts)
 
 
-def _room(problem: Problem, g, c: int, most: int) -> int:
-    return room(problem, g, c, most)
-
-
-__all__: Sequence[str] = ("family_reasons", "merge", "ok_divide", "PlacementGroup")
+__all__: Sequence[str] = ("family_reasons", "merge", "verify_shares")
 
 
 def verify_shares(fleet, groups: Sequence[PlacementGroup], plan: Plan) -> None:
     """The spread policy on the merged plan, from the annotations as given: each workload at
     most once per cluster; duplicate copies exactly N when N is given; divided shares summing to
     at most the workload's replicas, at least its minimum, on at most N clusters."""
-    from placer.model.errors import VerificationError
-    from placer.model.spread import spread_of
     for g in groups:
         for w in g.workloads:
             spec = spread_of(w.annotations, w.key, w.source)
@@ -179,8 +175,8 @@ def verify_shares(fleet, groups: Sequence[PlacementGroup], plan: Plan) -> None:
                 bad = bad or (spec.clusters is not None and len(mine) != spec.clusters)
             elif w.scaling is not None:
                 total = sum(p.replicas or 0 for p in mine)
-                bad = bad or total > sum(w.scaling.replicas) or total < min(spec.min_replicas or 0,
-                                                                         sum(w.scaling.replicas))
+                most = sum(w.scaling.replicas)
+                bad = bad or total > most or total < min(spec.min_replicas or most, most)
                 bad = bad or (spec.clusters is not None and len(mine) > spec.clusters)
             if bad:
                 raise VerificationError(f"plan rejected by verifier: spread of {w.key} breaks its policy "
