@@ -40,3 +40,31 @@ def test_divided_shares_are_created_per_cluster_and_every_pod_is_bound(real, tmp
         pods = real.wait_bound(cluster, ns, n, "app=web")
         assert len(pods) == n and all(p["spec"].get("nodeName") for p in pods)
     assert sorted(p["spec"]["nodeName"] for p in real.pods("east", ns)) == [f"e4-{i}" for i in range(7)]
+
+
+def test_divided_leaderworkerset_groups_run_whole_on_the_real_controller(ops, tmp_path):
+    """Shares of whole groups: the real LWS controller makes each copy's groups, every pod bound."""
+    from tests.realkube.operators import NAMES
+    from tests.realkube.operators import submit as submit_ops
+    ops.nodes("east", count=1, prefix="e-", gpus=8, kwok=True)        # one group of 2 x 4 GPUs
+    ops.nodes("west", count=2, prefix="w-", gpus=8, kwok=True)        # two groups
+    ns = ops.unique("spread")
+    for name in NAMES:
+        ops.namespace(name, ns)
+    worker = {"name": "worker", "image": "registry.example/serve:1",
+              "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}}
+    obj = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "serve", "namespace": ns, "annotations": {"placer.dev/spread": "divide"}},
+           "spec": {"replicas": 3, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {
+               "containers": [worker]}}}}}
+    out = submit_ops(ops.kubeconfig, tmp_path, obj)
+    shares = {p["cluster"]: p["replicas"] for p in out["placements"]}
+    assert shares == {"east": 1, "west": 2}, out["placements"]
+    for cluster, groups in shares.items():
+        assert ops.client(cluster).get("leaderworkersets", "serve", ns)["spec"]["replicas"] == groups
+        pods = ops.wait_bound(cluster, ns, 2 * groups, "leaderworkerset.sigs.k8s.io/name=serve", timeout=120)
+        by_group: dict[str, int] = {}
+        for p in pods:
+            g = p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
+            by_group[g] = by_group.get(g, 0) + 1
+        assert by_group == {str(i): 2 for i in range(groups)}, by_group
