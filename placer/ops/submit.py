@@ -39,6 +39,7 @@ from placer.inputs.manifests import load_groups
 from placer.inputs.priority import read_classes
 from placer.kube import KubeClient, run_concurrently
 from placer.model.errors import Conflict, InputError, KubeError, NotFound, PlacerError
+from placer.model.names import ANN_SPREAD
 from placer.model.plan import Placement, Plan
 from placer.model.topology import TopologyChoice
 from placer.model.workload import PlacementGroup, WorkloadRef
@@ -189,6 +190,8 @@ def _placed_groups(ctx: Context, groups: Sequence[PlacementGroup], view: FleetVi
         refs = [r for r in found if r is not None]
         if not refs or len(refs) != len(found) or len({r.cluster for r in refs}) != 1:
             continue
+        if any(k.startswith(ANN_SPREAD) for w in g.workloads for k in w.annotations):
+            continue                  # spread copies are left as placed (not yet updated in place)
         cluster = refs[0].cluster
         # the domains chosen when it was placed stay (recorded on each copy)
         kept = {w.ref: choices_of(r.object) for w, r in zip(g.workloads, refs) if r is not None}
