@@ -77,3 +77,24 @@ def test_plan_table_names_each_share(tmp_path):
     assert res.exit_code == 0, res.output
     assert "divide: 7 of 12 replicas here (east=7, west=5)" in res.stdout
     assert "divide: 5 of 12 replicas here (east=7, west=5)" in res.stdout
+
+
+def test_duplicate_on_three_of_four_clusters(tmp_path):
+    node = {"allocatable": {"nvidia.com/gpu": 8, "cpu": "64", "memory": "512Gi", "pods": 110}}
+    fleet = {"clusters": [{"name": n, "nodes": [{"namePrefix": f"{n}-", "count": 1, **node}]}
+                          for n in ("a", "b", "c", "d")]}
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    obj = web(**{"placer.dev/spread": "duplicate", "placer.dev/spread-clusters": "3"})
+    obj["spec"]["replicas"] = 2
+    (tmp_path / "web.yaml").write_text(yaml.safe_dump(obj))
+    args = ["-f", str(tmp_path / "web.yaml"), "--clusters", str(tmp_path / "fleet.yaml")]
+    res = runner.invoke(app, ["submit", "--dry-run", "-o", "json", *args])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    clusters = [p["cluster"] for p in out["placements"]]
+    assert len(clusters) == 3 and len(set(clusters)) == 3 and set(clusters) < {"a", "b", "c", "d"}
+    assert all(p["spread"] == {"mode": "duplicate", "shares": {c: 1 for c in sorted(clusters)}} and p["gpus"] == 4
+               for p in out["placements"])
+    # each copy is the whole workload
+    assert {c: [o["spec"]["replicas"] for o in objs if o["kind"] == "Deployment"]
+            for c, objs in out["objects"].items()} == {c: [2] for c in clusters}
