@@ -302,9 +302,11 @@ def scale(name: str, runs: int, extra: list[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", action="append", choices=sorted(SCENARIOS) + ["topology", "preference"],
+    ap.add_argument("--scenario", action="append",
+                    choices=sorted(SCENARIOS) + ["topology", "preference", "spread"],
                     help="`topology`: racks and NVLink cliques (benchmarks/topology.py); `preference`: "
-                         "cluster cost and cluster-order (benchmarks/preference.py)")
+                         "cluster cost and cluster-order (benchmarks/preference.py); `spread`: divided "
+                         "and duplicated serving workloads (benchmarks/spread.py)")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=S.DEFAULT_WORKERS)
     ap.add_argument("--effort", type=float, default=S.DEFAULT_EFFORT)
@@ -331,6 +333,12 @@ def main() -> None:
         import preference
         preference.run(args.time_limit, args.workers, args.effort)
         names = [n for n in names if n != "preference"]
+        if not names:
+            return
+    if "spread" in names:
+        import spread
+        spread.run(args.time_limit, args.workers, args.effort)
+        names = [n for n in names if n != "spread"]
         if not names:
             return
     head = ("scenario", "workloads", "nodes", "free GPUs", "demand", "solve s", "status", "placer",

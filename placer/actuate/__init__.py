@@ -25,6 +25,7 @@ from placer.actuate.prepare import (
     new_plan_id,
     prepare_objects,
     ref_name,
+    shares_on,
     strip_server_fields,
 )
 from placer.definitions.suspend import SUSPEND_KEEP, SUSPEND_OMIT, SUSPEND_UNSUSPEND, planning_view, set_suspend
@@ -51,7 +52,7 @@ __all__ = [
     "GROUP", "MANAGED", "ORIGIN", "PLACED_CLUSTER", "PLAN", "SHARED", "WORKLOAD",
     # prepare
     "MANAGED_BY", "MANAGED_SELECTOR", "SERVER_FIELDS", "SUSPEND_KEEP", "SUSPEND_OMIT", "SUSPEND_UNSUSPEND", "Handoff",
-    "cluster_label", "handoff_of", "label_value", "legacy_workload_label", "new_plan_id", "planning_view",
+    "cluster_label", "handoff_of", "label_value", "legacy_workload_label", "new_plan_id", "planning_view", "shares_on",
     "prepare_objects", "ref_name", "set_suspend", "strip_generated", "strip_server_fields",
     "workload_label",
     # apply

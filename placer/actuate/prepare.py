@@ -22,6 +22,7 @@ from placer.actuate.podsecurity import object_violations
 from placer.actuate.topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, annotation_value, hand_off_topology
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import patch_pod_templates
+from placer.definitions.scale import share_object
 from placer.definitions.suspend import SUSPEND_UNSUSPEND, set_suspend
 from placer.inputs.clusters_file import DEFAULT_POD_SECURITY, as_entry
 from placer.model.errors import EvaluationError, InputError, PodSecurityRefused
@@ -119,7 +120,8 @@ def _origin_of(origin: str | Callable[[Mapping[str, Any]], str] | None, obj: Map
 def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog, *, plan_id: str,
                     origin: str | Callable[[Mapping[str, Any]], str] | None = None,
                     cluster: str | None = None,
-                    topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None) -> list[dict[str, Any]]:
+                    topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None,
+                    shares: Mapping[WorkloadRef, int] | None = None) -> list[dict[str, Any]]:
     """The objects to create for `group` on the cluster of `cluster_entry`: companions
     first (ConfigMaps and Secrets before what mounts them), then workloads. Each is a copy
     without server-set fields, labelled and annotated for placer, namespaced, with the
@@ -127,7 +129,8 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     suspend policy). `origin`: a string, a function of the source object, or None for each
     workload's own source file (companions then take the group key). `topology`: the
     domains the plan chose per workload (`handoff_topology.choices_by_workload`), handed
-    to the cluster as node affinity or Kueue annotations (`placer.actuate.topology`)."""
+    to the cluster as node affinity or Kueue annotations (`placer.actuate.topology`). `shares`:
+    a divided workload's replicas on this cluster (`shares_on`), written through its scale path."""
     cluster = cluster or (as_entry(cluster_entry).name if cluster_entry is not None else "")
     handoff = handoff_of(cluster_entry)
     if not group.workloads:
@@ -146,6 +149,8 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
         obj = strip_server_fields(w.obj)
         obj["metadata"]["namespace"] = w.namespace
         key = str(w.ref)
+        if (shares or {}).get(w.ref) is not None and w.scaling is not None:
+            obj = share_object(obj, w.scaling, (shares or {})[w.ref])
         obj = set_suspend(obj, catalog, handoff.suspend)
         obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(w.ref), w.source)
         choices = (topology or {}).get(w.ref)
@@ -159,6 +164,12 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
                 ORIGIN: _origin_of(origin, w.obj, w.source) or key})
         out.append(obj)
     return out
+
+
+def shares_on(placements: Sequence[Any], cluster: str) -> dict[WorkloadRef, int]:
+    """The divided workloads' replicas on `cluster` (placer.dev/spread: divide), by ref."""
+    return {p.ref: p.replicas for p in placements
+            if p.cluster == cluster and p.replicas is not None and p.ref is not None}
 
 
 def _check_pod_security(obj: Mapping[str, Any], level: str, cluster: str, source: str | None) -> None:

@@ -120,6 +120,13 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None, expla
         for c, passed in pl.passed_over.items() if wide else ():     # issue 21: why not a better-ranked one
             text.append(textwrap.fill(f"not {c}: {passed.render()}", width=max(width, 40), initial_indent="    ",
                                       subsequent_indent="      ", break_on_hyphens=False) + "\n", style="dim")
+        if pl.spread:
+            shares = pl.spread["shares"]
+            line = (f"divide: {pl.replicas} of {sum(shares.values())} replicas here ("
+                    + ", ".join(f"{c}={n}" for c, n in shares.items()) + ")" if pl.spread["mode"] == "divide"
+                    else f"duplicate: a copy on each of {', '.join(shares)}")
+            text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
+                                      subsequent_indent="      ", break_on_hyphens=False) + "\n", style="cyan")
         if pl.creates:
             line = f"submit creates {', '.join(pl.creates)} on {pl.cluster} first"
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",

@@ -27,7 +27,7 @@ from placer.daemon.state import DaemonConfig, Remote, ann_of, origin_of
 from placer.daemon.targets import Interpret
 from placer.daemon.workbench import Workbench
 from placer.model.errors import InputError, NotFound, PlacerError
-from placer.model.names import ANN_SOURCE_GENERATION, FINALIZER, PLACED_CLUSTER
+from placer.model.names import ANN_SOURCE_GENERATION, ANN_SPREAD, FINALIZER, PLACED_CLUSTER
 from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
@@ -99,7 +99,11 @@ class Reconciler:
     def interpret_staging(self, ref: WorkloadRef, staging: dict) -> Workload | None:
         """The staging object's workload; a malformed one is annotated with why, and None."""
         try:
-            return self.interpret(staging, str(ref))
+            w = self.interpret(staging, str(ref))
+            if any(k.startswith(ANN_SPREAD) for k in w.annotations):
+                raise InputError(f"annotation {ANN_SPREAD}: the daemon does not place spread workloads yet "
+                                 "(placer submit does)")
+            return w
         except InputError as e:
             self.bench.book.pending.pop(ref, None)
             message = f"invalid: {e.message}"

@@ -17,8 +17,10 @@ import orjson
 from placer.definitions.catalog import Catalog, CompiledDefinition
 from placer.definitions.pods import pod_shape
 from placer.definitions.program import NOT_A_PATH, PATCHABLE, Columns, diagnose
+from placer.definitions.scale import with_scaling
 from placer.definitions.topology_requests import with_topology
 from placer.model.errors import EvaluationError, InputError, UnknownKind
+from placer.model.names import ANN_SPREAD
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, gpu_count, value_kind
 from placer.model.selectors import label_selector_parts
 from placer.model.workload import Gang, Instance, Phase, PodShape, Workload
@@ -118,7 +120,7 @@ def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
     instances = [_instance(at, i, columns[i], row, gpu_resources) for i in range(n) for row in out[i]]
     phase, reason, message = out[n]
     suspended = out[n + 1]
-    return Workload(
+    w = Workload(
         api_version=obj["apiVersion"], kind=obj["kind"],
         namespace=meta.get("namespace") or "default", name=meta.get("name") or meta.get("generateName") or "",
         definition=defn.name, phase=Phase(phase), reason=_text(reason), message=_text(message),
@@ -128,6 +130,10 @@ def _interpret(obj: Mapping[str, Any], compiled: CompiledDefinition, text: str,
         labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
         suspended=None if suspended is None else bool(suspended),
         source=source, obj=obj)
+    if not any(k.startswith(ANN_SPREAD) for k in w.annotations):
+        return w
+    return with_scaling(w, compiled, obj, lambda o: _interpret(o, compiled, json_text(jq_view(o)), gpu_resources,
+                                                                 source))
 
 
 class _Where:

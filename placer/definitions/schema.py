@@ -155,6 +155,20 @@ class Suspend(_Strict):
     path: Expr                                # path expression; truthy = suspended
 
 
+class Scale(_Strict):
+    """What `placer.dev/spread: divide` splits among clusters. `replicas` is a path expression
+    over the object naming the scalable replica count(s) (one path, or several: every worker
+    group); it is also the write path that sets a share's replicas on its copy. One replica of
+    each path is the `unit` that stays together (a LeaderWorkerSet group, a Ray worker replica of
+    numOfHosts pods, a multi-node NIM replica): a share is a whole number of units. `default`:
+    the count when the field is absent; `format: string` writes it as a string (an annotation)."""
+
+    replicas: Expr
+    default: Annotated[int, Field(ge=0)] = 1
+    unit: str = "replica"
+    format: Literal["integer", "string"] = "integer"
+
+
 # jq variables the engine binds itself; a `let` may not shadow them
 RESERVED_VARS = frozenset({"root", "key", "path", "instances", "c", "conds", "x", "r", "lo", "hi"})
 
@@ -195,6 +209,8 @@ class Definition(_Strict):
     # a pod label whose value tells apart the gangs that share one pod template (the
     # groups of a LeaderWorkerSet): lets a topology hand-off keep each gang in one domain
     gangPodLabel: str | None = None
+    # the scalable replica path(s) `divide` splits among clusters (None: the type refuses divide)
+    scale: Scale | None = None
 
     @model_validator(mode="after")
     def _unique_components(self) -> "Definition":
@@ -260,6 +276,8 @@ def expressions(defn: Definition) -> list[ExprAt]:
         out.append(("suspend.path", defn.suspend.path, _OBJECT_VARS + lets))
     if defn.gangs:
         out.append(("gangs", defn.gangs, _GANG_VARS + lets))
+    if defn.scale:
+        out.append(("scale.replicas", defn.scale.replicas, _OBJECT_VARS + lets))
     return out
 
 

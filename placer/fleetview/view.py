@@ -26,6 +26,7 @@ from placer.model.fleet import Cluster, Fleet
 from placer.model.names import ANN_PIN
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
+from placer.solve.spread import check_weights
 
 SIMULATED = "simulated (no context): placer cannot create objects there"
 
@@ -130,6 +131,7 @@ def plan_groups(view: FleetView, groups: Sequence[PlacementGroup], catalog: Cata
     capacity promised to placed workloads as committed demand. The one planning call of
     `placer plan` and `placer submit`."""
     planning = [planning_view(g, catalog, gpu_resources=gpu_resources) for g in groups]
+    check_weights(view.fleet, planning)
     return solve(view.fleet, planning, committed=view.promised, gpu_resources=gpu_resources, **options)
 
 

@@ -8,6 +8,10 @@ ANN_PRIORITY = "placer.dev/priority"              # integer, default 0
 ANN_CLUSTER_ORDER = "placer.dev/cluster-order"   # "a,b,c": fill a, then b, then c, then the rest
 ANN_GROUP = "placer.dev/group"                    # objects sharing it are placed together
 ANN_RESCHEDULE = "placer.dev/reschedule"          # "true": re-place when its pods stay Pending
+ANN_SPREAD = "placer.dev/spread"                  # duplicate | divide (placer.model.spread)
+ANN_SPREAD_CLUSTERS = "placer.dev/spread-clusters"          # duplicate: exactly N; divide: at most N
+ANN_SPREAD_WEIGHTS = "placer.dev/spread-weights"            # divide: "east=2,west=1"
+ANN_SPREAD_MIN_REPLICAS = "placer.dev/spread-min-replicas"  # divide: place only if at least M land
 
 # What placer writes on the objects it creates
 MANAGED = "placer.dev/managed"                    # label, "true" on everything placer creates

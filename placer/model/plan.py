@@ -36,12 +36,19 @@ class Placement:
     # cluster the group ranks better (or at its rank, cheaper), why that one did not take it
     cost: Decimal | None = None
     passed_over: Mapping[str, Reason] = field(default_factory=dict)
+    # placer.dev/spread: this share's replicas (divide) and {mode, shares: {cluster: replicas}}
+    replicas: int | None = None
+    spread: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"workload": self.workload, "kind": self.kind, **_ref_dict(self.ref), "group": self.group,
                "cluster": self.cluster, "gpus": self.gpus, "pods": self.pods,
                "priority": self.priority,
                "nodes": {n: dict(per) for n, per in self.nodes.items()}}
+        if self.replicas is not None:
+            out["replicas"] = self.replicas
+        if self.spread is not None:
+            out["spread"] = {"mode": self.spread["mode"], "shares": dict(self.spread["shares"])}
         if self.topology:
             out["topology"] = [t.to_dict() for t in self.topology]
         if self.creates:
@@ -106,9 +113,11 @@ def _is(short: str, ref: WorkloadRef | None, wanted: "str | WorkloadRef") -> boo
 def disambiguate(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`workload` stays `ns/name` where that names one workload of the list; where a Job
     and a Deployment share it, it becomes the full reference `ns/Kind.group/name`."""
-    counts: dict[str, int] = {}
-    for e in entries:
-        counts[e["workload"]] = counts.get(e["workload"], 0) + 1
+    seen: dict[str, set] = {}
+    for e in entries:           # the shares of a spread workload are one workload
+        ref = e.get("ref")
+        seen.setdefault(e["workload"], set()).add(tuple(sorted(ref.items())) if ref else id(e))
+    counts = {w: len(refs) for w, refs in seen.items()}
     for e in entries:
         ref = e.get("ref")
         if counts[e["workload"]] > 1 and ref:

@@ -343,6 +343,37 @@ class Unexplained(Reason):
         return "not explained: the time limit ended first (placer plan --time-limit)"
 
 
+# --- spread (issue 21) -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SpreadShort(Reason):
+    """`placer.dev/spread: divide`: this cluster holds `room` whole units at node level (as it
+    is, alone); the shares the clusters could hold under the policy fall short of `need`."""
+
+    unit: str
+    room: int
+    need: int
+    total: int
+    policy: str = ""
+
+    def render(self) -> str:
+        policy = f" under {self.policy}" if self.policy else ""
+        return (f"divide: room for {self.room} of {self.total} {self.unit}s here at node level; the shares "
+                f"the clusters could hold{policy} come to fewer than {self.need}")
+
+
+@dataclass(frozen=True)
+class DuplicateShort(Reason):
+    """`placer.dev/spread: duplicate`: a copy fits here, but fewer than `need` clusters take one."""
+
+    need: int
+    able: int
+
+    def render(self) -> str:
+        return (f"duplicate: a copy fits here, but only {self.able} of the {self.need} clusters it needs "
+                "could take one (all copies or none)")
+
+
 # --- topology (issue 14) ---------------------------------------------------------------------
 
 def _request(required: bool) -> str:

@@ -144,6 +144,26 @@ class Gang:
 
 
 @dataclass(frozen=True)
+class Scaling:
+    """How `placer.dev/spread: divide` may split a workload (its definition's `scale`): the
+    scalable replica paths with their values, `units` whole units (the gcd of the values; one
+    unit is values/units replicas of each path, the part that stays together), the workload
+    at one unit and at none (`fixed`: the pods every copy has whatever its share, a Ray head)."""
+
+    paths: tuple[tuple[str | int, ...], ...]
+    replicas: tuple[int, ...]
+    units: int
+    unit: "Workload"
+    fixed: "Workload"
+    unit_name: str = "replica"
+    string: bool = False                          # the count is written as a string
+
+    def replicas_at(self, units: int) -> tuple[int, ...]:
+        """Each path's value for a share of `units` units."""
+        return tuple(v // self.units * units for v in self.replicas) if self.units else self.replicas
+
+
+@dataclass(frozen=True)
 class Workload:
     api_version: str
     kind: str
@@ -160,6 +180,8 @@ class Workload:
     suspended: bool | None = None
     source: str | None = None                     # file it came from, if any
     obj: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # placer.dev/spread: divide only (placer.definitions.scale)
+    scaling: Scaling | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:

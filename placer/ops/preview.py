@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Mapping, Sequence
 
-from placer.actuate import prepare_objects
+from placer.actuate import prepare_objects, shares_on
 from placer.actuate.topology import choices_by_workload
 from placer.kube import run_concurrently
 from placer.model.errors import KubeError, PlacerError
@@ -63,7 +63,7 @@ def preview_objects(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], 
         seen.add((p.group, p.cluster))
         out.setdefault(p.cluster, []).extend(
             prepare_objects(by_key[p.group], by_name[p.cluster], ctx.catalog, plan_id=plan_id, cluster=p.cluster,
-                            topology=chosen))
+                            topology=chosen, shares=shares_on(plan.placements, p.cluster)))
     return out
 
 

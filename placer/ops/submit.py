@@ -39,6 +39,7 @@ from placer.inputs.manifests import load_groups
 from placer.inputs.priority import read_classes
 from placer.kube import KubeClient, run_concurrently
 from placer.model.errors import Conflict, InputError, KubeError, NotFound, PlacerError
+from placer.model.names import ANN_SPREAD
 from placer.model.plan import Placement, Plan
 from placer.model.topology import TopologyChoice
 from placer.model.workload import PlacementGroup, WorkloadRef
@@ -190,6 +191,8 @@ def _placed_groups(ctx: Context, groups: Sequence[PlacementGroup], view: FleetVi
         refs = [r for r in found if r is not None]
         if not refs or len(refs) != len(found) or len({r.cluster for r in refs}) != 1:
             continue
+        if any(k.startswith(ANN_SPREAD) for w in g.workloads for k in w.annotations):
+            continue                  # spread copies are left as placed (not yet updated in place)
         cluster = refs[0].cluster
         # the domains chosen when it was placed stay (recorded on each copy)
         kept = {w.ref: choices_of(r.object) for w, r in zip(g.workloads, refs) if r is not None}
@@ -402,7 +405,8 @@ def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_
             try:
                 ensure_brought(client, g)
                 objects = A.prepare_objects(g, entry, ctx.catalog, plan_id=plan_id, cluster=cluster,
-                                            topology=choices_by_workload(placements.get(key, ())))
+                                            topology=choices_by_workload(placements.get(key, ())),
+                                            shares=A.shares_on(placements.get(key, ()), cluster))
                 applied = A.apply_group(client, objects, group_key=key,
                                         pod_security=A.handoff_of(entry).pod_security)
             except PlacerError as e:

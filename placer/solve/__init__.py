@@ -58,6 +58,13 @@ from placer.solve.preference import active, better, cost_of, model_key, passed_r
 from placer.solve.problem import Problem, prepare, rebase
 from placer.solve.ranking import costed
 from placer.solve.repair import Result, repair
+from placer.solve.shares import merge as merge_shares
+from placer.solve.shares import verify_shares
+from placer.solve.spread import Family, legalize
+from placer.solve.spread import constrain as spread_constrain
+from placer.solve.spread import expand as spread_expand
+from placer.solve.spread import hint as spread_hint
+from placer.solve.spread import tag as spread_tag
 from placer.solve.stages import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, solve_stages
 from placer.solve.state import ClusterState, PodAssign, try_place
 from placer.solve.topology import choices, compact, spread
@@ -112,18 +119,21 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     `use_solver=False` returns the greedy plan (a baseline for benchmarks)."""
     t0 = time.monotonic()
     clock = _Clock(t0)
+    given, (groups, families) = groups, spread_expand(fleet, groups)
     problem = prepare(fleet, groups, committed, gpu_resources)
     if progress:
         progress(f"prepared {len(problem.groups)} groups on {len(problem.infos)} reachable clusters")
     problem, committed_assign, overcommitted = _take_committed(problem)
+    spread_tag(problem, families)
     clock.lap("prepare")
-    rank = _Rank(problem, {g.index: g for g in problem.groups}, len(problem.groups) + 1)
+    rank = _Rank(problem, {g.index: g for g in problem.groups}, len(problem.groups) + 1, tuple(families))
     # the search ends early enough to leave explanations and verification their share
     limit = max(0.05, time_limit)
     run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress)
     work = problem.state()
     seed_plan = greedy(problem, work)
     result = _best_baseline(problem, seed_plan, rank, run) if use_solver else seed_plan
+    result = legalize(problem, result, families)
     clock.lap("greedy")
     status, timed_out = "greedy", False
     candidates = [g for g in problem.groups if g.eligible]
@@ -145,6 +155,9 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
                        seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
     clock.lap("explain")
     verify(fleet, groups, plan, committed=committed)
+    plan = merge_shares(problem, plan, families, result)
+    if families:
+        verify_shares(fleet, given, plan)
     clock.lap("verify")
     summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
                       timings=dict(clock.laps))
@@ -172,6 +185,7 @@ class _Rank:
     problem: Problem
     by_idx: Mapping[int, GroupInfo]
     ng: int
+    families: tuple[Family, ...] = ()
 
     def lex(self, result: Result) -> tuple:
         return _lex_value(self.by_idx, result, self.ng)
@@ -217,7 +231,7 @@ def _prefer(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
     moved = dict(result)
     if not prefer(problem, moved, run.repair_end):
         return result
-    moved = repair(problem, moved, run.repair_end)
+    moved = legalize(problem, repair(problem, moved, run.repair_end), rank.families)
     return moved if rank.key(moved) >= rank.key(result) else result
 
 
@@ -236,7 +250,9 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     if run.progress:
         run.progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
     agg = build_aggregate(problem, candidates)
+    spread_constrain(agg, problem, rank.families)
     hint = values_from(agg, result, problem, work)
+    spread_hint(agg, hint)
     clock.lap("model")
     sol = solve_stages(agg, problem, candidates, hint, run.search_end, run.workers, run.seed, run.progress,
                        effort=run.effort)
@@ -249,7 +265,7 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     decoded, dropped = decode(problem, states, agg, sol.values, candidates)
     if dropped:
         decoded.update(greedy(problem, states, dropped))
-    decoded = repair(problem, decoded, run.repair_end)
+    decoded = legalize(problem, repair(problem, decoded, run.repair_end), rank.families)
     bound = _model_lex(agg, sol.values, problem, rank.ng)
     # after GPUs: preferred topology requests spanning fewer domains
     if rank.key(decoded) >= rank.key(result):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from placer.model.fleet import Taint
-from placer.model.names import ANN_PIN, ANN_SELECTOR
+from placer.model.names import ANN_PIN, ANN_SELECTOR, ANN_SPREAD, ANN_SPREAD_CLUSTERS, ANN_SPREAD_WEIGHTS
 from placer.model.quantity import format_quantity
 from placer.model.reasons import amount
 from placer.model.workload import Gang, PlacementGroup, Workload, WorkloadRef
@@ -64,7 +64,8 @@ class Option:
     victims: tuple[Victim, ...] = ()              # preempt, wait
     count: int = 0                                # add-nodes
     node: NewNode | None = None                   # add-nodes
-    constraint: str | None = None                 # relax: cluster-selector | pin | topology | nodeSelector
+    # relax: cluster-selector | pin | topology | nodeSelector | spread-weights | spread-clusters
+    constraint: str | None = None
     value: str | None = None                      # relax: the constraint as written
     relaxed: tuple[str, ...] = ()                 # relax: whose constraint (workload or workload instance)
 
@@ -100,6 +101,8 @@ class Option:
                             if r != "pods")
             return f"add {self.count} node{'s' if self.count != 1 else ''} like {n.like} ({res}) to {self.cluster}"
         whose = ", ".join(self.relaxed)
+        if self.constraint == "spread-clusters":       # a duplicate on fewer clusters
+            return f"set {self.value} on {whose}: it then fits on {self.cluster}"
         return f"drop {self.constraint} {self.value} of {whose}: it then fits on {self.cluster}"
 
 
@@ -151,11 +154,29 @@ def relaxations(group: PlacementGroup, held_pins: frozenset[str]
         value = ", ".join(dict.fromkeys(f"{k}={v}" for _, i in sel for k, v in sorted(i.pod.node_selector.items())))
         out.append(("nodeSelector", tuple(dict.fromkeys(f"{w.key} {i.key}" for w, i in sel)), value,
                     _each(group, _without_node_selector)))
+    out += _spread_relaxations(group)
     topo = [(w, g) for w in group.workloads for g in w.gangs if any(t.required for t in g.topology)]
     if topo:
         value = ", ".join(dict.fromkeys(f"topology-required {t.key}" for _, g in topo for t in g.topology
                                         if t.required))
         out.append(("topology", tuple(dict.fromkeys(w.key for w, _ in topo)), value, _each(group, _without_topology)))
+    return out
+
+
+def _spread_relaxations(group: PlacementGroup) -> list[tuple[str, tuple[str, ...], str, PlacementGroup]]:
+    """placer.dev/spread (issue 21): a divide without its weights; a duplicate on one cluster fewer."""
+    out: list[tuple[str, tuple[str, ...], str, PlacementGroup]] = []
+    for w in group.workloads:
+        ann = w.annotations or {}
+        if ann.get(ANN_SPREAD_WEIGHTS):
+            out.append(("spread-weights", (w.key,), f"{ANN_SPREAD_WEIGHTS}={ann[ANN_SPREAD_WEIGHTS]}",
+                        _each(group, lambda x: replace(x, annotations={k: v for k, v in x.annotations.items()
+                                                                      if k != ANN_SPREAD_WEIGHTS}))))
+        n = str(ann.get(ANN_SPREAD_CLUSTERS, "")).strip()
+        if ann.get(ANN_SPREAD) == "duplicate" and n.isdigit() and int(n) > 1:
+            fewer = str(int(n) - 1)
+            out.append(("spread-clusters", (w.key,), f"{ANN_SPREAD_CLUSTERS}={fewer} (was {n})",
+                        _each(group, lambda x: replace(x, annotations={**x.annotations, ANN_SPREAD_CLUSTERS: fewer}))))
     return out
 
 

@@ -63,6 +63,7 @@ class GroupInfo:
     static: dict[int, R.Reason] = field(default_factory=dict)   # why not on cluster (policy/statics)
     units: list = field(default_factory=list)     # topology requests (placer.solve.domains.Unit)
     ranks: tuple[int, ...] = ()                   # per cluster: how the group ranks it, 0 first (issue 21)
+    family: int | None = None                     # a spread family's member (placer.solve.spread)
 
     @property
     def key(self) -> str:

@@ -57,6 +57,12 @@ class Agg:
     # topology (placer.solve.topology): (var, group, cluster, unit, domain); the spread variables
     topo_vars: list[tuple[int, int, int, int, str | None]] = field(default_factory=list)
     spread: list[int] = field(default_factory=list)
+    # placer.dev/spread (placer.solve.spread): 0/1 variables that are 1 iff their terms sum above
+    # 0 (for hints), and the clusters used by divided workloads without weights (minimised)
+    indicators: list[tuple[int, list[tuple[int, int]]]] = field(default_factory=list)
+    share_clusters: list[int] = field(default_factory=list)
+    # weighted shares: (var, terms, slack), var = max(0, |terms| - slack), minimised after GPUs
+    deviations: list[tuple[int, list[tuple[int, int]], int]] = field(default_factory=list)
 
     def var(self, name: str, lb: int, ub: int) -> int:
         self.lb.append(lb)
@@ -91,7 +97,7 @@ def signatures(groups: Sequence[GroupInfo]) -> list[Sig]:
             pods[key] = pods.get(key, 0) + p.pods
         # a group with topology requests chooses its own domains: never interchangeable
         sig = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())), g.index if g.units else None,
-               tuple(g.ranks[c] for c in g.eligible) if g.ranks else ())
+               tuple(g.ranks[c] for c in g.eligible) if g.ranks else (), g.family)
         if sig not in by:
             by[sig] = Sig(len(by), [], pods)
         by[sig].groups.append(g)

@@ -265,7 +265,10 @@ class _Engine:
                     continue
                 parts = self._parts(relaxed, cl)
                 loads = self.hold.loads(cl)
-                if all(p.nodes for p in parts) and could_fit(parts, self._entries(cl, parts, loads), self.gpu_names):
+                # a spread workload lands on several clusters: the re-solve alone decides
+                if constraint.startswith("spread-") or (
+                        all(p.nodes for p in parts) and could_fit(parts, self._entries(cl, parts, loads),
+                                                                  self.gpu_names)):
                     room.append(loaded_cluster(cl, loads))
             where = self.resolver.places(room, relaxed, spent) if room else None
             if where is not None:

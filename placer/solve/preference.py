@@ -131,7 +131,7 @@ def better(problem: Problem, g: GroupInfo, c: int) -> list[int]:
 def prefer(problem: Problem, result: Result, deadline: float | None = None) -> bool:
     """Each placed group (highest priority first) that fits, beside the rest of the plan, a
     cluster it ranks better, or one of its rank that is cheaper, moves to the best such
-    cluster. Returns whether anything moved."""
+    cluster. Spread members stay where the spread stages put them. Returns whether anything moved."""
     ranked, priced = active(problem)
     if not (ranked or priced):
         return False
@@ -141,6 +141,8 @@ def prefer(problem: Problem, result: Result, deadline: float | None = None) -> b
     for _ in range(PREFER_ROUNDS):
         changed = False
         for g in sorted((by_idx[gi] for gi in result), key=lambda g: (-g.priority, -g.gpus, g.key)):
+            if g.family is not None:
+                continue                # a spread member: its share is the spread stages' to choose
             if deadline is not None and time.monotonic() >= deadline:
                 return moved
             c, assign = result[g.index]

@@ -100,11 +100,18 @@ class Stage:
 
 
 def stages_of(agg: Agg, problem: Problem, groups: Sequence[GroupInfo]) -> list[Stage]:
-    """Priority levels (highest first), then cluster preference and cost, topology spread,
+    """Priority levels (highest first), then spread weights and clusters, cluster preference and
+    cost, topology spread,
     fragmentation and, on small models, the tie-break."""
     levels = sorted({g.priority for g in groups}, reverse=True)
     ng = len(problem.groups) + 1
     stages = _priority_stages(agg, levels, ng)
+    if agg.deviations:
+        # after GPUs placed: weighted shares as close to their weights as the nodes allow
+        stages.append(Stage("spread weights", [(1, d) for d, _, _ in agg.deviations], False))
+    if agg.share_clusters:
+        # after GPUs placed: a divided workload without weights on as few clusters as hold it
+        stages.append(Stage("spread clusters", [(1, u) for u in agg.share_clusters], False))
     # issue 21: after GPUs placed, each group's clusters filled in its order, then the cheapest
     stages += [Stage(label, terms, maximize) for label, terms, maximize in stage_terms(agg, problem, ng)]
     if agg.spread:

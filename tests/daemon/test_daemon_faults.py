@@ -187,3 +187,15 @@ def test_a_name_taken_by_someone_else_sends_the_workload_to_another_cluster(env)
     mine = env.fleet[first_choice].get("jobset.x-k8s.io/v1alpha2", "JobSet", "taken", STAGING)
     assert "placer.dev/managed" not in (mine["metadata"].get("labels") or {})     # left as it was
     assert [n for c, n in _all_copies(env) if n == "taken"] == ["taken", "taken"]  # theirs + ours
+
+
+def test_spread_workload_is_refused_not_copied_whole(env):
+    """placer.dev/spread is not the daemon's yet (issue 21): refused with why, never copied whole."""
+    d = env.daemon()
+    spread = jobset("spread", pods=1, gpus=1)
+    spread["metadata"].setdefault("annotations", {})["placer.dev/spread"] = "duplicate"
+    env.create(spread)
+    assert d.wait_idle(10)
+    ann = env.annotations(spread)
+    assert ann[D.ANN_PHASE] == D.PHASE_INVALID and "does not place spread workloads" in ann[D.ANN_MESSAGE]
+    assert _all_copies(env) == []

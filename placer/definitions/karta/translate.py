@@ -13,6 +13,7 @@ writes through the Karta's own paths.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from placer.definitions.karta.gangs import gangs_expression
@@ -51,7 +52,29 @@ def translate(karta: Karta) -> dict[str, Any]:
     suspend = suspend_path(root)
     if suspend:
         doc["suspend"] = {"path": suspend}
+    scale = scale_of(root)
+    if scale:
+        doc["scale"] = scale
     return doc
+
+
+_PLAIN_PATH = re.compile(r'(\.[A-Za-z_][A-Za-z0-9_]*|\["[^"]*"\])+')
+
+
+def scale_of(root: Component) -> dict[str, Any] | None:
+    """The root's `scaleDefinition` as placer's `scale` (placer.dev/spread: divide), where it
+    applies: a serving root (no `completed` status: it does not run to completion) that makes the
+    pods itself (a pod spec of its own), whose replicasPath is a plain path, optionally with a
+    `// N` default (`.spec.replicas // 1`)."""
+    path = root.scaleDefinition.replicasPath if root.scaleDefinition else None
+    status = root.statusDefinition
+    batch = bool(status and status.statusMappings and status.statusMappings.completed)
+    if not root.has_pods or not path or batch:
+        return None
+    m = re.fullmatch(r"\s*(\S+?)\s*(?://\s*([0-9]+))?\s*", path)
+    if not m or not _PLAIN_PATH.fullmatch(m[1]):
+        return None
+    return {"replicas": m[1], "default": int(m[2] or 1), "unit": "replica"}
 
 
 def rows_expression(definition: str, comp: Component) -> str:
