@@ -330,7 +330,7 @@ class Daemon:
         return False
 
     def _idle_now(self) -> bool:
-        if not self.watches.tried() or not self.inbox.empty():
+        if not self.watches.tried() or not self.inbox.empty() or not self.watches.quiet():
             return False
         if not self.workers.idle():
             return False
