@@ -279,7 +279,7 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
 def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign) -> list[Placement]:
     info = problem.infos[c]
     per_wl: dict[object, dict[str, dict[str, int]]] = {w.ref: {} for w in g.group.workloads}
-    order = {n.name: i for i, n in enumerate(info.nodes)}
+    order = info.pos
     for j, i in assign:
         part = g.parts[j]
         node = info.nodes[i].name
