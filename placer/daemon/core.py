@@ -242,6 +242,7 @@ class Daemon:
             if not leader:
                 self._was_leader = False
                 self.targets.resynced.clear()
+                self.planner.warmed = False
                 return did
             if not self.watches.synced():
                 return did
@@ -266,6 +267,8 @@ class Daemon:
             if due is not None and self.clock.now() >= due and self.leader.is_leader and self.relist.done():
                 self.planner.plan_round()
                 did = True
+            elif not did and self.relist.done() and self.leader.is_leader:
+                did = self.planner.warm()            # idle: what the first arrivals round reuses
             self._update_gauges()
             return did
 
@@ -339,7 +342,7 @@ class Daemon:
                 return False
             if not self.leader.is_leader:
                 return self.leader.attempted.is_set()    # a standby (or not yet tried) has nothing to do
-            if not self.relist.done():
+            if not self.relist.done() or not self.planner.warmed:
                 return False
             now = self.clock.now()
             if self.queue.due_count(now):

@@ -66,8 +66,9 @@ class Targets:
         return out
 
     def snapshot(self) -> DC.Snapshot:
+        """The clusters as their caches hold them (each the same frozen nodes while nothing
+        changed on it) and what is committed; the solver takes the committed demand from
+        `committed` (no per-cluster totals are added here: a round stays proportional to
+        what changed)."""
         committed = self.committed()
-        reserved = A.reserved_by_cluster(committed)
-        clusters = tuple(dataclasses.replace(self.caches[n].cluster(), reserved=reserved.get(n, {}))
-                         for n in self.usable())
-        return DC.Snapshot(Fleet(clusters), tuple(committed))
+        return DC.Snapshot(Fleet(tuple(self.caches[n].cluster() for n in self.usable())), tuple(committed))
