@@ -65,11 +65,11 @@ class Planner:
         book.window_opened = None
         pending = self.pending_groups()
         arrivals = [p for p in pending if not any(book.pending.get(r) and book.pending[r].message for r in p.members)]
-        if full or not arrivals:
+        if full:
             book.fleet_changed = None
             book.retry_at = now + self.config.retry_interval
-        if not pending or (not full and not arrivals):
-            return
+        if not pending or not (full or arrivals):
+            return                                # what waits unplaced keeps its retry
         t0 = time.perf_counter()
         snap = self.bench.targets.snapshot()
         took = time.perf_counter() - t0

@@ -69,6 +69,7 @@ class Watches:
         self.watch_hub()
         for name, entry in self.entries.items():
             self.watch_target(name, entry)
+        self.name_resources()
         for inf in self.informers():
             inf.start()
         self.follower = Follower(
@@ -79,6 +80,17 @@ class Watches:
             retry_delay=self.config.watch_retry)
         self.follower.start()
         return True
+
+    def name_resources(self) -> None:
+        """Resolve now the resource names later writes use by name (Events on the hub, a
+        copy's namespace on the targets): discovery once at the start, not in the first
+        busy moment. A cluster that does not answer now resolves them when first used."""
+        for client, name in ((self.hub_reader, "events"),
+                             *((c.client, "namespaces") for c in self.targets.caches.values())):
+            try:
+                client.resolve(name)
+            except PlacerError:
+                continue
 
     def quiet(self) -> bool:
         """No change to kinds or definitions waiting to be followed."""
