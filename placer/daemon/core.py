@@ -242,7 +242,6 @@ class Daemon:
             if not leader:
                 self._was_leader = False
                 self.targets.resynced.clear()
-                self.planner.warmed = False
                 return did
             if not self.watches.synced():
                 return did
@@ -263,12 +262,8 @@ class Daemon:
                     break                            # lost it: stop acting at once
                 self._reconcile_safely(key)
             did = did or bool(keys)
-            due = self.planner.due()
-            if due is not None and self.clock.now() >= due and self.leader.is_leader and self.relist.done():
-                self.planner.plan_round()
-                did = True
-            elif not did and self.relist.done() and self.leader.is_leader:
-                did = self.planner.warm()            # idle: what the first arrivals round reuses
+            if self.leader.is_leader and self.relist.done():
+                did = self.planner.step(self.clock.now(), idle=not did, term=self.leader.acquired) or did
             self._update_gauges()
             return did
 
@@ -342,7 +337,7 @@ class Daemon:
                 return False
             if not self.leader.is_leader:
                 return self.leader.attempted.is_set()    # a standby (or not yet tried) has nothing to do
-            if not self.relist.done() or not self.planner.warmed:
+            if not self.relist.done() or self.planner.warmed != self.leader.acquired:
                 return False
             now = self.clock.now()
             if self.queue.due_count(now):

@@ -25,6 +25,7 @@ log = logging.getLogger("placer.daemon")
 
 CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 DEFINITION_KINDS = ((API_VERSION, KIND), (KARTA_API_VERSION, KARTA_KIND))
+RECHECK = 2.0                    # seconds after a CRD change its cluster is asked once more
 # what follows a change: (clusters whose served kinds may have changed, whether definitions changed)
 OnChange = Callable[[set[str], bool], None]
 
@@ -76,6 +77,7 @@ class Follower:
         self._dirty: set[str] = set()
         self._definitions_dirty = False
         self._busy = False
+        self._recheck: dict[str, float] = {}     # cluster -> when to ask it once more after a change
         self._thread: threading.Thread | None = None
 
     # --- the watches -------------------------------------------------------------------------
@@ -144,7 +146,7 @@ class Follower:
     def quiet(self) -> bool:
         """No change waiting to be followed (and none being followed now)."""
         with self._lock:
-            return not (self._dirty or self._definitions_dirty or self._busy)
+            return not (self._dirty or self._definitions_dirty or self._busy or self._recheck)
 
     # --- the one thread ------------------------------------------------------------------------
 
@@ -152,19 +154,26 @@ class Follower:
         next_poll = time.monotonic() + self.poll
         while not self.stop.is_set():
             polled = [n for n, cl in self.clusters.items() if not cl.watched()]
-            wait = max(0.0, min(1.0, next_poll - time.monotonic())) if polled else 1.0
-            woke = self.wake.wait(wait)
+            soon = min([next_poll] * bool(polled) + list(self._recheck.values()), default=time.monotonic() + 1.0)
+            wait = max(0.0, min(1.0, soon - time.monotonic()))
+            self.wake.wait(wait)
             if self.stop.is_set():
                 return
             self.wake.clear()
-            due = bool(polled) and time.monotonic() >= next_poll
+            now = time.monotonic()
+            due = bool(polled) and now >= next_poll
             if due:
-                next_poll = time.monotonic() + self.poll
+                next_poll = now + self.poll
+            again = {n for n, t in self._recheck.items() if now >= t}
             with self._lock:
-                dirty, self._dirty = self._dirty | (set(polled) if due else set()), set()
+                changed = self._dirty
+                dirty, self._dirty = changed | again | (set(polled) if due else set()), set()
                 definitions, self._definitions_dirty = self._definitions_dirty, False
                 self._busy = bool(dirty or definitions)
-            if not (woke or due) or not self._busy:
+                # a CRD's events can come before its kind is in discovery: ask once more a little later
+                self._recheck = {**{n: t for n, t in self._recheck.items() if n not in again},
+                                 **{n: now + RECHECK for n in changed}}
+            if not self._busy:
                 continue
             try:
                 self.follow_change(dirty, definitions)

@@ -38,7 +38,7 @@ class Planner:
         self.creator = creator
         self.metrics = metrics
         self.memory = DC.Memory()             # what one round leaves the next (classes, capacity)
-        self.warmed = False                   # the memory built since this daemon leads
+        self.warmed: int | None = None        # the term of leadership the memory was built in
 
     def due(self) -> float | None:
         """When the next round is due: the batch window closing, or (for workloads already
@@ -95,13 +95,22 @@ class Planner:
             self.creator.start(c, groups[c.group], decision.plan_id)
         self.bench.executor.perform(decision.unplaced)
 
-    def warm(self) -> bool:
+    def step(self, now: float, *, idle: bool, term: int) -> bool:
+        """The leader's turn: a round when one is due, else (when the loop is idle) the memory
+        warmed for this term of leadership. True when it did something."""
+        due = self.due()
+        if due is not None and now >= due:
+            self.plan_round()
+            return True
+        return idle and self.warm(term)
+
+    def warm(self, term: int) -> bool:
         """Once per term of leadership, while nothing is due: build the node classes and the
         capacity the first arrivals round reuses (a 20 x 500-node fleet takes a few tenths of
         a second, which the first arrivals would otherwise wait for). True when it did."""
-        if self.warmed:
+        if self.warmed == term:
             return False
-        self.warmed = True
+        self.warmed = term
         try:
             DC.warm(self.bench.targets.snapshot(), self.memory)
         except Exception:                        # the first arrivals round builds them instead
