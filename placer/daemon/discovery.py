@@ -72,7 +72,7 @@ class Follower:
         self.poll = poll
         self.retry_delay = retry_delay
         self.wake = threading.Event()
-        self.passes = 0                      # change passes done (tests wait on it)
+        self.passes = 0                      # change passes done
         self._lock = threading.Lock()
         self._dirty: set[str] = set()
         self._definitions_dirty = False
