@@ -156,6 +156,10 @@ def serve(names: list[str], directory: str, nodes: int, pods_per_node: int, pod_
             conn.send({c.name: _by_resource(r for r in c.requests.select(verb="list", since=since,
                                                                          token=DAEMON_TOKEN) if r.at < until)
                        for c in fleet})
+        elif cmd == "discovery":             # cluster -> discovery requests by the daemon in [from, to)
+            since, until = arg
+            conn.send({c.name: sum(1 for r in c.requests.select(verb="discovery", since=since, token=DAEMON_TOKEN)
+                                   if r.at < until) for c in fleet})
         elif cmd == "requests":              # cluster -> verb -> requests by the daemon since arg
             conn.send({c.name: _by_verb(c.requests.select(since=arg, token=DAEMON_TOKEN)) for c in fleet})
         elif cmd == "created":               # name -> clusters where a copy was ever created
@@ -236,9 +240,14 @@ class RealFleet:
 
 def _planning_rounds(d) -> str:
     try:
-        return str(int(d.metrics.value("placer_solve_seconds")))
+        total = str(int(d.metrics.value("placer_solve_seconds")))
     except Exception:                                 # a daemon whose metrics say it differently
         return "n/a"
+    try:
+        kinds = {k: int(d.metrics.value("placer_solves_total", {"round": k})) for k in ("arrivals", "full")}
+    except Exception:                                 # before issue 24: rounds were not told apart
+        return total
+    return f"{total} ({kinds['arrivals']} arrivals, {kinds['full']} full)"
 
 
 def main() -> None:
@@ -253,6 +262,8 @@ def main() -> None:
     ap.add_argument("--pod-gpus", type=non_negative(int), default=0, help="GPUs each bound pod requests")
     ap.add_argument("--timeout", type=positive(float), default=300.0, help="seconds to wait for each phase's copies")
     ap.add_argument("--real", action="store_true", help="real control planes (hack/kube-env)")
+    ap.add_argument("--no-follow", action="store_true",
+                    help="do not follow registered definitions (the daemon's default is to follow them)")
     args = ap.parse_args()
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     if args.real and (args.clusters, args.nodes_per_cluster) != (2, 80):
@@ -290,7 +301,9 @@ def main() -> None:
     t_sync = time.perf_counter()
     # the Lease timing a deployed daemon uses (15 s / 10 s / 2 s), not the tests' 3 s / 2 s / 0.2 s:
     # under a burst on 2 cores the renewal thread can wait long enough for writes to be fenced
-    d = env.daemon(kubeconfig=kubeconfig, batch_window=args.window, time_limit=2.0, lease=LeaseTiming())
+    # definitions followed as `placer daemon` follows them (--no-follow: as the benchmark ran before issue 24)
+    d = env.daemon(kubeconfig=kubeconfig, batch_window=args.window, time_limit=2.0, lease=LeaseTiming(),
+                   follow=None if args.no_follow else "placer")
     assert d.wait_idle(args.timeout)
     sync_s = time.perf_counter() - t_sync
     rss_synced = rss_mib()
@@ -315,6 +328,7 @@ def main() -> None:
     ok = arrivals.wait(steady, args.timeout)
     steady_to = time.monotonic()
     lists_steady = fleet.ask("lists", (steady_from, steady_to))
+    discovery_steady = fleet.ask("discovery", (steady_from, steady_to))
     lat = [arrivals.seen[n] - created[n] for n in steady if n in arrivals.seen]
     stats = (len(lat), pct(lat, 50), pct(lat, 99), max(lat)) if lat else (0, 0.0, 0.0, 0.0)
     assert d.wait_idle(args.timeout)
@@ -336,6 +350,9 @@ def main() -> None:
     fleet.stop()
     report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_to - steady_from, lists_steady,
            burst, arrivals, ok_burst, burst_done, created_s, twice, rounds, rss_before, rss_synced, rss_peak)
+    if discovery_steady is not None:
+        print(f"discovery requests by the daemon during the steady phase: {sum(discovery_steady.values())} in all "
+              f"({', '.join(f'{k} {v}' for k, v in discovery_steady.items() if v) or 'none on any cluster'})")
 
 
 def report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_s, lists, burst, arrivals, ok_burst,

@@ -70,7 +70,7 @@ class ClusterCache:
     stop: threading.Event
     on_error: Callable[[PlacerError], None]
     on_copy: Callable[[GVK, tuple[str, str]], None]     # a copy changed (reconcile its workload)
-    on_capacity: Callable[[], None]                      # capacity-relevant change (replan the unplaced)
+    on_capacity: Callable[[], None]                      # capacity may have been freed (replan the unplaced)
     retry_delay: float = 1.0
     topology: tuple[str, ...] = ()
     kinds_known: bool = True                  # False: `kinds` are the hub's (the target did not answer)
@@ -95,6 +95,7 @@ class ClusterCache:
         self._ns_pods: dict[str, dict[str, dict]] = {}
         self._ns_version: dict[str, int] = {}
         self._promises: dict[tuple[GVK, str, str], _Promise] = {}
+        self._generations: dict[tuple[GVK, str, str], Any] = {}   # each copy's last seen generation
         self._req_cache: dict[str, dict[str, int]] = {}
         self.nodes = self._informer(NODE, None, self._on_node)
         self.pods = self._informer(POD, None, self._on_pod, transform=slim_pod)
@@ -151,8 +152,17 @@ class ClusterCache:
         return self.nodes.error or self.pods.error or failure
 
     def fail(self, why: str, seconds: float) -> None:
-        """Leave the cluster out of planning for a while (an apply could not reach it)."""
+        """Leave the cluster out of planning for a while (an apply could not reach it). When
+        the while is over the unplaced are planned again: the cluster's watches may have
+        recovered (their own wake-up) while it was still left out."""
         self.failure, self.failure_until = why, time.monotonic() + seconds
+        timer = threading.Timer(seconds, self._back)
+        timer.daemon = True
+        timer.start()
+
+    def _back(self) -> None:
+        if not self.stop.is_set() and time.monotonic() >= self.failure_until:
+            self.on_capacity()
 
     # --- watch handlers (informer threads) ---------------------------------------------
 
@@ -176,11 +186,13 @@ class ClusterCache:
             self.on_capacity()
 
     def _on_pod(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+        """Usage follows bound, non-terminal pods. Only a pod that stops using its node (or uses
+        less) frees capacity: a newly bound pod only turns a promise into usage, and a status
+        update of a running pod changes nothing a round reads (its node stays the same object)."""
         ns = key[0]
         with self._lock:
-            node, req = self._contrib.pop(key, ("", {}))
-            if node:
-                self._sub(node, req)
+            old = self._contrib.get(key)
+            new = None
             pods = self._ns_pods.setdefault(ns, {})
             if obj is None:
                 pods.pop(key[1], None)
@@ -189,11 +201,16 @@ class ClusterCache:
                 spec = obj.get("spec") or {}
                 where = spec.get("nodeName")
                 if where and (obj.get("status") or {}).get("phase") not in _TERMINAL:
-                    new = self._requests(spec)
-                    self._contrib[key] = (where, new)
-                    self._add(where, new)
+                    new = (where, self._requests(spec))
+            if new != old:
+                if old is not None:
+                    self._sub(*old)
+                    del self._contrib[key]
+                if new is not None:
+                    self._contrib[key] = new
+                    self._add(*new)
             self._ns_version[ns] = self._ns_version.get(ns, 0) + 1
-        if inf.synced.is_set():
+        if old is not None and new != old and inf.synced.is_set():
             self.on_capacity()
 
     def _requests(self, spec: Mapping[str, Any]) -> dict[str, int]:
@@ -217,11 +234,21 @@ class ClusterCache:
         self._dirty.add(node)
 
     def _on_copy(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+        """A copy gone frees what it promised, and so may a copy whose spec changed (its
+        generation); a new copy, or a status update, frees nothing."""
+        k = (inf.gvk, key[0], key[1])
         with self._lock:
             if obj is None:
-                self._promises.pop((inf.gvk, key[0], key[1]), None)
+                self._promises.pop(k, None)
+                self._generations.pop(k, None)
+                freed = True
+            else:
+                generation = (obj.get("metadata") or {}).get("generation")
+                before = self._generations.get(k)
+                self._generations[k] = generation
+                freed = before is not None and before != generation
         self.on_copy(inf.gvk, key)
-        if inf.synced.is_set():
+        if freed and inf.synced.is_set():
             self.on_capacity()
 
     # --- what a round reads -------------------------------------------------------------
@@ -234,13 +261,20 @@ class ClusterCache:
                                self.entry)
         with self._lock:
             if self._dirty:
+                changed = False
                 for name in self._dirty:
                     base = self._base.get(name)
-                    if base is not None:
-                        used = {r: q for r, q in self._used.get(name, {}).items() if q}
-                        self._frozen[name] = dataclasses.replace(base, used=used)
+                    if base is None:
+                        changed = True                    # gone
+                        continue
+                    used = {r: q for r, q in self._used.get(name, {}).items() if q}
+                    fresh = dataclasses.replace(base, used=used)
+                    if self._frozen.get(name) != fresh:    # else the same object stays: unchanged
+                        self._frozen[name] = fresh
+                        changed = True
                 self._dirty.clear()
-                self._nodes_tuple = tuple(self._frozen[n] for n in sorted(self._frozen))
+                if changed:
+                    self._nodes_tuple = tuple(self._frozen[n] for n in sorted(self._frozen))
             nodes = self._nodes_tuple
             skip = [self._contrib[k] for k in without if k in self._contrib]
         if skip:

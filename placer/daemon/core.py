@@ -262,10 +262,8 @@ class Daemon:
                     break                            # lost it: stop acting at once
                 self._reconcile_safely(key)
             did = did or bool(keys)
-            due = self.planner.due()
-            if due is not None and self.clock.now() >= due and self.leader.is_leader and self.relist.done():
-                self.planner.plan_round()
-                did = True
+            if self.leader.is_leader and self.relist.done():
+                did = self.planner.step(self.clock.now(), idle=not did, term=self.leader.acquired) or did
             self._update_gauges()
             return did
 
@@ -330,7 +328,7 @@ class Daemon:
         return False
 
     def _idle_now(self) -> bool:
-        if not self.watches.tried() or not self.inbox.empty():
+        if not self.watches.tried() or not self.inbox.empty() or not self.watches.quiet():
             return False
         if not self.workers.idle():
             return False
@@ -339,7 +337,7 @@ class Daemon:
                 return False
             if not self.leader.is_leader:
                 return self.leader.attempted.is_set()    # a standby (or not yet tried) has nothing to do
-            if not self.relist.done():
+            if not self.relist.done() or self.planner.warmed != self.leader.acquired:
                 return False
             now = self.clock.now()
             if self.queue.due_count(now):

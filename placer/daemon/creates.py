@@ -117,6 +117,8 @@ class Creator:
             for ref in c.members:
                 self.bench.queue.add(ref, now)
             self.bench.book.open_window(now)
+            # no copy made: what the create held is free again for anything waiting unplaced
+            self.bench.book.fleet_changed = self.bench.book.fleet_changed or now
             return
         if isinstance(result, PlacerError):
             self.failed(c, result)

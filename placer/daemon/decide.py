@@ -6,6 +6,9 @@ actions with their reasons out. The daemon's executor applies them.
   lives on) go to `placer.solve.solve` against the snapshot and what is already promised;
   each placed group becomes a `Create`, each unplaced workload an `Unplace` with its
   reasons per cluster.
+- `decide_arrivals(snapshot, pending, memory)`: the same for a round of new arrivals,
+  placed against what is committed with the last round's node classes and capacity
+  (`Memory`); None when one does not fit, and then `decide` judges them all.
 - `on_copy_gone(...)`, `drifted(...)`, `edit_fits(...)`: what to do when a copy vanished, was
   edited on its cluster, or its staging object's spec changed after placement.
 - `staging_gone`, `keep_one`, `invalid`, `placed_status`, `copy_gone`, `correct_drift`,
@@ -39,6 +42,7 @@ from placer.model.plan import Plan
 from placer.model.words import plural
 from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 from placer.solve import ANN_SELECTOR, solve
+from placer.solve.incremental import Reuse, place_arrivals
 
 FINISHED = (Phase.COMPLETED.value, Phase.FAILED.value)
 PHASE_INVALID = "Invalid"
@@ -113,38 +117,53 @@ def label_keys(workloads: Sequence[Workload]) -> set[str]:
     return keys
 
 
-def relevant_labels(fleet: Fleet, keys: set[str]) -> Fleet:
+class Memory:
+    """What a round leaves the next (the daemon keeps one): each cluster's nodes with the
+    labels cut, while its nodes and the keys are the same, and the incremental placement's
+    node classes and capacity (`placer.solve.incremental.Reuse`)."""
+
+    def __init__(self) -> None:
+        self.labels: dict[str, tuple[tuple, frozenset[str], tuple]] = {}
+        self.reuse = Reuse()
+
+
+def relevant_labels(fleet: Fleet, keys: set[str], memory: Memory | None = None) -> Fleet:
     """The fleet with node labels cut to the keys some workload (or the cluster's topology
     levels, or a RuntimeClass's scheduling) can tell apart. Placement cannot depend on the
     others, and nodes alike in everything else then fall into one class for the solver (a
-    live node's own hostname label would otherwise make every node a class of its own)."""
+    live node's own hostname label would otherwise make every node a class of its own).
+    With `memory`, a cluster whose nodes and keys are as last time gets the same cut nodes
+    (the same objects, so the next round can tell it unchanged)."""
     clusters = []
     for c in fleet.clusters:
         keep = keys | set(c.topology)
         for rc in (c.runtime_classes or {}).values():
             keep.update(rc.node_selector)
-        if all(k in keep for n in c.nodes for k in n.labels):
-            clusters.append(c)
+        frozen = frozenset(keep)
+        seen = memory.labels.get(c.name) if memory is not None else None
+        if seen is not None and seen[0] is c.nodes and seen[1] == frozen:
+            clusters.append(c if seen[2] is c.nodes else dataclasses.replace(c, nodes=seen[2]))
             continue
-        nodes = tuple(dataclasses.replace(n, labels={k: v for k, v in n.labels.items() if k in keep})
-                      for n in c.nodes)
-        clusters.append(dataclasses.replace(c, nodes=nodes))
+        if all(k in keep for n in c.nodes for k in n.labels):
+            nodes = c.nodes
+        else:
+            nodes = tuple(dataclasses.replace(n, labels={k: v for k, v in n.labels.items() if k in keep})
+                          for n in c.nodes)
+        if memory is not None:
+            memory.labels[c.name] = (c.nodes, frozen, nodes)
+        clusters.append(c if nodes is c.nodes else dataclasses.replace(c, nodes=nodes))
     return Fleet(tuple(clusters), fleet.taken_at)
 
 
 def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, plan_id: str = "",
-           time_limit: float = 2.0, workers: int = 1, seed: int = 0) -> Decision:
+           time_limit: float = 2.0, workers: int = 1, seed: int = 0, memory: Memory | None = None) -> Decision:
     """Plan the pending groups on the snapshot. `now` is the caller's clock (the plan does
     not depend on it; it is kept for the reasons' wording and for symmetry with the other
     decisions). A solver failure leaves every workload pending with that reason."""
     if not pending:
         return Decision(())
-    members = {p.group.key: p.members for p in pending}
-    said = {p.group.key: dict(p.why_excluded) for p in pending}
     planned = [with_policy(p) for p in pending]
-    keys = label_keys([w for p in pending for w in p.group.workloads] +
-                      [w for g, _ in snapshot.committed for w in g.workloads])
-    fleet = relevant_labels(snapshot.fleet, keys)
+    fleet = _fleet(snapshot, pending, memory)
     t0 = time.perf_counter()
     try:
         plan = solve(fleet, planned, time_limit=time_limit, workers=workers, seed=seed,
@@ -152,7 +171,37 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
     except Exception as e:                       # a solver bug must not wedge the queue
         return Decision(tuple(Unplace(k, f"planning failed: {e}") for p in pending for k in p.members),
                         None, plan_id, time.perf_counter() - t0, str(e), len(pending))
-    seconds = time.perf_counter() - t0
+    return _decision(plan, pending, plan_id, time.perf_counter() - t0)
+
+
+def decide_arrivals(snapshot: Snapshot, pending: Sequence[PendingGroup], memory: Memory, *,
+                    plan_id: str = "") -> Decision | None:
+    """The pending groups placed against what is committed, reusing the last round's node
+    classes and capacity (`placer.solve.incremental`): a Decision when every group is
+    placed, None when one is not (then `decide`, the full solve, judges them all)."""
+    if not pending:
+        return Decision(())
+    fleet = _fleet(snapshot, pending, memory)
+    t0 = time.perf_counter()
+    plan = place_arrivals(memory.reuse, fleet, [with_policy(p) for p in pending], snapshot.committed)
+    return None if plan is None else _decision(plan, pending, plan_id, time.perf_counter() - t0)
+
+
+def warm(snapshot: Snapshot, memory: Memory) -> None:
+    """Build what an arrivals round reuses (each cluster's classes, and its capacity after
+    what is committed) before the first arrival needs it: in the daemon's idle time."""
+    place_arrivals(memory.reuse, _fleet(snapshot, (), memory), (), snapshot.committed)
+
+
+def _fleet(snapshot: Snapshot, pending: Sequence[PendingGroup], memory: Memory | None) -> Fleet:
+    keys = label_keys([w for p in pending for w in p.group.workloads] +
+                      [w for g, _ in snapshot.committed for w in g.workloads])
+    return relevant_labels(snapshot.fleet, keys, memory)
+
+
+def _decision(plan: Plan, pending: Sequence[PendingGroup], plan_id: str, seconds: float) -> Decision:
+    members = {p.group.key: p.members for p in pending}
+    said = {p.group.key: dict(p.why_excluded) for p in pending}
     actions: list[Create | Unplace] = []
     by_group: dict[str, str] = {}
     for pl in plan.placements:

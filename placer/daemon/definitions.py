@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from placer.definitions.catalog import PLACER_FORMAT, Catalog, CompiledDefinition
 from placer.fleetview.registry import Registered, layered, read_fleet
@@ -74,16 +74,23 @@ class FleetDefinitions:
             self._warn(message)
 
     def load(self) -> Catalog:
-        found = read_fleet(self.kube, self.contexts, self.warn)
+        """LIST what every cluster registers (at the start; later the watches' caches are read)."""
+        return self.layer(read_fleet(self.kube, self.contexts, self.warn))
+
+    def layer(self, found: Mapping[str | None, Registered | Exception]) -> Catalog:
+        """The catalog from what these contexts register now; a context missing from `found`,
+        or with an error in its slot, keeps what it registered when it last answered."""
         for ctx, got in found.items():
             if isinstance(got, Registered):
                 self._last[ctx] = got
         return layered(self.base, [self._last[c] for c in self.contexts if c in self._last], self.prefer)
 
-    def refresh(self, catalogs: CurrentCatalog) -> bool:
-        """Read the registered definitions again; True when the current catalog changed."""
+    def refresh(self, catalogs: CurrentCatalog,
+                found: Mapping[str | None, Registered | Exception] | None = None) -> bool:
+        """Read the registered definitions again (`found`: as the watches hold them, no
+        request; None: LIST them); True when the current catalog changed."""
         before = catalogs.current
-        if not catalogs.swap(self.load()):
+        if not catalogs.swap(self.load() if found is None else self.layer(found)):
             return False
         old, new = before.by_gvk, catalogs.current.by_gvk
         added = sorted(k for k in new if k not in old)

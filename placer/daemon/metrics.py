@@ -79,7 +79,9 @@ class Metrics:
             "placer_leader": Gauge("placer_leader", "1 while this daemon holds the leader lease", registry=r),
             "placer_api_errors_total": Counter("placer_api_errors", "Failed Kubernetes API calls, per cluster",
                                                ["cluster"], registry=r),
-            "placer_solves_total": Counter("placer_solves", "Planning rounds", registry=r),
+            "placer_solves_total": Counter("placer_solves", "Planning rounds: round=arrivals (new arrivals placed "
+                                           "against the committed plan) or full (every pending group solved)",
+                                           ["round"], registry=r),
             "placer_solve_seconds": Histogram("placer_solve_seconds", "Seconds per planning round's solve",
                                               buckets=SOLVE_BUCKETS, registry=r),
         }

@@ -37,6 +37,8 @@ class Planner:
         self.reconciler = reconciler
         self.creator = creator
         self.metrics = metrics
+        self.memory = DC.Memory()             # what one round leaves the next (classes, capacity)
+        self.warmed: int | None = None        # the term of leadership the memory was built in
 
     def due(self) -> float | None:
         """When the next round is due: the batch window closing, or (for workloads already
@@ -52,29 +54,77 @@ class Planner:
         return min(due) if due else None
 
     def plan_round(self) -> None:
+        """A round of new arrivals only (nothing waiting unplaced is due: no capacity change
+        since it was judged, no retry due) is placed against the committed plan with the
+        last round's classes and capacity; when one of them does not fit, or something
+        unplaced is due, every pending group is planned together by the full solve."""
         now = self.bench.clock.now()
-        self.bench.book.window_opened = None
-        self.bench.book.fleet_changed = None
-        self.bench.book.retry_at = now + self.config.retry_interval
+        book = self.bench.book
+        full = any(p.message for p in book.pending.values()) and (
+            book.fleet_changed is not None or (book.retry_at is not None and now >= book.retry_at))
+        book.window_opened = None
         pending = self.pending_groups()
-        if not pending:
-            return
+        arrivals = [p for p in pending if not any(book.pending.get(r) and book.pending[r].message for r in p.members)]
+        if full:
+            book.fleet_changed = None
+            book.retry_at = now + self.config.retry_interval
+        if not pending or not (full or arrivals):
+            return                                # what waits unplaced keeps its retry
         t0 = time.perf_counter()
         snap = self.bench.targets.snapshot()
         took = time.perf_counter() - t0
         self.interpret.sweep()
-        decision = DC.decide(snap, pending, now, plan_id=A.new_plan_id(), time_limit=self.config.time_limit,
-                             workers=self.config.solver_workers)
+        plan_id = A.new_plan_id()
+        decision = None if full else self.arrivals(snap, arrivals, plan_id)
+        if decision is None:
+            book.fleet_changed = None
+            book.retry_at = now + self.config.retry_interval
+            decision = DC.decide(snap, pending, now, plan_id=plan_id, time_limit=self.config.time_limit,
+                                 workers=self.config.solver_workers, memory=self.memory)
+            self.metrics.inc("placer_solves_total", labels={"round": "full"})
+        else:
+            self.metrics.inc("placer_solves_total", labels={"round": "arrivals"})
         self.metrics.observe("placer_solve_seconds", decision.seconds)
-        self.metrics.inc("placer_solves_total")
         if decision.error:
             log.error("planning failed: %s", decision.error)
-        log.info("plan %s: %d of %d groups placed in %.2fs (snapshot %.2fs, %d promised)", decision.plan_id,
-                 len(decision.creates), decision.groups, decision.seconds, took, len(snap.committed))
+        log.info("plan %s: %d of %d groups placed in %.3fs (%s; snapshot %.3fs, %d promised)", decision.plan_id,
+                 len(decision.creates), decision.groups, decision.seconds,
+                 decision.plan.summary.status if decision.plan else "failed", took, len(snap.committed))
         groups = {p.group.key: p.group for p in pending}
         for c in decision.creates:
             self.creator.start(c, groups[c.group], decision.plan_id)
         self.bench.executor.perform(decision.unplaced)
+
+    def step(self, now: float, *, idle: bool, term: int) -> bool:
+        """The leader's turn: a round when one is due, else (when the loop is idle) the memory
+        warmed for this term of leadership. True when it did something."""
+        due = self.due()
+        if due is not None and now >= due:
+            self.plan_round()
+            return True
+        return idle and self.warm(term)
+
+    def warm(self, term: int) -> bool:
+        """Once per term of leadership, while nothing is due: build the node classes and the
+        capacity the first arrivals round reuses (a 20 x 500-node fleet takes a few tenths of
+        a second, which the first arrivals would otherwise wait for). True when it did."""
+        if self.warmed == term:
+            return False
+        self.warmed = term
+        try:
+            DC.warm(self.bench.targets.snapshot(), self.memory)
+        except Exception:                        # the first arrivals round builds them instead
+            log.exception("preparing the node classes failed")
+        return True
+
+    def arrivals(self, snap: DC.Snapshot, arrivals: list[DC.PendingGroup], plan_id: str) -> DC.Decision | None:
+        """New arrivals placed incrementally; None: the full solve decides."""
+        try:
+            return DC.decide_arrivals(snap, arrivals, self.memory, plan_id=plan_id)
+        except Exception:                        # a bug here must not stop planning: the full solve decides
+            log.exception("placing arrivals incrementally failed; planning every pending group")
+            self.memory.reuse = DC.Memory().reuse
+            return None
 
     def pending_groups(self) -> list[DC.PendingGroup]:
         """Pending workloads as placement groups (by `placer.dev/group`), with their

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 from placer import actuate as A
 from placer.daemon import decide as DC
 from placer.daemon.caches import ClusterCache
-from placer.daemon.state import Book, ann_of, origin_of
+from placer.daemon.state import Book, Creating, ann_of, origin_of
 from placer.daemon.view import StagingView
 from placer.kube import KubeClient
 from placer.model.fleet import Fleet
@@ -62,12 +62,26 @@ class Targets:
         for c in self.book.creating.values():
             if c.group.key not in seen:
                 seen.add(c.group.key)
-                out.append((dataclasses.replace(c.group, key=f"creating:{c.group.key}"), c.cluster))
+                if not self._copied(c):
+                    out.append((dataclasses.replace(c.group, key=f"creating:{c.group.key}"), c.cluster))
         return out
 
+    def _copied(self, c: Creating) -> bool:
+        """Every copy of an in-flight create already in its cluster's cache (its watch event
+        came before the create's result): its promise counts it, the create must not again."""
+        cache = self.caches.get(c.cluster)
+        if cache is None or c.cluster not in self.usable():
+            return False
+        for ref in c.members:
+            gvk = self.view.gvk_of(ref)
+            if gvk is None or cache.copy(gvk, ref.namespace, ref.name) is None:
+                return False
+        return True
+
     def snapshot(self) -> DC.Snapshot:
+        """The clusters as their caches hold them (each the same frozen nodes while nothing
+        changed on it) and what is committed; the solver takes the committed demand from
+        `committed` (no per-cluster totals are added here: a round stays proportional to
+        what changed)."""
         committed = self.committed()
-        reserved = A.reserved_by_cluster(committed)
-        clusters = tuple(dataclasses.replace(self.caches[n].cluster(), reserved=reserved.get(n, {}))
-                         for n in self.usable())
-        return DC.Snapshot(Fleet(clusters), tuple(committed))
+        return DC.Snapshot(Fleet(tuple(self.caches[n].cluster() for n in self.usable())), tuple(committed))

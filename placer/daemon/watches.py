@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from placer.daemon.caches import ClusterCache, served_kinds
 from placer.daemon.definitions import CurrentCatalog, FleetDefinitions
+from placer.daemon.discovery import Follower
 from placer.daemon.execute import fenced_client
 from placer.daemon.executor import COMPANION_KINDS
 from placer.daemon.informer import Informer
@@ -59,6 +60,7 @@ class Watches:
         self.targets = targets
         self.stop = stop
         self.calls = calls
+        self.follower: Follower | None = None
 
     def start(self) -> bool:
         """Discover the kinds and start every informer (idempotent: False when already started)."""
@@ -67,34 +69,50 @@ class Watches:
         self.watch_hub()
         for name, entry in self.entries.items():
             self.watch_target(name, entry)
+        self.name_resources()
         for inf in self.informers():
             inf.start()
-        if self.config.discovery_interval > 0:
-            threading.Thread(target=self._discover_loop, name="placer-discovery", daemon=True).start()
+        self.follower = Follower(
+            {"hub": (self.kube.client(self.config.hub_context), self.config.hub_context),
+             **{n: (self.kube.client(e.context), e.context) for n, e in self.entries.items()}},
+            follow=self.definitions is not None, stop=self.stop, on_change=self.follow_change,
+            on_error=self.calls.on_error, poll=self.config.discovery_interval or 10.0,
+            retry_delay=self.config.watch_retry)
+        self.follower.start()
         return True
 
-    # --- kinds served after the start (a CRD installed later) ----------------------------------
-
-    def _discover_loop(self) -> None:
-        while not self.stop.wait(self.config.discovery_interval):
+    def name_resources(self) -> None:
+        """Resolve now the resource names later writes use by name (Events on the hub, a
+        copy's namespace on the targets): discovery once at the start, not in the first
+        busy moment. A cluster that does not answer now resolves them when first used."""
+        for client, name in ((self.hub_reader, "events"),
+                             *((c.client, "namespaces") for c in self.targets.caches.values())):
             try:
-                self.follow_definitions()
-                self.discover_new()
-            except Exception:                    # the loop must outlive a bug
-                log.exception("discovering new kinds failed")
+                client.resolve(name)
+            except PlacerError:
+                continue
 
-    def follow_definitions(self) -> bool:
-        """Re-read the definitions the clusters register; a changed catalog serves every later
-        round, and its new kinds are watched by the `discover_new` that follows. True when it
-        changed."""
-        return self.definitions is not None and self.definitions.refresh(self.catalogs)
+    def quiet(self) -> bool:
+        """No change to kinds or definitions waiting to be followed."""
+        return self.follower is None or self.follower.quiet()
 
-    def discover_new(self) -> list[GVK]:
+    # --- kinds and definitions that appear after the start (a CRD installed later) ------------
+
+    def follow_change(self, clusters: set[str], definitions: bool) -> None:
+        """Called by the follower when CRDs changed on `clusters` or registered definitions
+        changed somewhere: a changed catalog serves every later round, and the kinds the
+        hub and the targets serve now and did not before are watched."""
+        changed = definitions and self.definitions is not None and self.definitions.refresh(
+            self.catalogs, self.follower.registered(self.definitions.warn) if self.follower else None)
+        self.discover_new(None if changed else clusters)
+
+    def discover_new(self, clusters: set[str] | None = None) -> list[GVK]:
         """Catalog kinds the hub serves now and did not before (a CRD installed after the
         start): watched in the staging namespace from now on, and their copies on every
-        target that serves them. Returns the kinds added."""
+        target that serves them. `clusters`: ask only these ("hub" and target names; None:
+        all). Returns the kinds added."""
         added = []
-        for gvk in self.catalogs.current.kinds():
+        for gvk in self.catalogs.current.kinds() if clusters is None or "hub" in clusters else ():
             if gvk in self.view.informers:
                 continue
             try:
@@ -109,7 +127,9 @@ class Watches:
             inf.start()
             added.append(gvk)
             log.info("the hub serves %s (%s) now: watching it in %s", gvk[1], gvk[0], self.config.staging_namespace)
-        for cache in self.targets.caches.values():
+        for name, cache in self.targets.caches.items():
+            if clusters is not None and name not in clusters and not added:
+                continue
             for gvk in self.view.informers:
                 if gvk not in cache.kinds:
                     try:
@@ -178,7 +198,8 @@ class Watches:
         return hub and self.tried()
 
     def tried(self) -> bool:
-        return all(i.tried.is_set() for i in self.informers())
+        follower = self.follower.informers() if self.follower else []
+        return all(i.tried.is_set() for i in self.informers() + follower)
 
 
 class Relist:

@@ -139,20 +139,25 @@ def apply_definitions(client: KubeClient, docs: Iterable[tuple[str, Mapping[str,
 def cluster_definitions(client: KubeClient, warn: Callable[[str], None]) -> list[Any]:
     """The compiled definitions registered in the cluster; invalid ones are reported
     through `warn` and skipped. None registered, or no CRD: []."""
-    return _registered(client, API_VERSION, KIND, warn,
-                       lambda obj, source: _compiled(obj.get("spec"), source, compile_definition))
+    return _registered(client, API_VERSION, KIND, warn, _definition)
 
 
 def cluster_kartas(client: KubeClient, warn: Callable[[str], None]) -> list[Any]:
     """The cluster's Workload Map definitions (run.ai/v1alpha1 Karta), compiled as a Karta
     file is; invalid ones are reported through `warn` and skipped. No CRD: []."""
-    def karta(obj: dict[str, Any], source: str) -> CompiledDefinition:
-        # what the server added (uid, managedFields, status...) is no part of the definition
-        name = (obj.get("metadata") or {}).get("name", "?")
-        doc = {"apiVersion": KARTA_API_VERSION, "kind": KARTA_KIND, "metadata": {"name": name},
-               "spec": obj.get("spec")}
-        return _compiled(doc, source, compile_document)
-    return _registered(client, KARTA_API_VERSION, KARTA_KIND, warn, karta)
+    return _registered(client, KARTA_API_VERSION, KARTA_KIND, warn, _karta)
+
+
+def _definition(obj: dict[str, Any], source: str) -> CompiledDefinition:
+    return _compiled(obj.get("spec"), source, compile_definition)
+
+
+def _karta(obj: dict[str, Any], source: str) -> CompiledDefinition:
+    # what the server added (uid, managedFields, status...) is no part of the definition
+    name = (obj.get("metadata") or {}).get("name", "?")
+    doc = {"apiVersion": KARTA_API_VERSION, "kind": KARTA_KIND, "metadata": {"name": name},
+           "spec": obj.get("spec")}
+    return _compiled(doc, source, compile_document)
 
 
 def _registered(client: KubeClient, api_version: str, kind: str, warn: Callable[[str], None],
@@ -163,11 +168,16 @@ def _registered(client: KubeClient, api_version: str, kind: str, warn: Callable[
         res = client.resource_for(api_version, kind)
     except NotFound:
         return []
+    return _compile_all(client.list(res).items, client.cluster, kind, warn, compile_one)
+
+
+def _compile_all(objs: Iterable[dict[str, Any]], cluster: str, kind: str, warn: Callable[[str], None],
+                 compile_one: Callable[[dict[str, Any], str], CompiledDefinition]) -> list[CompiledDefinition]:
     out = []
-    for obj in client.list(res).items:
+    for obj in sorted(objs, key=lambda o: (o.get("metadata") or {}).get("name", "")):
         name = (obj.get("metadata") or {}).get("name", "?")
         try:
-            out.append(compile_one(obj, f"cluster {client.cluster}: {kind.lower()}/{name}"))
+            out.append(compile_one(obj, f"cluster {cluster}: {kind.lower()}/{name}"))
         except DefinitionError as e:
             warn(f"skipping invalid definition: {e}")
     return out
@@ -203,6 +213,14 @@ class Registered:
 
 def registered(client: KubeClient, warn: Callable[[str], None]) -> Registered:
     return Registered(cluster_definitions(client, warn), cluster_kartas(client, warn))
+
+
+def registered_objects(cluster: str, definitions: Iterable[dict[str, Any]], kartas: Iterable[dict[str, Any]],
+                       warn: Callable[[str], None]) -> Registered:
+    """What a cluster registers, from objects already read (a watch's cache: the daemon
+    follows them without listing again); compiled and named as `registered` does."""
+    return Registered(_compile_all(definitions, cluster, KIND, warn, _definition),
+                      _compile_all(kartas, cluster, KARTA_KIND, warn, _karta))
 
 
 def with_cluster_definitions(catalog: Any, client: KubeClient, warn: Callable[[str], None], *,

@@ -133,7 +133,7 @@ class Summary:
     gpus_placed: int
     solve_seconds: float
     optimal: bool
-    status: str                       # optimal | feasible | greedy (fallback) | trivial
+    status: str                       # optimal | feasible | greedy (fallback) | trivial | incremental
     groups: int = 0
     groups_placed: int = 0
     # the wall-clock limit ended the search before its deterministic effort: the plan is

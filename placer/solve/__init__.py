@@ -324,7 +324,7 @@ def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign,
                 passed: Mapping[str, Reason] | None = None) -> list[Placement]:
     info = problem.infos[c]
     per_wl: dict[object, dict[str, dict[str, int]]] = {w.ref: {} for w in g.group.workloads}
-    order = {n.name: i for i, n in enumerate(info.nodes)}
+    order = info.pos
     for j, i in assign:
         part = g.parts[j]
         node = info.nodes[i].name

@@ -99,7 +99,7 @@ class ClusterInfo:
         # cordoned nodes too: a pod that tolerates the cordon may go there (see `mismatch`)
         self.nodes = [n for n in cluster.nodes if n.ready]
         self.classes: list[NodeClass] = node_classes(self.nodes, by_name=by_name)
-        pos = {n.name: i for i, n in enumerate(self.nodes)}
+        self.pos = pos = {n.name: i for i, n in enumerate(self.nodes)}      # node name -> index
         self.class_nodes = [[pos[n.name] for n in k.nodes] for k in self.classes]
         self.class_free = [_free(k.sample) for k in self.classes]
         self._compat: dict[tuple, tuple[int, ...]] = {}

@@ -36,7 +36,7 @@ class Problem:
         return {c: ClusterState(info) for c, info in self.infos.items()}
 
 
-def _group_info(index: int, group: PlacementGroup, names: Sequence[str] = GPU_RESOURCES) -> GroupInfo:
+def group_info(index: int, group: PlacementGroup, names: Sequence[str] = GPU_RESOURCES) -> GroupInfo:
     parts = []
     for w in group.workloads:
         for inst in w.instances:
@@ -50,7 +50,7 @@ def _group_info(index: int, group: PlacementGroup, names: Sequence[str] = GPU_RE
     return g
 
 
-def _uses_match_fields(groups: Iterable[GroupInfo]) -> bool:
+def uses_match_fields(groups: Iterable[GroupInfo]) -> bool:
     return any(t.get("matchFields") for g in groups for p in g.parts for t in p.instance.pod.affinity_terms)
 
 
@@ -60,11 +60,11 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
     """`node_exact`: every node its own class, so the model constrains every resource per
     node (exact); by default when the fleet is small (NODE_EXACT_MAX_NODES)."""
     gpu_names = tuple(gpu_resources)
-    ginfos = [_group_info(i, g, gpu_names) for i, g in enumerate(groups)]
-    cinfos = [_group_info(len(ginfos) + i, g, gpu_names) for i, (g, _) in enumerate(committed)]
+    ginfos = [group_info(i, g, gpu_names) for i, g in enumerate(groups)]
+    cinfos = [group_info(len(ginfos) + i, g, gpu_names) for i, (g, _) in enumerate(committed)]
     if node_exact is None:
         node_exact = sum(len(cl.nodes) for cl in fleet.clusters if cl.reachable) <= NODE_EXACT_MAX_NODES
-    by_name = node_exact or _uses_match_fields(ginfos + cinfos)
+    by_name = node_exact or uses_match_fields(ginfos + cinfos)
     clusters = list(fleet.clusters)
     infos = {c: ClusterInfo(c, cl, by_name or needs_node_classes(cl, ginfos + cinfos), gpu_names)
              for c, cl in enumerate(clusters) if cl.reachable}
@@ -72,28 +72,44 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
     for rank, g in enumerate(sorted(ginfos, key=lambda g: g.key)):
         g.rank = rank
     for g in ginfos:
-        policy = [policy_reason(g, cl, names) for cl in clusters]
-        missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
-        claims = claims_of(g.group)
-        for c, cl in enumerate(clusters):
-            reason = (policy[c] or refusal(g.group, cl) or missing.get(cl.name)
-                      or storage_reason(claims, cl, len(g.group.workloads) > 1) or missing_key(g, cl))
-            if reason is not None:
-                g.static[c] = reason
-            elif c in infos and _may_use(g, infos[c]):
-                g.eligible.append(c)
-            # else: no node could take some pod at all; placer.solve.explain says which
+        judge(g, clusters, infos, names, gpu_names)
+    rank_clusters(ginfos, clusters)
+    com = [(g, committed_on(g, cname, clusters, names, gpu_names)) for g, (_, cname) in zip(cinfos, committed)]
+    return Problem(fleet, clusters, infos, ginfos, com, gpu_names, node_exact)
+
+
+def judge(g: GroupInfo, clusters: Sequence[Cluster], infos: Mapping[int, ClusterInfo], names: Mapping[str, int],
+          gpu_names: Sequence[str]) -> None:
+    """Which clusters the group may use at all (`g.eligible`) and why not the others
+    (`g.static`): its policy, refusals, RuntimeClasses, storage, topology keys."""
+    policy = [policy_reason(g, cl, names) for cl in clusters]
+    missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
+    claims = claims_of(g.group)
+    for c, cl in enumerate(clusters):
+        reason = (policy[c] or refusal(g.group, cl) or missing.get(cl.name)
+                  or storage_reason(claims, cl, len(g.group.workloads) > 1) or missing_key(g, cl))
+        if reason is not None:
+            g.static[c] = reason
+        elif c in infos and _may_use(g, infos[c]):
+            g.eligible.append(c)
+        # else: no node could take some pod at all; placer.solve.explain says which
+
+
+def rank_clusters(groups: Sequence[GroupInfo], clusters: Sequence[Cluster]) -> None:
+    """Each group's clusters in its own order (issue 21): its ranks, then cost, then file order."""
     units = cost_units(clusters)
-    for g in ginfos:                  # issue 21: each group fills its clusters in its own order
+    for g in groups:
         g.ranks = ranks_of(g.policy.order, clusters)
         g.eligible = ordered(g.eligible, g.ranks, units)
-    com = []
-    for g, (_, cname) in zip(cinfos, committed):
-        if cname not in names:
-            raise InputError(f"committed group {g.key} is on cluster {cname!r}, which is not in the fleet")
-        _runtime_classes(g, [clusters[names[cname]]], gpu_names)
-        com.append((g, names[cname]))
-    return Problem(fleet, clusters, infos, ginfos, com, gpu_names, node_exact)
+
+
+def committed_on(g: GroupInfo, cname: str, clusters: Sequence[Cluster], names: Mapping[str, int],
+                 gpu_names: Sequence[str]) -> int:
+    """A committed group's cluster index, its pods' demand with that cluster's RuntimeClass overhead."""
+    if cname not in names:
+        raise InputError(f"committed group {g.key} is on cluster {cname!r}, which is not in the fleet")
+    _runtime_classes(g, [clusters[names[cname]]], gpu_names)
+    return names[cname]
 
 
 def _may_use(g: GroupInfo, info: ClusterInfo) -> bool:
@@ -174,5 +190,5 @@ def states_of(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
     return states
 
 
-__all__: Sequence[str] = ("GPU_RESOURCES", "NODE_EXACT_MAX_NODES", "Problem", "gpus_of", "prepare", "rebase",
-                          "states_of")
+__all__: Sequence[str] = ("GPU_RESOURCES", "NODE_EXACT_MAX_NODES", "Problem", "committed_on", "gpus_of",
+                          "group_info", "judge", "prepare", "rebase", "states_of", "uses_match_fields")

@@ -104,23 +104,25 @@ def _ref_in(known) -> "Callable[[Any], Any]":
 
 
 def _node(fleet: Fleet, cname: str, nname: str) -> Node:
-    node = _nodes(fleet).get((cname, nname))
+    cluster = fleet.cluster(cname)
+    node = _nodes(cluster.nodes).get(nname) if cluster is not None else None
     if node is None:
         _fail(f"node {nname} does not exist", cname)
     return node
 
 
-def _nodes(fleet: Fleet) -> dict[tuple[str, str], Node]:
-    """Nodes by (cluster, name), built once per fleet snapshot (they are frozen)."""
-    index = _BY_NAME.get(id(fleet))
-    if index is None or index[0] is not fleet:
-        index = (fleet, {(c.name, n.name): n for c in fleet.clusters for n in c.nodes})
-        _BY_NAME.clear()
-        _BY_NAME[id(fleet)] = index
+def _nodes(nodes: tuple[Node, ...]) -> dict[str, Node]:
+    """A cluster's nodes by name, built once per nodes tuple (frozen: a daemon's unchanged
+    cluster keeps its tuple from round to round, and its index with it)."""
+    index = _BY_NAME.get(id(nodes))
+    if index is None or index[0] is not nodes:
+        if len(_BY_NAME) > 256:
+            _BY_NAME.clear()
+        index = _BY_NAME[id(nodes)] = (nodes, {n.name: n for n in nodes})
     return index[1]
 
 
-_BY_NAME: dict[int, tuple[Fleet, dict[tuple[str, str], Node]]] = {}
+_BY_NAME: dict[int, tuple[tuple[Node, ...], dict[str, Node]]] = {}
 
 
 def _check_placement(fleet: Fleet, p: Placement, w: Workload, load, policy: PlacementGroup | None) -> None:

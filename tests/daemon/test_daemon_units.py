@@ -98,6 +98,45 @@ class NoServer:
         raise Unreachable("no server here")
 
 
+def test_only_capacity_freed_wakes_the_unplaced_and_an_unchanged_cluster_keeps_its_nodes():
+    """Issue 24: a pod that binds (a promise turning into usage) or a running pod's status
+    update frees nothing and leaves the cluster's frozen nodes the same objects (so the next
+    arrivals round reuses its node classes); a pod that finishes or goes away frees capacity
+    and says so, once."""
+    freed: list[int] = []
+    cache = ClusterCache("c", {}, None, NoServer(), {}, threading.Event(),  # type: ignore[arg-type]
+                         on_error=lambda e: None, on_copy=lambda *a: None, on_capacity=lambda: freed.append(1))
+    for i in range(2):
+        n = gpu_node(f"n{i}", gpus=8)
+        n["metadata"]["resourceVersion"] = str(i + 1)
+        cache.nodes._apply(_Ev("ADDED", n))
+    cache.nodes.synced.set()
+    cache.pods.synced.set()
+    rv = iter(range(100, 200))
+
+    def pod(name: str, node: str | None, phase: str, type_: str = "MODIFIED", **labels: str) -> None:
+        p = bound_pod(name, node, gpus=2, phase=phase, labels=labels or None)
+        p["metadata"]["resourceVersion"] = str(next(rv))
+        cache.pods._apply(_Ev(type_, p))
+
+    pod("a", "n0", "Running", "ADDED")
+    pod("b", "n1", "Running", "ADDED")
+    pod("waiting", None, "Pending", "ADDED")
+    before = cache.cluster().nodes
+    assert freed == [] and before[0].used["nvidia.com/gpu"] == 2
+    pod("a", "n0", "Running", step="2")                 # a status or label update of a running pod
+    assert freed == [] and cache.cluster().nodes is before
+    pod("a", "n0", "Succeeded")                         # finished: its GPUs are free again
+    assert freed == [1] and "nvidia.com/gpu" not in cache.cluster().nodes[0].used
+    gone = bound_pod("b", "n1", gpus=2, phase="Running")
+    gone["metadata"]["resourceVersion"] = str(next(rv))
+    cache.pods._apply(_Ev("DELETED", gone))
+    gone = bound_pod("waiting", None, gpus=2, phase="Pending")
+    gone["metadata"]["resourceVersion"] = str(next(rv))
+    cache.pods._apply(_Ev("DELETED", gone))             # never bound: frees nothing
+    assert freed == [1, 1]
+
+
 def test_used_capacity_kept_incrementally_matches_a_rebuild_from_the_same_objects():
     rng = random.Random(7)
     cache = ClusterCache("c", {}, None, NoServer(), {}, threading.Event(),  # type: ignore[arg-type]

@@ -91,7 +91,8 @@ def test_missing_namespace_late_crd_and_ctrl_c_on_real_control_planes(real, tmp_
         staged = {"apiVersion": LWS[0], "kind": LWS[1], "metadata": {"name": "vllm", "namespace": ns},
                   "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {
                       "containers": [{"name": "vllm", "image": "vllm:1", "resources": gpu(1)}]}}}}}
-        res = hub.resource_for(*LWS)
+        # the test's own client too: discovery can lag the CRD's Established condition on a loaded machine
+        res = wait_for(lambda: _resource(hub), 60, "the hub serving LeaderWorkerSet")
         hub.create(res, staged, ns)
         where = wait_for(lambda: (hub.get(res, "vllm", ns)["metadata"].get("annotations") or {})
                          .get(D.PLACED_CLUSTER), 90, "the late kind's workload placed")
@@ -109,6 +110,13 @@ def test_missing_namespace_late_crd_and_ctrl_c_on_real_control_planes(real, tmp_
             proc.kill()
             proc.wait(10)
         real.install_crds("hub", [crd_file])      # as the session had it
+
+
+def _resource(hub):
+    try:
+        return hub.resource_for(*LWS)
+    except NotFound:
+        return None
 
 
 def _served(hub) -> bool:
