@@ -27,8 +27,15 @@ from placer.solve import _placements
 from placer.solve.domains import needs_node_classes
 from placer.solve.greedy import greedy_order
 from placer.solve.groups import GPU_RESOURCES, ClusterInfo, GroupInfo
-from placer.solve.problem import (NODE_EXACT_MAX_NODES, Problem, committed_on, group_info, judge, rank_clusters,
-                                  uses_match_fields)
+from placer.solve.problem import (
+    NODE_EXACT_MAX_NODES,
+    Problem,
+    committed_on,
+    group_info,
+    judge,
+    rank_clusters,
+    uses_match_fields,
+)
 from placer.solve.state import ClusterState, PodAssign, try_place
 from placer.solve.verify import verify
 
