@@ -8,6 +8,7 @@ stores; every wait is on a condition (the hang ends when the test releases it)."
 from __future__ import annotations
 
 import re
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -52,13 +53,16 @@ def test_a_cluster_hung_from_the_start_holds_no_arrival_hostage(make_fleet):
     fleet["alpha"].faults.hang()
     try:
         d = env.daemon(start=False, client_timeout=120)     # the clients alone would wait two minutes
-        d.start(metrics_addr="127.0.0.1:0")
+        # started on a thread of its own: the start is judged by the arrivals, like the rest
+        starting = threading.Thread(target=d.start, kwargs={"metrics_addr": "127.0.0.1:0"}, daemon=True)
+        starting.start()
         names = [f"w{i}" for i in range(8)]
         for n in names:
             env.create(jobset(n, pods=1, gpus=1))
         wait_for(lambda: set(names) <= _created_on(fleet, "beta"), timeout=60,
                  what="all eight created on beta while alpha hangs")
-        assert fleet["alpha"].faults.hanging and fleet["alpha"].faults.held > 0
+        starting.join(30)
+        assert not starting.is_alive() and fleet["alpha"].faults.hanging and fleet["alpha"].faults.held > 0
         wait_for(lambda: all(env.annotations(jobset(n)).get(D.PLACED_CLUSTER) == "beta" for n in names),
                  timeout=30, what="the staging objects annotated")
         code, body = _healthz(d)
