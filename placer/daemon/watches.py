@@ -188,8 +188,8 @@ class Watches:
     def synced(self) -> bool:
         """The hub's caches must be synced; a target that cannot be read is left out of
         planning, but adoption needs every reachable cluster's copies known first (a
-        target that did not answer its first lists within the request deadline is not
-        waited for: its copies are reconciled when it answers)."""
+        degraded target is not waited for, a slow one at most `Degradation.patience`: its
+        copies are reconciled when it answers)."""
         hub = all(i.synced.is_set() or (i.optional and i.tried.is_set()) for i in self.hub_informers())
         return hub and self.tried()
 
