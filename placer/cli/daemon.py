@@ -26,6 +26,10 @@ def daemon(
              "(e.g. 15m). Without it, only workloads annotated placer.dev/reschedule=\"true\" (after 10m)."),
     batch_window: float = typer.Option(0.2, "--batch-window", help="Seconds arrivals wait to be planned together."),
     time_limit: float = typer.Option(2.0, "--time-limit", help="Solver time limit per planning round, seconds."),
+    request_deadline: Optional[str] = typer.Option(
+        None, "--request-deadline",
+        help="A target cluster that does not answer a request within this long (e.g. 3s) is degraded: "
+             "planned around until it answers again (default: a third of the lease's renew deadline, 3.3s)."),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     prefer: str = typer.Option(
         "placer", "--prefer",
@@ -37,6 +41,7 @@ def daemon(
     delete copies when staging objects go. One active daemon per hub (Lease leader election)."""
     def go() -> None:
         from placer.daemon import config_from_file, parse_duration, run_daemon, setup_logging
+        from placer.daemon.config import check_request_deadline
         from placer.daemon.metrics import parse_address
         from placer.definitions.catalog import PREFERENCES, load_catalog
         from placer.model.errors import InputError
@@ -48,8 +53,10 @@ def daemon(
         setup_logging(log_format)
         addr = parse_address(metrics_addr) if metrics_addr else None
         after = parse_duration(reschedule_after) if reschedule_after else None
+        deadline = check_request_deadline(parse_duration(request_deadline, "--request-deadline")) \
+            if request_deadline is not None else None
         config = config_from_file(clusters_file, batch_window=batch_window, reschedule_after=after,
-                                  time_limit=time_limit, kubeconfig=kubeconfig)
+                                  time_limit=time_limit, kubeconfig=kubeconfig, request_deadline=deadline)
         run_daemon(config, kubeconfig=kubeconfig, catalog=load_catalog(catalog, prefer=prefer), metrics_addr=addr,
                    prefer=prefer)
     run(go)

@@ -33,6 +33,13 @@ log = logging.getLogger("placer.daemon")
 
 NODE = Resource("", "v1", "Node", "nodes", False)
 POD = Resource("", "v1", "Pod", "pods", True)
+# the built-in kinds a cache also watches, as every supported Kubernetes serves them: used
+# when the cluster did not answer discovery (a 404 on the list then means "not served")
+BUILTIN = {("node.k8s.io/v1", "RuntimeClass"): Resource("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
+           ("scheduling.k8s.io/v1", "PriorityClass"): Resource("scheduling.k8s.io", "v1", "PriorityClass",
+                                                               "priorityclasses", False),
+           ("storage.k8s.io/v1", "StorageClass"): Resource("storage.k8s.io", "v1", "StorageClass", "storageclasses",
+                                                           False)}
 _TERMINAL = ("Succeeded", "Failed")
 GVK = tuple[str, str]
 
@@ -75,6 +82,7 @@ class ClusterCache:
     topology: tuple[str, ...] = ()
     kinds_known: bool = True                  # False: `kinds` are the hub's (the target did not answer)
     entry: Any = None                         # its clusters-file entry: `preference` and `cost` (issue 21)
+    degraded: Callable[[], str | None] = lambda: None    # why the cluster is degraded (daemon/health.py)
     nodes: Informer = field(init=False)
     pods: Informer = field(init=False)
     runtime_classes: Informer | None = field(init=False, default=None)
@@ -109,7 +117,9 @@ class ClusterCache:
 
     def _optional(self, api_version: str, kind: str) -> Informer | None:
         try:
-            inf = self._informer(self.client.resource_for(api_version, kind), None, lambda *_: self.on_capacity())
+            # a cluster that did not answer discovery is not asked again here (it would hold the start)
+            res = self.client.resource_for(api_version, kind) if self.kinds_known else BUILTIN[(api_version, kind)]
+            inf = self._informer(res, None, lambda *_: self.on_capacity())
         except PlacerError:
             return None
         inf.optional = True
@@ -147,9 +157,15 @@ class ClusterCache:
             all(i.tried.is_set() for i in optional if i is not None)
 
     @property
+    def tried(self) -> bool:
+        """Every watch has made its first list (answered or failed)."""
+        return all(i.tried.is_set() for i in self.informers())
+
+    @property
     def error(self) -> str | None:
         failure = self.failure if time.monotonic() < self.failure_until else None
-        return self.nodes.error or self.pods.error or failure
+        why = self.degraded()
+        return (f"degraded: {why}" if why else None) or self.nodes.error or self.pods.error or failure
 
     def fail(self, why: str, seconds: float) -> None:
         """Leave the cluster out of planning for a while (an apply could not reach it). When

@@ -10,10 +10,11 @@ import signal
 
 from placer.daemon.core import Daemon
 from placer.daemon.definitions import FleetDefinitions
-from placer.daemon.state import DaemonConfig
+from placer.daemon.leadership import LeaseTiming
+from placer.daemon.state import DaemonConfig, deadline_problem
 from placer.definitions.catalog import PLACER_FORMAT, Catalog
 from placer.inputs.targets import FROM_FILE, resolve_clusters
-from placer.kube import Kube
+from placer.kube import Kube, RetryPolicy
 from placer.model.errors import InputError
 
 log = logging.getLogger("placer.daemon")
@@ -61,7 +62,8 @@ def parse_duration(text: str, option: str = "--reschedule-after") -> float:
 
 
 def config_from_file(clusters_file: str | None, *, batch_window: float, reschedule_after: float | None,
-                     time_limit: float, kubeconfig: str | None = None) -> DaemonConfig:
+                     time_limit: float, kubeconfig: str | None = None,
+                     request_deadline: float | None = None) -> DaemonConfig:
     """The daemon's configuration from the clusters file's `hub:` section and live entries."""
     loaded = resolve_clusters(clusters_file, kubeconfig=kubeconfig)
     hub = loaded.hub
@@ -77,9 +79,20 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
                          source=loaded.description)
     if batch_window < 0:
         raise InputError(f"--batch-window {batch_window}: must not be negative")
-    return DaemonConfig(staging_namespace=hub.stagingNamespace, clusters=live, hub_context=hub.context,
-                        secrets=hub.secrets,
-                        batch_window=batch_window, reschedule_after=reschedule_after, time_limit=time_limit)
+    config = DaemonConfig(staging_namespace=hub.stagingNamespace, clusters=live, hub_context=hub.context,
+                          secrets=hub.secrets, batch_window=batch_window, reschedule_after=reschedule_after,
+                          time_limit=time_limit, request_deadline=request_deadline)
+    if request_deadline is not None:
+        check_request_deadline(request_deadline, config.lease)
+    return config
+
+
+def check_request_deadline(value: float, lease: LeaseTiming = LeaseTiming()) -> float:
+    """`--request-deadline`, checked against the lease (every target write must end inside it)."""
+    problem = deadline_problem(value, lease)
+    if problem:
+        raise InputError(f"--request-deadline {problem}")
+    return value
 
 
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
@@ -98,8 +111,11 @@ def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     kube = Kube(kubeconfig, max_workers=64)
     # definitions registered on the hub (first: they win) and the target clusters, read now
-    # and again on every discovery poll
-    definitions = FleetDefinitions(catalog, kube, [config.hub_context, *(e.context for e in config.clusters)],
+    # and again on every discovery poll; each read bounded by the request deadline, so that a
+    # cluster that hangs holds neither the start nor the poll (it keeps what it registered)
+    bounded = Kube(kubeconfig, timeout=config.deadline, connect_timeout=config.deadline,
+                   retry=RetryPolicy(connection_errors=False))
+    definitions = FleetDefinitions(catalog, bounded, [config.hub_context, *(e.context for e in config.clusters)],
                                    prefer=prefer)
     daemon = Daemon(config, kube, definitions.load(), definitions=definitions)
     log.info("watching %s on %s; placing on %s", config.staging_namespace, config.hub_context or "(current)",
@@ -112,6 +128,7 @@ def run_daemon(config: DaemonConfig, *, kubeconfig: str | None, catalog: Catalog
         log.info("stopping (%s)", got)
         outcome = daemon.stop()
         kube.close()
+        bounded.close()
         log.info("stopped: %s", outcome)
 
 

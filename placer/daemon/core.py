@@ -40,16 +40,18 @@ from placer.daemon.definitions import CurrentCatalog, FleetDefinitions
 from placer.daemon.events import Recorder
 from placer.daemon.execute import ClusterWorkers, fenced_client
 from placer.daemon.executor import Executor
+from placer.daemon.health import Degradation, TargetHealth
 from placer.daemon.hub import Notices, controllers_on_hub
 from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
-from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Touched
+from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Recovered, Swept, Touched
 from placer.daemon.metrics import Metrics, MetricsServer
 from placer.daemon.planning import Planner
 from placer.daemon.reconcile import Reconciler
 from placer.daemon.reschedule import Rescheduler
 from placer.daemon.staging import HubWriter
 from placer.daemon.state import GVK, ApiErrors, Book, Creating, DaemonConfig
+from placer.daemon.sweep import Sweeper
 from placer.daemon.targets import Targets
 from placer.daemon.view import StagingView
 from placer.daemon.watches import Callbacks, Relist, Watches
@@ -104,11 +106,15 @@ class Daemon:
         self.view = StagingView(config.hub_context)
         self.targets = Targets(self.view, self.book, self.interpret)
         self.workers = ClusterWorkers(list(self.entries), self._stop)
+        self.health = TargetHealth(config.deadline, self._stop, interval=config.watch_retry)
+        self.targets_health = Degradation(self.health, self.targets, config, self.inbox, self._wake,
+                                          self._on_capacity)
         self.watches = Watches(config, kube, self.catalogs, self.entries, hub, self.leader, self.view, self.targets,
                                self._stop, Callbacks(self._on_staging, self._on_copy, self._on_capacity,
-                                                     self._target_failed, self.api_error),
-                               definitions=definitions)
-        self.relist = Relist(self.targets, self.leader, self.api_error, self._wake)
+                                                     self.targets_health.target_failed, self.api_error),
+                               definitions=definitions, health=self.health)
+        self.relist = Relist(self.targets, self.leader, self.api_error, self._wake, self.health.degraded,
+                             self.targets_health.patience)
         self._compose()
 
     def _compose(self) -> None:
@@ -117,7 +123,8 @@ class Daemon:
         self.executor = Executor(self.writer, self.view, self.targets, self.book, self.workers, self.inbox,
                                  self.queue, self.clock, self.api_error)
         bench = Workbench(self.book, self.view, self.targets, self.executor, self.queue, self.clock)
-        self.creator = Creator(bench, self.entries, self.catalogs, self.interpret, self.metrics)
+        self.creator = Creator(bench, self.entries, self.catalogs, self.interpret, self.metrics, self.health.degraded)
+        self.sweeper = Sweeper(bench, self.inbox)
         self.rescheduler = Rescheduler(bench, self.config.reschedule_after, tuple(self.entries), self.metrics)
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
                                      self.rescheduler, self.workers, self.notices)
@@ -204,7 +211,7 @@ class Daemon:
         if stale > 60:
             return False, f"reconcile loop stuck for {stale:.0f}s"
         role = "leader" if self.leader.is_leader else "standby"
-        return True, f"ok ({role})"
+        return True, f"ok ({role})" + (f"; {d}" if (d := self.health.summary()) else "")   # 200: it works elsewhere
 
     # --- informer callbacks (informer threads) ----------------------------------------
 
@@ -216,11 +223,6 @@ class Daemon:
         if key[0] == self.config.staging_namespace:
             self.inbox.put(Touched(self.view.ref_of(gvk, *key)))
             self._wake.set()
-
-    def _target_failed(self, cluster: str, e: PlacerError) -> None:
-        """A call to a target failed (refused, 5xx, no answer in time): plan elsewhere for a
-        while, and let the queued work for it fail fast."""
-        self.caches[cluster].fail(e.message, max(2.0, 2 * self.config.watch_retry + 1.0))
 
     def _on_capacity(self) -> None:
         if not self._capacity.is_set():          # coalesced: pods and nodes change all the time
@@ -239,6 +241,7 @@ class Daemon:
             leader = self.leader.is_leader
             self.metrics.set("placer_leader", 1 if leader else 0)
             did = self._drain_inbox(now, leader)
+            self.targets_health.watch_first_lists()
             if not leader:
                 self._was_leader = False
                 self.targets.resynced.clear()
@@ -264,7 +267,8 @@ class Daemon:
             did = did or bool(keys)
             if self.leader.is_leader and self.relist.done():
                 did = self.planner.step(self.clock.now(), idle=not did, term=self.leader.acquired) or did
-            self._update_gauges()
+            update_gauges(self.metrics, len(self.queue), self.book, self.interpret)
+            self.metrics.set("placer_degraded_clusters", len(self.health.names()))
             return did
 
     def _drain_inbox(self, now: float, leader: bool) -> bool:
@@ -301,6 +305,8 @@ class Daemon:
                 self.executor.applied(ref, cluster, result, why, type_, reason)
             case Deleted(ref, cluster, result, why):
                 self.executor.deleted(ref, cluster, result, why)
+            case Recovered() | Swept():
+                self.sweeper.receive(item)
 
     def _enqueue_all(self, now: float) -> None:
         for ref in self.view.refs():
@@ -356,12 +362,15 @@ class Daemon:
             log.warning("%s: %s; retrying in %.1fs", ref, e, delay)
             self.queue.add(ref, self.clock.now() + delay)
 
-    def _update_gauges(self) -> None:
-        self.metrics.set("placer_queue_depth", len(self.queue) + len(self.book.pending))
-        self.metrics.set("placer_unplaced", sum(1 for p in self.book.pending.values() if p.message))
-        self.metrics.set("placer_placed", len(self.book.placed))
-        self.metrics.set("placer_interpretations_total", self.interpret.misses, labels={"result": "computed"})
-        self.metrics.set("placer_interpretations_total", self.interpret.hits, labels={"result": "remembered"})
+
+
+
+def update_gauges(metrics: Metrics, queued: int, book: Book, interpret: Interpreter) -> None:
+    metrics.set("placer_queue_depth", queued + len(book.pending))
+    metrics.set("placer_unplaced", sum(1 for p in book.pending.values() if p.message))
+    metrics.set("placer_placed", len(book.placed))
+    metrics.set("placer_interpretations_total", interpret.misses, labels={"result": "computed"})
+    metrics.set("placer_interpretations_total", interpret.hits, labels={"result": "remembered"})
 
 
 __all__ = ["Daemon", "DaemonConfig"]

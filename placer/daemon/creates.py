@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from placer import actuate as A
 from placer.actuate.topology import choices_by_workload
 from placer.daemon.actions import Annotate, Create, Record
 from placer.daemon.definitions import CurrentCatalog
-from placer.daemon.events import FAILED, NORMAL, PLACED, WARNING
+from placer.daemon.events import CLUSTER_DEGRADED, FAILED, NORMAL, PLACED, WARNING
+from placer.daemon.health import timed_out
 from placer.daemon.leadership import NotLeader
 from placer.daemon.messages import Created
 from placer.daemon.metrics import Metrics
@@ -69,6 +70,7 @@ class Creator:
     catalogs: CurrentCatalog
     interpret: Interpret
     metrics: Metrics
+    degraded: Callable[[str], str | None] = lambda _: None     # why a cluster is degraded (daemon/health.py)
 
     def start(self, c: Create, planning: PlacementGroup, plan_id: str) -> None:
         if c.cluster not in self.bench.targets.caches:     # never a cluster outside the clusters file
@@ -155,6 +157,12 @@ class Creator:
     def failed(self, c: Create, e: PlacerError) -> None:
         self.bench.executor.on_error(c.cluster, e)
         log.warning("group %s: placing on %s failed: %s", c.group, c.cluster, e)
+        if timed_out(e):            # it may have happened anyway: looked for when the cluster answers
+            self.bench.book.suspects.setdefault(c.cluster, set()).update(c.members)
+        degraded = self.degraded(c.cluster)
+        if degraded:                # no answer within the deadline: moved, the next round goes elsewhere
+            self.moved(c, degraded)
+            return
         text = f"placing on {c.cluster} failed: {e.message}"
         everywhere = False
         if refused(e):              # the same cluster would refuse again: let the next round go elsewhere
@@ -168,3 +176,13 @@ class Creator:
         now, book = self.bench.clock.now(), self.bench.book
         if not everywhere:          # elsewhere, or here once it answers; refused everywhere: at the retry interval
             book.retry_at = min(book.retry_at or now + 0.2, now + 0.2)
+
+    def moved(self, c: Create, why: str) -> None:
+        """A create on a degraded cluster (its own request, or one before it, got no answer
+        within the request deadline): planned again at once, elsewhere."""
+        text = f"{c.cluster} is degraded ({why}): moved, placing elsewhere"
+        for ref in c.members:
+            self.bench.executor.do(Record(ref, WARNING, CLUSTER_DEGRADED, text))
+            self.bench.executor.unplace(ref, text)
+        now, book = self.bench.clock.now(), self.bench.book
+        book.retry_at = min(book.retry_at or now, now)

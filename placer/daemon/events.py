@@ -2,7 +2,9 @@
 
 `kubectl describe` on a staging object then tells the story: Placed (where, by which
 plan), Unplaced (with the reason), Rescheduled (withdrawn from a cluster, and why),
-Failed (the copy could not be created, or the object is invalid). Events are core/v1
+Failed (the copy could not be created, or the object is invalid), ClusterDegraded (its
+create got no answer within the request deadline: moved elsewhere), LateCopyDeleted (a
+copy such a create committed after all, deleted once that cluster answered). Events are core/v1
 Events in the object's namespace, reported by component `placer`; the same event again
 (same object, reason and message) is counted on the existing Event rather than repeated,
 as kubelet's recorder does. Recording is best effort: a failure is logged, never raised.
@@ -26,6 +28,7 @@ log = logging.getLogger("placer.daemon.events")
 COMPONENT = "placer"
 NORMAL, WARNING = "Normal", "Warning"
 PLACED, UNPLACED, RESCHEDULED, FAILED = "Placed", "Unplaced", "Rescheduled", "Failed"
+CLUSTER_DEGRADED, LATE_COPY_DELETED = "ClusterDegraded", "LateCopyDeleted"   # a target that hung (daemon/health.py)
 CONDITION = "Placed"
 MAX_MESSAGE = 1024                      # the API server's limit on Event.message
 

@@ -45,6 +45,18 @@ class Fence:
 
 
 @dataclass(frozen=True)
+class Both:
+    """Two hooks run before every try, in order (a target's gate, then the fence)."""
+
+    first: Callable[[Request], None]
+    then: Callable[[Request], None]
+
+    def __call__(self, request: Request) -> None:
+        self.first(request)
+        self.then(request)
+
+
+@dataclass(frozen=True)
 class ReportFailure:
     """The hook run when a call fails for good: a server error or an unreachable cluster (a
     429 aside) marks the cluster failing."""
@@ -58,17 +70,22 @@ class ReportFailure:
 
 def fenced_client(base: KubeClient, leader: LeaderElector | None, call_timeout: float,
                   sleep: Callable[[float], None] = time.sleep,
-                  on_failure: Callable[[PlacerError], None] | None = None) -> KubeClient:
+                  on_failure: Callable[[PlacerError], None] | None = None,
+                  gate: Callable[[Request], None] | None = None) -> KubeClient:
     """`base`'s cluster, namespace and discovery, every try bounded by `call_timeout`, writes
-    fenced by `leader` (unless None); with `on_failure`, failures are reported, not retried."""
+    fenced by `leader` (unless None); with `on_failure`, failures are reported, not retried;
+    `gate` runs before every try, first (a degraded target's requests fail at once)."""
     connect_timeout = min(base.transport.connect_timeout, call_timeout)
     retry = base.transport.retry
     if on_failure is not None:
         retry = replace(retry, statuses=FAIL_FAST, connection_errors=False)
+    before: Callable[[Request], None] | None = Fence(leader, connect_timeout + call_timeout) \
+        if leader is not None else None
+    if gate is not None:
+        before = gate if before is None else Both(gate, before)
     transport = base.transport.derive(
         timeout=call_timeout, connect_timeout=connect_timeout, retry=retry, sleep=sleep, rng=random.Random(),
-        before_attempt=Fence(leader, connect_timeout + call_timeout) if leader is not None else None,
-        on_failure=ReportFailure(on_failure) if on_failure is not None else None)
+        before_attempt=before, on_failure=ReportFailure(on_failure) if on_failure is not None else None)
     return base.through(transport)
 
 

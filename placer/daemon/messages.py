@@ -63,6 +63,22 @@ class Deleted:
     why: str
 
 
-Message = Touched | FleetChanged | Created | Checked | Applied | Deleted
+@dataclass(frozen=True)
+class Recovered:
+    """A degraded cluster answers again (daemon/health.py): look there for late copies."""
 
-__all__ = ["Applied", "Checked", "Created", "Deleted", "FleetChanged", "Message", "Touched"]
+    cluster: str
+
+
+@dataclass(frozen=True)
+class Swept:
+    """The copies of `ref` found on `cluster` by placer's labels (or the error)."""
+
+    ref: WorkloadRef
+    cluster: str
+    found: Any
+
+
+Message = Touched | FleetChanged | Created | Checked | Applied | Deleted | Recovered | Swept
+
+__all__ = ["Applied", "Checked", "Created", "Deleted", "FleetChanged", "Message", "Recovered", "Swept", "Touched"]

@@ -77,6 +77,8 @@ class Metrics:
             "placer_placed": Gauge("placer_placed", "Staging workloads with a remote copy", registry=r),
             "placer_queue_depth": Gauge("placer_queue_depth", "Keys waiting in the reconcile queue", registry=r),
             "placer_leader": Gauge("placer_leader", "1 while this daemon holds the leader lease", registry=r),
+            "placer_degraded_clusters": Gauge("placer_degraded_clusters", "Target clusters degraded: no answer "
+                                              "within the request deadline, until they answer again", registry=r),
             "placer_api_errors_total": Counter("placer_api_errors", "Failed Kubernetes API calls, per cluster",
                                                ["cluster"], registry=r),
             "placer_solves_total": Counter("placer_solves", "Planning rounds: round=arrivals (new arrivals placed "

@@ -35,6 +35,7 @@ class DaemonConfig:
     secrets: bool = False                     # Secrets follow their groups (hub.secrets: the RBAC must allow it)
     discovery_interval: float = 10.0          # how often the hub and targets are asked for kinds served since
     call_timeout: float | None = None         # per API call (connect, then answer); default renew_deadline / 3
+    request_deadline: float | None = None     # a target silent this long is degraded; default: the call bound
 
     def __post_init__(self) -> None:
         if not self.identity:
@@ -44,6 +45,28 @@ class DaemonConfig:
     def timeout(self) -> float:
         """Every API call's bound: two of them (connect, answer) fit well inside the lease."""
         return self.call_timeout or self.lease.renew_deadline / 3
+
+    @property
+    def deadline(self) -> float:
+        """The per-cluster request deadline: a target request unanswered this long marks the
+        cluster degraded (docs/daemon.md#a-cluster-that-does-not-answer)."""
+        return self.request_deadline if self.request_deadline is not None else self.timeout
+
+    def deadline_problem(self) -> str | None:
+        return deadline_problem(self.deadline, self.lease)
+
+
+def deadline_problem(deadline: float, lease: LeaseTiming) -> str | None:
+    """Why a request deadline cannot work with `lease`, if it cannot: a target write (connect,
+    then answer: up to twice the deadline) must end before another daemon can hold the lease,
+    however late after a renewal it starts."""
+    room = (lease.duration + lease.renew_deadline) / 2 - lease.retry_period
+    if not deadline > 0:
+        return f"{deadline:g}: must be positive"
+    if 2 * deadline > room:
+        return (f"{deadline:g}s: a target write's connect and answer (twice the deadline) must end inside the "
+                f"lease ({room:g}s after a renewal with this lease timing): at most {room / 2:g}s")
+    return None
 
 
 @dataclass
@@ -82,6 +105,7 @@ class Book:
         self.creating: dict[WorkloadRef, Creating] = {}
         self.deleting: dict[tuple[str, WorkloadRef], float] = {}
         self.checked: dict[tuple[str, WorkloadRef], str] = {}     # copy version found free of drift
+        self.suspects: dict[str, set[WorkloadRef]] = {}          # cluster -> creates that timed out there
         self.blocked_edit: dict[WorkloadRef, str] = {}            # why a spec edit was not forwarded
         self.window_opened: float | None = None                  # a planning window is open since
         self.retry_at: float | None = None                       # unplaced workloads retried then

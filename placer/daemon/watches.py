@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from typing import Any, Callable, Mapping
 
 from placer.daemon.caches import ClusterCache, served_kinds
@@ -15,6 +16,7 @@ from placer.daemon.definitions import CurrentCatalog, FleetDefinitions
 from placer.daemon.discovery import Follower
 from placer.daemon.execute import fenced_client
 from placer.daemon.executor import COMPANION_KINDS
+from placer.daemon.health import Gate, TargetHealth
 from placer.daemon.informer import Informer
 from placer.daemon.leadership import LeaderElector
 from placer.daemon.state import GVK, DaemonConfig
@@ -48,8 +50,10 @@ class Watches:
 
     def __init__(self, config: DaemonConfig, kube: Kube, catalogs: CurrentCatalog, entries: Mapping[str, Any],
                  hub_reader: KubeClient, leader: LeaderElector, view: StagingView, targets: Targets,
-                 stop: threading.Event, calls: Callbacks, definitions: FleetDefinitions | None = None):
+                 stop: threading.Event, calls: Callbacks, definitions: FleetDefinitions | None = None,
+                 health: TargetHealth | None = None):
         self.config = config
+        self.health = health or TargetHealth(config.deadline, stop, lambda _: None)
         self.kube = kube
         self.catalogs = catalogs
         self.definitions = definitions
@@ -74,7 +78,8 @@ class Watches:
             inf.start()
         self.follower = Follower(
             {"hub": (self.kube.client(self.config.hub_context), self.config.hub_context),
-             **{n: (self.kube.client(e.context), e.context) for n, e in self.entries.items()}},
+             # targets through their caches' clients: discovery bounded by the request deadline
+             **{n: (self.targets.caches[n].client, e.context) for n, e in self.entries.items()}},
             follow=self.definitions is not None, stop=self.stop, on_change=self.follow_change,
             on_error=self.calls.on_error, poll=self.config.discovery_interval or 10.0,
             retry_delay=self.config.watch_retry)
@@ -163,10 +168,19 @@ class Watches:
                 continue                    # no Kueue on the hub, or not readable: built-ins only
 
     def watch_target(self, name: str, entry: Any) -> None:
-        base = self.kube.client(entry.context, cluster=name)
-        self.targets.clients[name] = fenced_client(base, self.leader, self.config.timeout,
-                                                   on_failure=functools.partial(self.calls.on_target_failed, name))
-        kinds, why = served_kinds(base, list(self.view.informers), self.view.resources)
+        raw = self.kube.client(entry.context, cluster=name)
+        failed = functools.partial(self.calls.on_target_failed, name)
+        deadline = self.config.deadline
+        # every request but the watches' bounded by the request deadline, discovery included:
+        # one that hangs marks the cluster degraded (daemon/health.py), and none is sent to it
+        # while it is
+        bounded = fenced_client(raw, None, deadline, on_failure=failed)
+        base = raw.discovering_through(bounded.transport)
+        bounded = base.through(bounded.transport)
+        self.targets.clients[name] = fenced_client(base, self.leader, deadline, on_failure=failed,
+                                                   gate=Gate(self.health, name))
+        self.health.probes[name] = bounded
+        kinds, why = served_kinds(bounded, list(self.view.informers), self.view.resources)
         if why:
             self.calls.on_error(name, PlacerError(why))
             log.warning("cluster %s: %s; watching it until it answers", name, why)
@@ -175,7 +189,8 @@ class Watches:
             on_error=functools.partial(self.calls.on_error, name),
             on_copy=functools.partial(self.calls.on_copy, name),
             on_capacity=self.calls.on_capacity, retry_delay=self.config.watch_retry,
-            topology=tuple(getattr(entry, "topology", None) or ()), kinds_known=why is None, entry=entry)
+            topology=tuple(getattr(entry, "topology", None) or ()), kinds_known=why is None, entry=entry,
+            degraded=functools.partial(self.health.degraded, name))
 
     def hub_informer(self, res: Resource, ns: str | None, handler: Handler, gvk: GVK) -> Informer:
         return Informer(self.hub_reader, res, namespace=ns, label_selector=None, handler=handler, cluster="hub",
@@ -193,13 +208,18 @@ class Watches:
 
     def synced(self) -> bool:
         """The hub's caches must be synced; a target that cannot be read is left out of
-        planning, but adoption needs every reachable cluster's copies known first."""
+        planning, but adoption needs every reachable cluster's copies known first (a
+        degraded target is not waited for, a slow one at most `Degradation.patience`: its
+        copies are reconciled when it answers)."""
         hub = all(i.synced.is_set() or (i.optional and i.tried.is_set()) for i in self.hub_informers())
         return hub and self.tried()
 
     def tried(self) -> bool:
-        follower = self.follower.informers() if self.follower else []
-        return all(i.tried.is_set() for i in self.informers() + follower)
+        def counted(n: str) -> bool:             # a silent target's watches are not waited for
+            return n == "hub" or not (n in self.health.waited_out or self.health.degraded(n))
+        follower = [i for i in (self.follower.informers() if self.follower else []) if counted(i.cluster)]
+        return all(i.tried.is_set() for i in self.hub_informers() + follower) and \
+            all(c.tried or not counted(n) for n, c in self.targets.caches.items())
 
 
 class Relist:
@@ -208,22 +228,29 @@ class Relist:
     cluster is planned on once its relist is done)."""
 
     def __init__(self, targets: Targets, leader: LeaderElector, on_error: Callable[[str, Exception], None],
-                 wake: threading.Event):
+                 wake: threading.Event, degraded: Callable[[str], str | None] = lambda _: None,
+                 patience: float = float("inf")):
         self.targets = targets
         self.leader = leader
         self.on_error = on_error
         self.wake = wake
-        self.running: set[str] = set()
+        self.degraded = degraded
+        self.patience = patience                     # how long a relist is waited for (daemon/health.py)
+        self.running: dict[str, float] = {}          # cluster -> when its relist started (time.monotonic)
 
     def done(self) -> bool:
-        """Every cluster it can read has been relisted (a new leader plans only then)."""
-        return all(n in self.targets.resynced for n, c in self.targets.caches.items() if c.synced)
+        """Every cluster it can read has been relisted (a new leader plans only then). A
+        degraded cluster, or one whose relist has not answered within `patience`, is not
+        waited for: it is planned on once its relist is done."""
+        now = time.monotonic()
+        return all(n in self.targets.resynced for n, c in self.targets.caches.items()
+                   if c.synced and not self.degraded(n) and now - self.running.get(n, now) <= self.patience)
 
     def start(self) -> None:
         for name, cache in self.targets.caches.items():
             if name in self.targets.resynced or name in self.running or not cache.synced:
                 continue
-            self.running.add(name)
+            self.running[name] = time.monotonic()
             epoch = self.leader.acquired
             threading.Thread(target=self.one, args=(name, epoch), name=f"placer-resync-{name}",
                              daemon=True).start()
@@ -237,7 +264,7 @@ class Relist:
             self.on_error(name, e)
             log.warning("cluster %s: cannot relist placer's copies: %s; not planning on it yet", name, e)
         finally:
-            self.running.discard(name)
+            self.running.pop(name, None)
             self.wake.set()
 
 

@@ -33,6 +33,12 @@ class KubeClient:
         """The same cluster, namespace and discovery cache, sending through `transport`."""
         return KubeClient(transport, namespace=self.namespace, discovery=self.discovery)
 
+    def discovering_through(self, transport: Transport) -> KubeClient:
+        """The same cluster and namespace, sending through this client's transport, with a
+        discovery cache of its own that asks through `transport` (e.g. one with a shorter
+        timeout: discovery answers are small, lists and watches may take long)."""
+        return KubeClient(self.transport, namespace=self.namespace, discovery=Discovery(transport))
+
     @property
     def api(self) -> k8s_client.ApiClient:
         return self.transport.api

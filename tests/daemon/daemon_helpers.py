@@ -106,12 +106,14 @@ class Env:
         return DaemonConfig(**opts)
 
     def daemon(self, clock: FakeClock | None = None, start: bool = True, kubeconfig: str | Path | None = None,
-               retry: RetryPolicy = FAST_RETRY, follow: str | None = None, **kw) -> Daemon:
+               retry: RetryPolicy = FAST_RETRY, follow: str | None = None, client_timeout: float = 10,
+               **kw) -> Daemon:
         """A daemon (started unless start=False). kubeconfig: e.g. token_kubeconfig(...), so that the
         servers' request logs tell this daemon's requests apart; retry: the client's policy;
         follow: "placer" or "karta" to read (and follow) the definitions the hub and the targets
-        register, preferring that format, as `placer daemon --prefer` does."""
-        kube = Kube(str(kubeconfig or self.fleet.kubeconfig), retry=retry, timeout=10, max_workers=48)
+        register, preferring that format, as `placer daemon --prefer` does; client_timeout: the
+        clients' own read timeout (the daemon bounds target requests by its request deadline)."""
+        kube = Kube(str(kubeconfig or self.fleet.kubeconfig), retry=retry, timeout=client_timeout, max_workers=48)
         definitions = None if follow is None else FleetDefinitions(
             self.catalog, kube, ["hub", *(e.context for e in self.entries)], prefer=follow)
         d = Daemon(self.config(**kw), kube, self.catalog if definitions is None else definitions.load(),

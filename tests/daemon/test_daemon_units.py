@@ -1,12 +1,14 @@
 """The daemon's parts on their own, no API server: the fence's arithmetic, informers
 ignoring lagging events and keeping what was just written across a relist, and the
 per-cluster cache's incrementally kept usage checked against a rebuild from the same
-objects (`placer.fleetview.inventory.snapshot`, the path every round used to take)."""
+objects (`placer.fleetview.inventory.snapshot`, the path every round used to take), and a
+degraded target's health: gated, probed, trusted again later each time it repeats."""
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pytest
 
@@ -166,3 +168,52 @@ def test_used_capacity_kept_incrementally_matches_a_rebuild_from_the_same_object
             got = cache.cluster()
             assert [(n.name, dict(n.used)) for n in got.nodes] == \
                    [(n.name, {r: q for r, q in n.used.items() if q}) for n in want.nodes], step
+
+
+# --- a target that does not answer (issue 24, item 5) ----------------------------------------
+
+class _Probe:
+    """Answers GET /version only once told to (a degraded cluster coming back)."""
+
+    def __init__(self) -> None:
+        self.answer = threading.Event()
+        self.asked = 0
+
+    def request(self, method: str, path: str, **kw) -> dict:
+        self.asked += 1
+        if not self.answer.is_set():
+            raise Unreachable("unreachable (timed out)", cluster="alpha")
+        return {"gitVersion": "v1.37.2"}
+
+
+def test_a_degraded_target_is_gated_probed_and_trusted_again_later_each_time():
+    from placer.daemon.health import Gate, TargetHealth, timed_out
+    from placer.kube import Request
+
+    assert timed_out(Unreachable("unreachable (timed out)")) and not timed_out(Unreachable("connection refused"))
+    back = threading.Event()
+    stop = threading.Event()
+    health = TargetHealth(0.05, stop, on_recover=lambda c: back.set(), interval=0.01)
+    probe = _Probe()
+    health.probes["alpha"] = probe                              # type: ignore[assignment]
+    try:
+        assert health.degrade("alpha") and not health.degrade("alpha")      # once
+        assert health.degraded("alpha") == "no answer within the 0.05s request deadline"
+        assert health.summary().startswith("degraded: alpha (no answer within the 0.05s request deadline, for ")
+        with pytest.raises(Unreachable, match=r"alpha is degraded \(no answer"):
+            Gate(health, "alpha")(Request("GET", "/api/v1/nodes"))        # nothing is sent to it
+        Gate(health, "beta")(Request("GET", "/api/v1/nodes"))             # the others are untouched
+        for _ in range(1000):                                              # until it has been asked twice
+            if probe.asked >= 2:
+                break
+            time.sleep(0.01)
+        assert probe.asked >= 2 and not back.is_set() and health.degraded("alpha")   # not answering: still out
+        probe.answer.set()
+        assert back.wait(10) and health.degraded("alpha") is None and health.summary() == ""
+        # degraded again soon after it came back: trusted again only after twice as long
+        health.degrade("alpha")
+        assert health._state["alpha"].hold == pytest.approx(0.1)
+        health.degrade("beta")
+        assert health._state["beta"].hold == pytest.approx(0.05) and health.names() == ["alpha", "beta"]
+    finally:
+        stop.set()

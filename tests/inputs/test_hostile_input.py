@@ -248,6 +248,11 @@ def test_bad_plan_options(tmp_path, args, expected):
     (["--time-limit", "-1"], "--time-limit -1.0: must be a finite number, positive"),
     (["--time-limit", "nan"], "--time-limit nan"),
     (["--batch-window", "nan"], "--batch-window nan: must be a finite number, at least 0"),
+    (["--request-deadline", "soon"], "--request-deadline 'soon': expected a duration"),
+    (["--request-deadline", "0"], "--request-deadline 0: must be positive"),
+    (["--request-deadline", "20s"], "--request-deadline 20s: a target write's connect and answer (twice the "
+                                    "deadline) must end inside the lease (10.5s after a renewal with this lease "
+                                    "timing): at most 5.25s"),
 ])
 def test_bad_daemon_options(args, expected):
     one_line_exit_2(runner.invoke(app, ["daemon", *args]), expected)

@@ -93,6 +93,34 @@ def test_delay(fresh_fleet):
         call(alpha, "GET", "/api/v1/nodes", timeout=0.2)
 
 
+def test_hang_holds_requests_until_released_then_processes_them(fresh_fleet):
+    import threading
+
+    alpha = fresh_fleet["alpha"]
+    alpha.seed([gpu_node("n1")])
+    alpha.faults.hang(methods=("POST",), spread=True)         # dark from the first create on
+    assert call(alpha, "GET", "/api/v1/nodes")[0] == 200       # not matched: served
+    answers: dict[str, int] = {}
+
+    def create() -> None:
+        answers["create"] = call(alpha, "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                                                   "metadata": {"name": "n2"}})[0]
+    t = threading.Thread(target=create)
+    t.start()
+    deadline = time.monotonic() + 10
+    while alpha.faults.held < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert alpha.faults.held == 1 and "n2" not in {n["metadata"]["name"] for n in alpha.objects("v1", "Node")}
+    conn = http.client.HTTPConnection("127.0.0.1", alpha.port, timeout=0.5)
+    with pytest.raises(OSError):                               # spread: a read is held now too
+        conn.request("GET", "/api/v1/nodes")
+        conn.getresponse().read()
+    alpha.faults.release()                                     # processed, then answered
+    t.join(10)
+    assert answers == {"create": 201} and "n2" in {n["metadata"]["name"] for n in alpha.objects("v1", "Node")}
+    assert not alpha.faults.hanging and call(alpha, "GET", "/api/v1/nodes")[0] == 200
+
+
 def test_request_log_counts_by_verb_and_resource(fresh_fleet):
     alpha = fresh_fleet["alpha"]
     alpha.requests.clear()

@@ -99,9 +99,12 @@ class Faults:
     def __init__(self, seed: int = 0):
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
+        self._gate: threading.Event | None = None
+        self.held = 0                   # requests held by hang() since it was called
         self.clear()
 
     def clear(self) -> None:
+        self.release()
         self.delay = 0.0                # seconds added before every response
         self.reset = False              # reset every connection (RST) instead of answering
         self._code = 0
@@ -118,6 +121,42 @@ class Faults:
         with self._lock:
             self._code, self._left, self._fraction = code, count, fraction
             self._retry_after, self._match = retry_after, match
+
+    def hang(self, match: str | None = None, methods: tuple[str, ...] | None = None,
+             spread: bool = False) -> None:
+        """Accept requests and answer none until `release()` (a black-holed or overloaded API
+        server): each request is recorded, then held before it is processed; released, it is
+        processed (a held write commits then, though its client gave up long ago) and answered.
+        `match`: only requests whose path contains it; `methods`: only these HTTP methods
+        (e.g. ("PATCH",): applies stall, reads and deletes are served); `spread`: the first
+        request held makes every later one held too (the server goes dark mid-create)."""
+        with self._lock:
+            if self._gate is None:
+                self._gate = threading.Event()
+            self._hang_match, self._hang_methods, self._hang_spread = match, methods, spread
+            self.held = 0
+
+    def release(self) -> None:
+        """Let every held request (and every later one) through."""
+        with self._lock:
+            gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.set()
+
+    @property
+    def hanging(self) -> bool:
+        return self._gate is not None
+
+    def _gate_for(self, path: str, method: str) -> threading.Event | None:
+        with self._lock:
+            gate = self._gate
+            if gate is None or (self._hang_match and self._hang_match not in path) or \
+                    (self._hang_methods and method not in self._hang_methods):
+                return None
+            self.held += 1
+            if self._hang_spread:
+                self._hang_match = self._hang_methods = None
+            return gate
 
     def _error_for(self, path: str) -> ApiError | None:
         with self._lock:
@@ -226,6 +265,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reset()
             if cluster.faults.delay and cluster._stopping.wait(cluster.faults.delay):
                 return self._reset()
+            if (gate := cluster.faults._gate_for(path, self.command)) is not None:
+                while not gate.wait(0.05):
+                    if cluster._stopping.is_set():
+                        return self._reset()
             if err := cluster.faults._error_for(path):
                 raise err
             if cluster.token and self.headers.get("Authorization") != f"Bearer {cluster.token}":
