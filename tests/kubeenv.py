@@ -46,12 +46,17 @@ def kube_env(*args: str, timeout: float = 300) -> str:
                           text=True) as proc:
         reader = threading.Thread(target=forward, args=(proc.stderr,), daemon=True)
         reader.start()
+        # stdout here, stderr only in the reader (communicate() would race it for stderr's lines)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
         try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
-        reader.join()
+            out = proc.stdout.read() if proc.stdout else ""
+            proc.wait()
+            reader.join()
+        finally:
+            timer.cancel()
+        if proc.returncode == -9:
+            raise subprocess.TimeoutExpired([str(KUBE_ENV), *args], timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"hack/kube-env {' '.join(args)} failed ({proc.returncode}): {''.join(lines).strip()}")
     return out.strip()
