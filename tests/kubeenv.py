@@ -62,6 +62,23 @@ def kube_env(*args: str, timeout: float = 300) -> str:
     return out.strip()
 
 
+# The session's sets of control planes (conftest.py): held while tests use them, released (down) after
+# the last of them or at the end of the session, whichever comes first.
+HELD: dict[str, "RealKube"] = {}
+LAST_USER: dict[str, str] = {}      # fixture name -> node id of the last test using it
+
+
+def held(name: str, env: "RealKube") -> "RealKube":
+    HELD[name] = env
+    return env
+
+
+def release(name: str) -> None:
+    env = HELD.pop(name, None)
+    if env is not None:
+        env.down()
+
+
 def bindir() -> Path:
     return Path(kube_env("bindir"))
 
