@@ -30,6 +30,42 @@ def pytest_configure(config) -> None:
     kubeenv.PROGRESS.append(report)
 
 
+# Real control planes are about 0.5 GiB a cluster. The session's sets (real_kube: hub, east and west;
+# real_operators: east and west with the operators) are stopped after the last test that uses them,
+# and the tests of real_operators run after every other test, so the two sets are never up together.
+# They cannot be one set: tests on `real` rely on no operator acting on what they create there.
+LATE = ("real_operators",)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    late = [i for i in items if any(n in getattr(i, "fixturenames", ()) for n in LATE)]
+    if late:
+        ids = {id(i) for i in late}
+        items[:] = [i for i in items if id(i) not in ids] + late
+
+
+def pytest_collection_finish(session) -> None:
+    from tests import kubeenv
+
+    for name in ("real_kube", *LATE):
+        users = [i.nodeid for i in session.items if name in getattr(i, "fixturenames", ())]
+        if users:
+            kubeenv.LAST_USER[name] = users[-1]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test of a session set (its function fixtures torn down first): stop the set."""
+    from tests import kubeenv
+
+    result = yield
+    for name, nodeid in kubeenv.LAST_USER.items():
+        if nodeid == item.nodeid:
+            kubeenv.release(name)
+    return result
+
+
 @pytest.fixture
 def unconfigured(tmp_path, monkeypatch):
     """Nothing configured, on any machine: the working directory is tmp_path (no
@@ -111,9 +147,9 @@ def real_kube(tmp_path_factory):
     from tests import kubeenv as realkube
 
     realkube.require_binaries()
-    env = realkube.RealKube(tmp_path_factory.mktemp("kube-env"))
+    env = realkube.held("real_kube", realkube.RealKube(tmp_path_factory.mktemp("kube-env")))
     yield env
-    env.down()
+    realkube.release("real_kube")
 
 
 @pytest.fixture(scope="session")
@@ -124,9 +160,10 @@ def real_operators(tmp_path_factory):
     from tests.realkube.operators import NAMES, OPERATORS
 
     realkube.require_binaries()
-    env = realkube.RealKube(tmp_path_factory.mktemp("operators"), NAMES, operators=OPERATORS)
+    env = realkube.held("real_operators",
+                        realkube.RealKube(tmp_path_factory.mktemp("operators"), NAMES, operators=OPERATORS))
     yield env
-    env.down()
+    realkube.release("real_operators")
 
 
 @pytest.fixture

@@ -46,15 +46,37 @@ def kube_env(*args: str, timeout: float = 300) -> str:
                           text=True) as proc:
         reader = threading.Thread(target=forward, args=(proc.stderr,), daemon=True)
         reader.start()
+        # stdout here, stderr only in the reader (communicate() would race it for stderr's lines)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
         try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
-        reader.join()
+            out = proc.stdout.read() if proc.stdout else ""
+            proc.wait()
+            reader.join()
+        finally:
+            timer.cancel()
+        if proc.returncode == -9:
+            raise subprocess.TimeoutExpired([str(KUBE_ENV), *args], timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"hack/kube-env {' '.join(args)} failed ({proc.returncode}): {''.join(lines).strip()}")
     return out.strip()
+
+
+# The session's sets of control planes (conftest.py): held while tests use them, released (down) after
+# the last of them or at the end of the session, whichever comes first.
+HELD: dict[str, "RealKube"] = {}
+LAST_USER: dict[str, str] = {}      # fixture name -> node id of the last test using it
+
+
+def held(name: str, env: "RealKube") -> "RealKube":
+    HELD[name] = env
+    return env
+
+
+def release(name: str) -> None:
+    env = HELD.pop(name, None)
+    if env is not None:
+        env.down()
 
 
 def bindir() -> Path:

@@ -76,8 +76,12 @@ def test_lws_selectors_use_name_and_worker_index_zero_for_leader():
 
 @pytest.mark.parametrize("policy,min_member", [(None, 4), ("LeaderCreated", 4), ("LeaderReady", 1)])
 def test_lws_gang_min_member_follows_startup_policy(policy, min_member):
-    extra = {"startupPolicy": policy} if policy else {}
-    w = interpret(lws(size=4, **extra), LWS)
+    """startupPolicy is a field of the spec (lws v0.8.0 LeaderWorkerSetSpec; the real API server
+    refuses it under leaderWorkerTemplate: found by benchmarks/operators.py)."""
+    obj = lws(size=4)
+    if policy:
+        obj["spec"]["startupPolicy"] = policy
+    w = interpret(obj, LWS)
     assert gangs(w) == [("vllm-0", 4, min_member, 16)]
 
 

@@ -79,6 +79,27 @@ def test_worker_groups_clamp_times_num_of_hosts_and_head_is_one(build, cat, grp,
     assert gangs(w) == [(w.name, 1 + workers, 1 + workers, workers)]
 
 
+@pytest.mark.parametrize("build,cat", [(raycluster, RAYCLUSTER), (rayservice, RAYSERVICE), (rayjob, RAYJOB)],
+                         ids=["RayCluster", "RayService", "RayJob"])
+def test_worker_pods_carry_kuberays_wait_gcs_ready_init_container(build, cat):
+    """KubeRay (v1.6.0, controllers/ray/common/pod.go) appends an init container `wait-gcs-ready`
+    of 200m/256Mi to every worker pod, after the template's own: a worker asking less, or with
+    sidecars before it, asks more than its template says (found by benchmarks/operators.py)."""
+    small = {"groupName": "small", "replicas": 1, "rayStartParams": {},
+             "template": template(container("ray-worker", cpu="100m", memory=None, gpu=1))}
+    sidecar = {**container("proxy", cpu="1", memory="2Gi"), "restartPolicy": "Always"}
+    side = {"groupName": "side", "replicas": 1, "rayStartParams": {},
+            "template": template(container("ray-worker", cpu="100m", memory=None, gpu=1), init=[sidecar])}
+    big = group("big", replicas=1)
+    w = interpret(build(small, side, big), cat)
+    requests = {i.key: dict(i.pod.requests) for i in w.instances}
+    assert requests["workerGroup/small"] == {"cpu": 200, "memory": 256 * 2**20, GPU: 1}
+    # the sidecar runs beside both: 100m + 1 CPU, or 200m + 1 CPU while wait-gcs-ready runs
+    assert requests["workerGroup/side"] == {"cpu": 1200, "memory": 2 * GI + 256 * 2**20, GPU: 1}
+    assert requests["workerGroup/big"] == {"cpu": 8000, "memory": 32 * GI, GPU: 1}
+    assert requests["head/headgroup"] == {"cpu": 4000, "memory": 16 * GI}     # the head has none
+
+
 def test_ray_logical_resources_are_not_kubernetes_requests():
     cpu_only = template(container("ray-worker", cpu="8", memory="32Gi"))
     grp = {"groupName": "accel", "replicas": 2, "rayStartParams": {"num-gpus": "8"},

@@ -37,7 +37,7 @@ RUNTIME_CLASSES = {
                              "tolerations": [{"key": "dedicated", "operator": "Exists"}]}}}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")      # only this module's: down once it is done
 def real_env(tmp_path_factory):
     why = unavailable()
     if why:
@@ -52,7 +52,7 @@ def real_env(tmp_path_factory):
         env.down()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pool(real_env, tmp_path_factory) -> Pool:
     p = Pool(real_env.kubeconfig, real_env.names, load_catalog(), tmp_path_factory.mktemp("fidelity"))
     p.prepare(RUNTIME_CLASSES)

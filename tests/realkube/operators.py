@@ -3,6 +3,7 @@ operators' clusters, and the check that the pods an operator created are placer'
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +39,16 @@ def phase(kubeconfig: Path, tmp_path: Path, name: str) -> str:
     return item["phase"]
 
 
+def placer_cli(kubeconfig: Path, tmp_path: Path, *args: str, ok: tuple[int, ...] = (0,)):
+    """placer's CLI in process, its JSON output parsed; submit, get and plan read east and west."""
+    if args[0] in ("submit", "get", "plan"):
+        r = placer(kubeconfig, tmp_path, *args)
+    else:
+        r = CliRunner().invoke(app, list(args))
+    assert r.exit_code in ok, (args, r.exit_code, r.output)
+    return json.loads(r.stdout)
+
+
 def describe(*args: str) -> dict:
     r = CliRunner().invoke(app, ["describe", *args, "-o", "json"])
     assert r.exit_code == 0, r.output
@@ -51,12 +62,38 @@ def describe_file(tmp_path: Path, obj: dict) -> dict:
     return describe("-f", str(path))
 
 
-def pod_requests(pod: dict) -> dict:
-    out: dict = {}
+def effective_requests(pod: dict) -> dict[str, Fraction]:
+    """A live pod's requests as the scheduler counts them (Kubernetes' PodRequests, written from its
+    rules, not placer's): the containers plus the restartable init containers (sidecars), or an
+    init container's own plus the sidecars started before it when larger, plus the overhead.
+    Resources asked as 0 are left out."""
+    def requests(c: dict) -> dict[str, Fraction]:
+        return {k: parse_quantity(v) for k, v in ((c.get("resources") or {}).get("requests") or {}).items()}
+
+    def add(a: dict, b: dict) -> dict:
+        return {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}
+
+    total: dict = {}
     for c in pod["spec"]["containers"]:
-        for k, v in (c["resources"].get("requests") or {}).items():
-            out[k] = out.get(k, 0) + parse_quantity(v)
-    return out
+        total = add(total, requests(c))
+    sidecars: dict = {}
+    init_peak: dict = {}
+    for c in pod["spec"].get("initContainers") or ():
+        own = requests(c)
+        if c.get("restartPolicy") == "Always":
+            total, sidecars = add(total, own), add(sidecars, own)
+            own = sidecars
+        else:
+            own = add(own, sidecars)
+        init_peak = {k: max(init_peak.get(k, 0), own.get(k, 0)) for k in {*init_peak, *own}}
+    total = {k: max(total.get(k, 0), init_peak.get(k, 0)) for k in {*total, *init_peak}}
+    total = add(total, {k: parse_quantity(v) for k, v in (pod["spec"].get("overhead") or {}).items()})
+    return {k: v for k, v in total.items() if v}
+
+
+def predicted_requests(component: dict) -> dict[str, Fraction]:
+    """`placer describe -o json` podResources of a component, exact."""
+    return {k: Fraction(str(v)) for k, v in component["podResources"].items() if v}
 
 
 def matches_describe(predicted: dict, pods_of: Callable[[str], list[dict]]) -> None:
@@ -65,7 +102,7 @@ def matches_describe(predicted: dict, pods_of: Callable[[str], list[dict]]) -> N
     for comp in predicted["components"]:
         pods = pods_of(comp["selector"])
         assert len(pods) == comp["pods"], (comp["instance"], len(pods))
-        want = {k: parse_quantity(v) for k, v in comp["podResources"].items()}
+        want = predicted_requests(comp)
         for p in pods:
-            assert pod_requests(p) == want, (comp["instance"], p["metadata"]["name"])
+            assert effective_requests(p) == want, (comp["instance"], p["metadata"]["name"], effective_requests(p))
     assert sum(len(pods_of(c["selector"])) for c in predicted["components"]) == predicted["pods"]
