@@ -89,8 +89,6 @@ class ClusterCache:
     storage_classes: Informer | None = field(init=False, default=None)
     priority_classes: Informer | None = field(init=False, default=None)
     copies: dict[GVK, Informer] = field(init=False, default_factory=dict)
-    failure: str | None = None                # set by the executor after a refused connection...
-    failure_until: float = 0.0                # ...until then (monotonic seconds)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -105,6 +103,7 @@ class ClusterCache:
         self._promises: dict[tuple[GVK, str, str], _Promise] = {}
         self._generations: dict[tuple[GVK, str, str], Any] = {}   # each copy's last seen generation
         self._req_cache: dict[str, dict[str, int]] = {}
+        self._left_out = _LeftOut(self.stop, lambda: self.on_capacity())
         self.nodes = self._informer(NODE, None, self._on_node)
         self.pods = self._informer(POD, None, self._on_pod, transform=slim_pod)
         self.nodes.on_recover = self.pods.on_recover = self.on_capacity      # back: plan on it again
@@ -163,22 +162,12 @@ class ClusterCache:
 
     @property
     def error(self) -> str | None:
-        failure = self.failure if time.monotonic() < self.failure_until else None
         why = self.degraded()
-        return (f"degraded: {why}" if why else None) or self.nodes.error or self.pods.error or failure
+        return (f"degraded: {why}" if why else None) or self.nodes.error or self.pods.error or self._left_out.why
 
     def fail(self, why: str, seconds: float) -> None:
-        """Leave the cluster out of planning for a while (an apply could not reach it). When
-        the while is over the unplaced are planned again: the cluster's watches may have
-        recovered (their own wake-up) while it was still left out."""
-        self.failure, self.failure_until = why, time.monotonic() + seconds
-        timer = threading.Timer(seconds, self._back)
-        timer.daemon = True
-        timer.start()
-
-    def _back(self) -> None:
-        if not self.stop.is_set() and time.monotonic() >= self.failure_until:
-            self.on_capacity()
+        """Leave the cluster out of planning for a while (an apply could not reach it)."""
+        self._left_out.start(why, seconds)
 
     # --- watch handlers (informer threads) ---------------------------------------------
 
@@ -372,6 +361,31 @@ class ClusterCache:
     def resync_copies(self) -> None:
         """LIST placer's copies now (a new leader, before it plans)."""
         run_concurrently({gvk: inf.resync for gvk, inf in self.copies.items()}, max_workers=8)
+
+
+class _LeftOut:
+    """Why a cluster is left out of planning, and until when (set by the executor after a
+    refused connection). When the while is over the unplaced are planned again: the
+    cluster's watches may have recovered (their own wake-up) while it was still left out."""
+
+    def __init__(self, stop: threading.Event, on_over: Callable[[], None]):
+        self._stop, self._on_over = stop, on_over
+        self._why: str | None = None
+        self._until = 0.0
+
+    @property
+    def why(self) -> str | None:
+        return self._why if time.monotonic() < self._until else None
+
+    def start(self, why: str, seconds: float) -> None:
+        self._why, self._until = why, time.monotonic() + seconds
+        timer = threading.Timer(seconds, self._over)
+        timer.daemon = True
+        timer.start()
+
+    def _over(self) -> None:
+        if not self._stop.is_set() and time.monotonic() >= self._until:
+            self._on_over()
 
 
 def served_kinds(client: KubeClient, kinds: Iterable[GVK], fallback: Mapping[GVK, Resource]
