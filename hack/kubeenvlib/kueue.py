@@ -181,13 +181,15 @@ def namespaces_and_queues(namespaces: list[str]) -> list[dict]:
 # --- MultiKueue ------------------------------------------------------------------------------
 
 def configure(apis: dict[str, Api], manager: str, workers: list[str], namespaces: list[str],
-              kubeconfigs: dict[str, dict], deadline: float) -> dict[str, dict[str, float]]:
+              kubeconfigs: dict[str, dict], deadline: float,
+              manager_factor: float = 1.0) -> dict[str, dict[str, float]]:
     """Configure MultiKueue (see the module's docstring); returns each worker's quotas. Waits until
-    every ClusterQueue, the AdmissionCheck and every MultiKueueCluster are Active."""
+    every ClusterQueue, the AdmissionCheck and every MultiKueueCluster are Active. The manager's
+    quotas are the workers' sum times `manager_factor` (1: what Kueue's docs advise)."""
     totals = {w: allocatable(apis[w]) for w in workers}
     for w in workers:
         apply(apis[w], [*tas_objects(), cluster_queue(totals[w], None), *namespaces_and_queues(namespaces)])
-    whole = {r: sum(t[r] for t in totals.values()) for r in RESOURCES}
+    whole = {r: manager_factor * sum(t[r] for t in totals.values()) for r in RESOURCES}
     secrets = [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name(w), "namespace": NAMESPACE},
                 "type": "Opaque", "stringData": {"kubeconfig": json.dumps(kubeconfigs[w])}} for w in workers]
     apply(apis[manager], [*secrets, *tas_objects(), *manager_objects(workers), cluster_queue(whole, CHECK),
