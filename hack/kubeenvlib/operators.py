@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from kubeenvlib import kueue
 from kubeenvlib.common import Fail, cache_root, go, go_env, locked
 
 HACK = Path(__file__).resolve().parent.parent
@@ -42,6 +43,9 @@ class Recipe:
     webhooks: str | None = None           # a kustomize directory whose output holds the webhook configurations
     command: Callable[["Run"], list[str]] = field(default=lambda run: [str(run.binary)])
     ready_path: str = "/readyz"          # on the health port: 200 once its webhooks listen
+    namespace: str | None = None          # created before it starts (where it keeps its own objects)
+    on_hub: bool = False                  # runs on a hub too (Kueue: the MultiKueue manager)
+    peer: bool = False                    # a peer scheduler, not a workload operator: not in `all`
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class Run:
     kubeconfig: Path
     webhook_port: int
     health_port: int
+    operators: tuple[str, ...] = ()       # every operator of the cluster (Kueue integrates with them)
 
     @property
     def certs(self) -> Path:
@@ -89,8 +94,12 @@ RECIPES: dict[str, Recipe] = {
     "lws": Recipe("cmd", 10, crds=("config/crd/bases/*.yaml",), webhooks="config/webhook",
                   command=kubebuilder_command("config.lws.x-k8s.io/v1alpha1")),
     "kuberay": Recipe("", 6, crds=("config/crd/bases/*.yaml",), command=kuberay_command),
+    "kueue": Recipe("cmd/kueue", 15, crds=("config/components/crd/bases/*.yaml",),
+                    webhooks="config/components/webhook", command=lambda run: kueue.command(run),
+                    namespace=kueue.NAMESPACE, on_hub=True, peer=True),
 }
 OPERATORS = tuple(n for n in RECIPES if n != KWOK)
+WORKLOAD_OPERATORS = tuple(n for n in OPERATORS if not RECIPES[n].peer)   # `--operators all`
 
 
 # --- pins ----------------------------------------------------------------------------
@@ -117,8 +126,9 @@ def pin(name: str) -> Pin:
 
 
 def parse_operators(text: str) -> list[str]:
-    """--operators LIST|all: known names, in the order given, each once."""
-    names = list(OPERATORS) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    """--operators LIST|all: known names, in the order given, each once (`all`: the workload
+    operators; a peer scheduler such as Kueue is asked for by name)."""
+    names = list(WORKLOAD_OPERATORS) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
     for name in names:
         if name == KWOK or name not in RECIPES:
             raise Fail(f"--operators: unknown operator {name!r} (known: {', '.join(OPERATORS)} or all)", 2)
