@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from placer.fleetview.view import FleetView, plan_groups, read_fleet, split_already_placed
 from placer.inputs.manifests import load_groups
 from placer.inputs.priority import read_classes
+from placer.inputs.quotas import to_quotas
 from placer.inputs.targets import Targets
 from placer.model.errors import InputError
 from placer.model.plan import Plan
@@ -156,6 +157,9 @@ def _fleet(ctx: Context, hooks: Hooks) -> FleetView:
     if hooks.progress:
         hooks.progress(f"inventorying {plural(len(ctx.entries), 'cluster')}")
     view = read_fleet(ctx.entries, ctx.kube, ctx.catalog, gpu_resources=ctx.gpu_resources)
+    quotas = to_quotas(getattr(ctx.targets.file, "quotas", None))
+    if quotas:                                     # issue 23: fleet-wide quotas bound the solve
+        view = replace(view, fleet=replace(view.fleet, quotas=quotas))
     for c in view.fleet.clusters:
         if c.error:                                # said even when everything fits elsewhere
             hooks.announce(f"{c.name}: {c.error}; planning without it")
