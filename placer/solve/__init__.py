@@ -56,6 +56,7 @@ from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
 from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
 from placer.solve.problem import Problem, prepare, rebase
+from placer.solve.quotas import over_quota
 from placer.solve.ranking import costed
 from placer.solve.repair import Result, repair
 from placer.solve.stages import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, solve_stages
@@ -289,7 +290,7 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
                       for d in ahead.get(g.index, ()) if problem.clusters[d].name in why}
             placements += _placements(problem, g, c, assign, passed)
         else:
-            why = reasons[g.index]
+            why = over_quota(problem, result, g, reasons[g.index])      # issue 23
             for w in g.group.workloads:
                 unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why, ref=w.ref))
     committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a)]

@@ -63,6 +63,7 @@ class GroupInfo:
     static: dict[int, R.Reason] = field(default_factory=dict)   # why not on cluster (policy/statics)
     units: list = field(default_factory=list)     # topology requests (placer.solve.domains.Unit)
     ranks: tuple[int, ...] = ()                   # per cluster: how the group ranks it, 0 first (issue 21)
+    quota_key: tuple = ()                         # its use of fleet-wide quotas (issue 23)
 
     @property
     def key(self) -> str:

@@ -1,8 +1,11 @@
 """Issue 23 end to end: the clusters file's `quotas:` section read into frozen quotas, bad
-values one line naming the file, the quota and the field (exit 2),."""
+values one line naming the file, the quota and the field (exit 2), and the issue's fleet
+(three quotas in one cohort, nominal 32, 32 and 16 GPUs, on 96 GPUs) through
+`placer plan -o json`, judged by counting the plan's GPUs per team."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -106,3 +109,26 @@ spec:
       - {{name: main, image: busybox, resources: {{limits: {{nvidia.com/gpu: 8}}}}}}
 """)
     return "---\n".join(docs)
+
+
+def test_the_issue_fleet_plan_never_exceeds_a_quota_and_says_why(unconfigured):
+    """Three quotas in cohort lab (32, 32, 16 GPUs; research may borrow 8) on 96 GPUs, each
+    team wanting 56: the plan fills the fleet, research stays within 40, the cohort within
+    its 80 nominal plus the 16-GPU pool, and every workload left out has a quota reason."""
+    (unconfigured / "c.yaml").write_text(FLEET + QUOTAS)
+    (unconfigured / "j.yaml").write_text(_jobs([("research", "research", 7), ("product", "product", 7),
+                                                ("misc", "interns", 7)]))
+    r = runner.invoke(app, ["plan", "--dry-run", "--time-limit", "20", "--clusters", "c.yaml", "-f", "j.yaml",
+                            "-o", "json"])
+    assert r.exit_code == 3, r.output               # something unplaced
+    doc = json.loads(r.stdout)
+    per: dict[str, int] = {}
+    for p in doc["placements"]:
+        team = p["workload"].split("/")[1].rsplit("-", 1)[0]
+        per[team] = per.get(team, 0) + p["gpus"]
+    assert sum(per.values()) == 96
+    assert per.get("research", 0) <= 40 and sum(per.values()) <= 80 + 16
+    assert len(doc["unplaced"]) == 21 - 12
+    for u in doc["unplaced"]:
+        assert set(u["reasonCodes"].values()) == {"OverQuota"}, u
+        assert all(t.startswith("over quota: ") for t in u["reasons"].values())
