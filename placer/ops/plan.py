@@ -157,13 +157,17 @@ def _fleet(ctx: Context, hooks: Hooks) -> FleetView:
     if hooks.progress:
         hooks.progress(f"inventorying {plural(len(ctx.entries), 'cluster')}")
     view = read_fleet(ctx.entries, ctx.kube, ctx.catalog, gpu_resources=ctx.gpu_resources)
-    quotas = to_quotas(getattr(ctx.targets.file, "quotas", None))
-    if quotas:                                     # issue 23: fleet-wide quotas bound the solve
-        view = replace(view, fleet=replace(view.fleet, quotas=quotas))
+    view = with_quotas(ctx, view)
     for c in view.fleet.clusters:
         if c.error:                                # said even when everything fits elsewhere
             hooks.announce(f"{c.name}: {c.error}; planning without it")
     return view
+
+
+def with_quotas(ctx: Context, view: FleetView) -> FleetView:
+    """The view with the clusters file's fleet-wide quotas (issue 23), which bound the solve."""
+    quotas = to_quotas(getattr(ctx.targets.file, "quotas", None))
+    return replace(view, fleet=replace(view.fleet, quotas=quotas)) if quotas else view
 
 
 def _pending(view: FleetView, groups: Sequence[PlacementGroup], announce: Say) -> list[PlacementGroup]:

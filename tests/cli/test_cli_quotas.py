@@ -132,3 +132,12 @@ def test_the_issue_fleet_plan_never_exceeds_a_quota_and_says_why(unconfigured):
     for u in doc["unplaced"]:
         assert set(u["reasonCodes"].values()) == {"OverQuota"}, u
         assert all(t.startswith("over quota: ") for t in u["reasons"].values())
+
+
+def test_submit_dry_run_plans_within_the_quotas_too(unconfigured):
+    (unconfigured / "c.yaml").write_text(FLEET + QUOTAS)
+    (unconfigured / "j.yaml").write_text(_jobs([("research", "research", 7), ("product", "product", 7),
+                                                ("misc", "interns", 7)]))
+    r = runner.invoke(app, ["submit", "--dry-run", "--time-limit", "20", "--clusters", "c.yaml", "-f", "j.yaml"])
+    assert r.exit_code == 3, r.output
+    assert "9 unplaced" in r.stdout and r.stdout.count("over quota: ") >= 9 * 3
