@@ -180,3 +180,35 @@ def workload_usage(quotas: Quotas, workloads: Sequence[tuple["Workload", Mapping
 
 
 EMPTY = Quotas()
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    """What a quota holds once a plan is carried out (issue 23): `used` by its committed and
+    newly placed workloads, `borrowed` beyond its nominal amount, `pending` requested by its
+    workloads the plan leaves out; amounts per resource it names."""
+
+    name: str
+    cohort: str | None
+    nominal: Mapping[str, int]
+    used: Mapping[str, int]
+    borrowed: Mapping[str, int]
+    pending: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        from placer.model.quantity import to_json_number
+
+        def amounts(m: Mapping[str, int]) -> dict[str, int | float]:
+            return {r: to_json_number(r, m.get(r, 0)) for r in sorted(self.nominal)}
+        return {"name": self.name, "cohort": self.cohort, "nominal": amounts(self.nominal),
+                "used": amounts(self.used), "borrowed": amounts(self.borrowed), "pending": amounts(self.pending)}
+
+
+def quota_uses(quotas: Quotas, usage: Usage, pending: Usage) -> tuple[QuotaUse, ...]:
+    out = []
+    for q in quotas.entries:
+        used = {r: usage.get(q.name, {}).get(r, 0) for r in q.nominal}
+        out.append(QuotaUse(q.name, q.cohort, dict(q.nominal), used,
+                            {r: max(0, used[r] - n) for r, n in q.nominal.items()},
+                            {r: pending.get(q.name, {}).get(r, 0) for r in q.nominal}))
+    return tuple(out)

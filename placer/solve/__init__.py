@@ -56,6 +56,7 @@ from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
 from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
 from placer.solve.problem import Problem, prepare, rebase
+from placer.solve.quotas import figures as quota_figures
 from placer.solve.quotas import over_quota
 from placer.solve.ranking import costed
 from placer.solve.repair import Result, repair
@@ -149,7 +150,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     clock.lap("verify")
     summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
                       timings=dict(clock.laps))
-    return replace(plan, summary=summary)
+    return replace(plan, summary=summary, quotas=quota_figures(problem, result))
 
 
 @dataclass(frozen=True)

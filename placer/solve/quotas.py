@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from placer.model import reasons as R
-from placer.model.quota import Quotas, add_usage, headroom, pool, violations
+from placer.model.quota import Quotas, QuotaUse, add_usage, headroom, pool, quota_uses, violations
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem
 
@@ -90,6 +90,19 @@ def within(problem: Problem, result: dict) -> dict:
             t.add(use)
             kept[gi] = result[gi]
     return kept
+
+
+def figures(problem: Problem, result: Mapping[int, object]) -> tuple[QuotaUse, ...]:
+    """Per quota: what it holds once `result` is carried out, and what its unplaced groups want."""
+    t = tally(problem, result)
+    if t is None:
+        return ()
+    pending: Use = {}
+    for g in problem.groups:
+        if g.index not in result:
+            for q, u in group_use(t.quotas, g).items():
+                add_usage(pending, q, u)
+    return quota_uses(t.quotas, t.usage, pending)
 
 
 def add_constraints(agg, problem: Problem) -> None:

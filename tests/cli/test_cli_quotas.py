@@ -132,6 +132,15 @@ def test_the_issue_fleet_plan_never_exceeds_a_quota_and_says_why(unconfigured):
     for u in doc["unplaced"]:
         assert set(u["reasonCodes"].values()) == {"OverQuota"}, u
         assert all(t.startswith("over quota: ") for t in u["reasons"].values())
+    # the plan's quota figures, against the placements counted here
+    nominal = {"research": 32, "product": 32, "interns": 16}
+    got = {q["name"]: q for q in doc["quotas"]}
+    assert set(got) == set(nominal)
+    for name, q in got.items():
+        used = per.get(name, 0)
+        assert q["cohort"] == "lab" and q["nominal"] == {"nvidia.com/gpu": nominal[name]}
+        assert q["used"] == {"nvidia.com/gpu": used} and q["pending"] == {"nvidia.com/gpu": 56 - used}
+        assert q["borrowed"] == {"nvidia.com/gpu": max(0, used - nominal[name])}
 
 
 def test_submit_dry_run_plans_within_the_quotas_too(unconfigured):
