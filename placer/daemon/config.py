@@ -73,6 +73,11 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
     if hub is None:
         raise InputError("the clusters file has no `hub:` section (hub.context, hub.stagingNamespace): "
                          "the daemon needs to know where to watch", source=loaded.description)
+    if getattr(loaded.file, "quotas", None):
+        # issue 23's quotas bound `plan` and `submit` so far; a daemon that ignored them would
+        # place past them silently
+        raise InputError("quotas: not enforced by the daemon yet (placer plan and submit enforce them); "
+                         "remove the section from the daemon's clusters file", source=loaded.description)
     live = tuple(c for c in loaded.clusters if c.context)
     if not live:
         raise InputError("no cluster entry names a context: the daemon only places on live clusters",

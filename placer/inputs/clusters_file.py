@@ -26,6 +26,19 @@ from typing import Annotated, Any, Final, Literal, Mapping
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from placer.inputs.quotas import QuotaSpec, quota_where, unique_quotas
+from placer.inputs.resources import (  # noqa: F401 (re-exported: node and quota amounts share them)
+    KNOWN_GPU_RESOURCES,
+    MAX_AMOUNT,
+    MAX_GROUP_NODES,
+    MAX_NODES,
+    ResourceName,
+    Resources,
+    _edits,
+    _gpu_typo,
+    _quantity_map,
+    _resource_name,
+)
 from placer.model.documents import decode, load_yaml
 from placer.model.errors import InputError
 from placer.model.fleet import Cluster, Node, StorageClass, Taint
@@ -41,65 +54,7 @@ EXAMPLE_NAME = "clusters.example.yaml"
 DEFAULT_POD_SECURITY: Final = "baseline"
 CLUSTERS_MAX_VALUES = 20_000_000     # a fleet written node by node is large, and still bounded
 
-_NATIVE = {"cpu", "memory", "pods", "ephemeral-storage"}
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-
-
-# GPU resource names as device plugins advertise them. A name one or two edits away from one
-# of these (`nvidia.com/gpus`, `nvidia.com/GPU`, `nvidia.con/gpu`) is a typo that would count
-# no GPUs at all; other extended resources (MIG slices, `nvidia.com/gpu.shared`, RDMA) are
-# legitimate and far from these.
-KNOWN_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe", "habana.ai/gaudi")
-
-
-def _edits(a: str, b: str) -> int:
-    """Levenshtein distance."""
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        prev, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
-    return row[-1]
-
-
-def _gpu_typo(name: str) -> str | None:
-    """The known GPU resource name `name` is a near miss of, if any."""
-    if name in KNOWN_GPU_RESOURCES:
-        return None
-    return next((k for k in KNOWN_GPU_RESOURCES if _edits(name.lower(), k) <= 2), None)
-
-
-def _resource_name(name: str) -> str:
-    meant = _gpu_typo(name)
-    if meant:
-        raise ValueError(f"unknown resource {name!r}: did you mean {meant}? (a near miss of a GPU resource "
-                         "name would count no GPUs)")
-    if name in _NATIVE or name.startswith("hugepages-") or "/" in name:
-        return name
-    raise ValueError(f"unknown resource {name!r}: use cpu, memory, pods, ephemeral-storage, "
-                     "hugepages-<size> or a domain-prefixed name such as nvidia.com/gpu")
-
-
-# Bounds that keep every sum the solver forms within CP-SAT's 64-bit integers
-# (MAX_NODES x MAX_AMOUNT < 2^63) and far above any real node (32 TiB, 35 billion GPUs).
-MAX_AMOUNT = 2**45
-MAX_GROUP_NODES = 100_000
-MAX_NODES = 200_000
-
-
-def _quantity_map(value: dict[str, Any]) -> dict[str, Any]:
-    for name, q in value.items():
-        try:
-            amount = canonical(name, q)
-        except InputError as e:
-            raise ValueError(f"{name}: {e.message}") from None
-        if not 0 <= amount <= MAX_AMOUNT:
-            raise ValueError(f"{name}: {q!r} is out of range (0 to {MAX_AMOUNT} per node)")
-    return value
-
-
-ResourceName = Annotated[str, AfterValidator(_resource_name)]
-Resources = Annotated[dict[ResourceName, int | float | str], AfterValidator(_quantity_map)]
 
 
 class _Strict(BaseModel):
@@ -347,6 +302,7 @@ class Hub(_Strict):
 class ClustersFile(_Strict):
     hub: Hub | None = None
     clusters: list[ClusterEntry] = Field(min_length=1)
+    quotas: Annotated[list[QuotaSpec], AfterValidator(unique_quotas)] = Field(default_factory=list)   # issue 23
 
     @model_validator(mode="after")
     def _unique(self) -> "ClustersFile":
@@ -364,7 +320,7 @@ class ClustersFile(_Strict):
         return next((c for c in self.clusters if c.name == name), None)
 
     def without_live(self) -> "ClustersFile":
-        return ClustersFile(hub=None, clusters=[c for c in self.clusters if not c.live])
+        return ClustersFile(hub=None, clusters=[c for c in self.clusters if not c.live], quotas=self.quotas)
 
 
 # --- parsing ---------------------------------------------------------------------------
@@ -397,7 +353,7 @@ def parse_clusters(data: Any, source: str) -> ClustersFile:
         return ClustersFile.model_validate(data)
     except ValidationError as exc:
         e = exc.errors()[0]
-        where = _loc(e["loc"])
+        where = quota_where(e["loc"], data, _loc) or _loc(e["loc"])
         raise InputError(f"{where}: {_message(e)}" if where else _message(e), source=source) from None
 
 

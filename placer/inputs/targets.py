@@ -128,7 +128,7 @@ def _select(file: ClustersFile, contexts: Sequence[str], description: str) -> Cl
             raise InputError(f"--context {c}: no cluster of {description} has that context or name")
         if entry not in chosen:
             chosen.append(entry)
-    return ClustersFile.model_construct(hub=file.hub, clusters=chosen)
+    return ClustersFile.model_construct(hub=file.hub, clusters=chosen, quotas=file.quotas)
 
 
 def _check_contexts(file: ClustersFile, path: str, kubeconfig: str | None) -> KubeConfig | None:

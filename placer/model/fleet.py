@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from placer.model.quota import Quotas
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,8 @@ def accepts_kind(cluster: Cluster, api_version: str, kind: str) -> bool:
 class Fleet:
     clusters: tuple[Cluster, ...]
     taken_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    # fleet-wide quotas (issue 23; placer.model.quota); None: none, nothing restricted
+    quotas: "Quotas | None" = None
 
     def cluster(self, name: str) -> Cluster | None:
         return next((c for c in self.clusters if c.name == name), None)

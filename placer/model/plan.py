@@ -161,6 +161,8 @@ class Plan:
     committed: tuple[Placement, ...] = ()
     # committed groups that no longer fit their cluster: key -> why
     overcommitted: Mapping[str, str] = field(default_factory=dict)
+    # per fleet-wide quota (issue 23), what it holds once the plan is carried out
+    quotas: tuple[Any, ...] = ()            # placer.model.quota.QuotaUse
 
     @property
     def all_placed(self) -> bool:
@@ -186,4 +188,6 @@ class Plan:
             out["committed"] = [p.to_dict() for p in self.committed]
         if self.overcommitted:
             out["overcommitted"] = dict(self.overcommitted)
+        if self.quotas:
+            out["quotas"] = [q.to_dict() for q in self.quotas]
         return out

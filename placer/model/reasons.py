@@ -433,3 +433,33 @@ class TopologyDoesNotFit(Reason):
     def render(self) -> str:
         return (f"its {_pods(self.pods)} fit the cluster, but no choice of one "
                 f"{' / '.join(self.keys)} per gang holds them all at once")
+
+
+@dataclass(frozen=True)
+class OverQuota(Reason):
+    """Its fleet-wide quota (issue 23) has no room for it: the quota `uses` this much of
+    `resource` against its `nominal` amount and may borrow `may_borrow` more, its cohort
+    leaving `cohort_unused` (unused nominal amounts plus what is left of the pool); the
+    group needs `needs`."""
+
+    quota: str
+    resource: str
+    uses: int
+    nominal: int
+    may_borrow: int
+    cohort: str | None
+    cohort_unused: int
+    needs: int
+    left: int = 0              # what it may still add, all limits together (below `needs`)
+
+    def render(self) -> str:
+        what = _word(self.resource)
+        where = (f"cohort {self.cohort} has {self._n(self.cohort_unused)} unused" if self.cohort
+                 else "no cohort to borrow from")
+        lent = (f"; its unused nominal is borrowed within cohort {self.cohort}"
+                if self.cohort and self.uses < self.nominal and self.left < self.nominal - self.uses else "")
+        return (f"over quota: {self.quota} uses {self._n(self.uses)} of {self._n(self.nominal)} {what}, "
+                f"may borrow {self._n(self.may_borrow)} more ({where}){lent}; needs {self._n(self.needs)}")
+
+    def _n(self, value: int) -> str:
+        return str(value) if self.resource in GPU_WORDS else format_quantity(self.resource, value)

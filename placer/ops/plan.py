@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from placer.fleetview.view import FleetView, plan_groups, read_fleet, split_already_placed
 from placer.inputs.manifests import load_groups
 from placer.inputs.priority import read_classes
+from placer.inputs.quotas import to_quotas
 from placer.inputs.targets import Targets
 from placer.model.errors import InputError
 from placer.model.plan import Plan
@@ -156,10 +157,17 @@ def _fleet(ctx: Context, hooks: Hooks) -> FleetView:
     if hooks.progress:
         hooks.progress(f"inventorying {plural(len(ctx.entries), 'cluster')}")
     view = read_fleet(ctx.entries, ctx.kube, ctx.catalog, gpu_resources=ctx.gpu_resources)
+    view = with_quotas(ctx, view)
     for c in view.fleet.clusters:
         if c.error:                                # said even when everything fits elsewhere
             hooks.announce(f"{c.name}: {c.error}; planning without it")
     return view
+
+
+def with_quotas(ctx: Context, view: FleetView) -> FleetView:
+    """The view with the clusters file's fleet-wide quotas (issue 23), which bound the solve."""
+    quotas = to_quotas(getattr(ctx.targets.file, "quotas", None))
+    return replace(view, fleet=replace(view.fleet, quotas=quotas)) if quotas else view
 
 
 def _pending(view: FleetView, groups: Sequence[PlacementGroup], announce: Say) -> list[PlacementGroup]:

@@ -46,6 +46,7 @@ from placer.model.workload import PlacementGroup, WorkloadRef
 from placer.ops.context import Context, Say
 from placer.ops.delete import remove_objects
 from placer.ops.interrupt import uninterrupted
+from placer.ops.plan import with_quotas
 from placer.ops.requests import SubmitRequest, check_cluster  # noqa: F401 (re-exported)
 from placer.solve import solve
 from placer.solve.policy import unknown_order_names
@@ -269,8 +270,8 @@ def _read(ctx: Context, request: SubmitRequest) -> FleetView:
     """The fleet; a cluster that cannot be checked for copies already placed stops the
     submit unless `skip_unreachable`."""
     # a dry run also plans on simulated clusters, as `placer plan` does (nothing is created)
-    view = read_fleet(ctx.entries, ctx.kube, ctx.catalog, gpu_resources=ctx.gpu_resources,
-                      simulated_usable=request.dry_run)
+    view = with_quotas(ctx, read_fleet(ctx.entries, ctx.kube, ctx.catalog, gpu_resources=ctx.gpu_resources,
+                                       simulated_usable=request.dry_run))
     unreachable = view.unreachable
     if unreachable and not request.skip_unreachable:
         raise KubeError("cannot check " + "; ".join(f"{n} ({why})" for n, why in unreachable.items())

@@ -56,6 +56,8 @@ from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
 from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
 from placer.solve.problem import Problem, prepare, rebase
+from placer.solve.quotas import figures as quota_figures
+from placer.solve.quotas import over_quota
 from placer.solve.ranking import costed
 from placer.solve.repair import Result, repair
 from placer.solve.shares import merge as merge_shares
@@ -161,7 +163,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     clock.lap("verify")
     summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
                       timings=dict(clock.laps))
-    return replace(plan, summary=summary)
+    return replace(plan, summary=summary, quotas=quota_figures(problem, result))
 
 
 @dataclass(frozen=True)
@@ -305,7 +307,7 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
                       for d in ahead.get(g.index, ()) if problem.clusters[d].name in why}
             placements += _placements(problem, g, c, assign, passed)
         else:
-            why = reasons[g.index]
+            why = over_quota(problem, result, g, reasons[g.index])      # issue 23
             for w in g.group.workloads:
                 unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why, ref=w.ref))
     committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a)]

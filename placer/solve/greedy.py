@@ -6,6 +6,7 @@ from typing import Callable, Iterable
 
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem
+from placer.solve.quotas import group_use, tally
 from placer.solve.state import ClusterState, PodAssign, try_place
 
 
@@ -34,10 +35,16 @@ def greedy(problem: Problem, states: dict[int, ClusterState], groups: Iterable[G
     """Node-level greedy: groups in `order` (by default highest priority, then biggest), each
     on the first cluster in file order where all its pods fit (best fit per pod)."""
     out: dict[int, tuple[int, PodAssign]] = {}
+    quota = tally(problem)                  # issue 23: each group within its quotas
     for g in order(problem.groups if groups is None else groups):
+        use = group_use(quota.quotas, g) if quota else {}
+        if quota and not quota.room(use):
+            continue
         for c in g.eligible:
             assign = try_place(states[c], g)
             if assign is not None:
                 out[g.index] = (c, assign)
+                if quota:
+                    quota.add(use)
                 break
     return out

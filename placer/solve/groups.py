@@ -64,6 +64,7 @@ class GroupInfo:
     units: list = field(default_factory=list)     # topology requests (placer.solve.domains.Unit)
     ranks: tuple[int, ...] = ()                   # per cluster: how the group ranks it, 0 first (issue 21)
     family: int | None = None                     # a spread family's member (placer.solve.spread)
+    quota_key: tuple = ()                         # its use of fleet-wide quotas (issue 23)
 
     @property
     def key(self) -> str:

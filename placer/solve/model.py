@@ -9,6 +9,8 @@ from typing import Mapping, Sequence
 
 from placer.solve.groups import UNLIMITED, ClusterInfo, GroupInfo, Part, sort_key
 from placer.solve.problem import Problem
+from placer.solve.quotas import add_constraints as quota_constraints
+from placer.solve.quotas import tag as tag_quotas
 from placer.solve.state import ClusterState, PodAssign
 from placer.solve.topology import add_to_model, hint_values
 
@@ -97,7 +99,7 @@ def signatures(groups: Sequence[GroupInfo]) -> list[Sig]:
             pods[key] = pods.get(key, 0) + p.pods
         # a group with topology requests chooses its own domains: never interchangeable
         sig = (g.priority, tuple(g.eligible), tuple(sorted(pods.items())), g.index if g.units else None,
-               tuple(g.ranks[c] for c in g.eligible) if g.ranks else (), g.family)
+               tuple(g.ranks[c] for c in g.eligible) if g.ranks else (), g.family, g.quota_key)
         if sig not in by:
             by[sig] = Sig(len(by), [], pods)
         by[sig].groups.append(g)
@@ -112,6 +114,7 @@ def part_type(info: ClusterInfo, p: Part) -> tuple:
 
 def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
     agg = Agg()
+    tag_quotas(problem, groups)                # issue 23: groups of different quotas stay apart
     agg.sigs = signatures(groups)
     for sg in agg.sigs:
         _sig_vars(agg, sg)
@@ -120,6 +123,7 @@ def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
         for k, items in _split_types(agg, info, c, dem, tdemand, bound).items():
             _class_constraints(agg, info, c, k, items, tdemand)
     add_to_model(agg, problem, groups, part_type)
+    quota_constraints(agg, problem)            # issue 23: fleet-wide quotas, hard
     return agg
 
 

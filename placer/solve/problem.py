@@ -165,7 +165,7 @@ def rebase(problem: Problem, states: Mapping[int, ClusterState]) -> Problem:
             nodes.append(_replace_used(node, used))
         nodes += [n for n in cl.nodes if not n.ready]
         clusters[c] = replace(cl, nodes=tuple(nodes))
-    fleet = Fleet(tuple(clusters), problem.fleet.taken_at)
+    fleet = replace(problem.fleet, clusters=tuple(clusters))
     fresh = prepare(fleet, [g.group for g in problem.groups], gpu_resources=problem.gpu_names,
                     node_exact=problem.node_exact)
     fresh.committed = problem.committed

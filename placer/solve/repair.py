@@ -21,6 +21,7 @@ from ortools.sat.python import cp_model_helper as cmh
 from placer.solve.greedy import greedy_order
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem, states_of
+from placer.solve.quotas import group_use, tally, within
 from placer.solve.scheduling import fits_resources
 from placer.solve.state import ClusterState, PodAssign, may_fit, try_place, undo
 from placer.solve.topology import pack_domains
@@ -186,7 +187,7 @@ def repair(problem: Problem, result: Result, deadline: float | None = None) -> R
             if h.index not in result:
                 heapq.heappush(turns, (rank[h.index], h.index))
     _fill(problem, result, states, deadline)
-    return result
+    return within(problem, result)          # issue 23: a displacement may break a quota
 
 
 def _displace(problem: Problem, result: Result, states: Mapping[int, ClusterState],
@@ -227,10 +228,16 @@ def _by_cluster(result: Result, by_idx: Mapping[int, GroupInfo]) -> dict[int, li
 def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], deadline: float | None,
           only=None) -> None:
     todo = problem.groups if only is None else only
+    quota = tally(problem, result)          # issue 23: each group within its quotas
     for g in greedy_order(g for g in todo if g.eligible and g.index not in result):
+        use = group_use(quota.quotas, g) if quota else {}
+        if quota and not quota.room(use):
+            continue
         for c in g.eligible:
             assign = place(states[c], g, deadline)
             if assign is not None:
                 result[g.index] = (c, assign)
+                if quota:
+                    quota.add(use)
                 break
 

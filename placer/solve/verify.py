@@ -1,6 +1,6 @@
 """The independent verifier: re-checks a plan against the fleet, pod by pod.
 
-It shares nothing with the solver's model (no classes, no aggregates, no quotas): it
+It shares nothing with the solver's model (no classes, no aggregates): it
 walks the plan's concrete assignments and the fleet's nodes and asks the scheduling
 predicates directly. Any disagreement is a solver bug and raises VerificationError.
 """
@@ -13,6 +13,7 @@ from placer.model.errors import VerificationError
 from placer.model.fleet import Cluster, Fleet, Node
 from placer.model.names import ANN_PIN, ANN_SELECTOR
 from placer.model.plan import Placement, Plan
+from placer.model.quota import pool, violations, workload_usage
 from placer.model.selectors import parse_label_selector, selector_matches
 from placer.model.workload import Instance, PlacementGroup, Workload
 from placer.solve.scheduling import admitted, mismatch, pod_demand, runtime_overhead
@@ -54,6 +55,24 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
             _fail("the plan names a committed workload that was not given", obj=p.workload)
         _check_placement(fleet, p, cwl[_ref(p)], load, policy=None)
     _check_load(fleet, load)
+    _check_quotas(fleet, [workloads[_ref(p)][1] for p in plan.placements] + [cwl[_ref(p)] for p in plan.committed])
+
+
+def _check_quotas(fleet: Fleet, placed: Sequence[Workload]) -> None:
+    """No fleet-wide quota (issue 23) is exceeded by the placed and committed workloads,
+    counted from their pods' requests."""
+    if not fleet.quotas:
+        return
+    demand = []
+    for w in placed:
+        total: dict[str, int] = {}
+        for inst in w.instances:
+            for r, v in pod_demand(inst.pod).items():
+                total[r] = total.get(r, 0) + v * max(0, inst.pods)
+        demand.append((w, total))
+    broken = violations(fleet.quotas, workload_usage(fleet.quotas, demand), pool(fleet, fleet.quotas))
+    if broken:
+        _fail(broken[0])
 
 
 def _check_storage(fleet: Fleet, p: Placement, g: PlacementGroup) -> None:

@@ -255,12 +255,13 @@ def lex(groups: Sequence[PlacementGroup], placed: set[str]) -> tuple:
 
 
 def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None = None,
-            then: Sequence = (), values: list | None = None) -> tuple:
+            then: Sequence = (), values: list | None = None, constrain=None) -> tuple:
     """The lexicographic optimum's value (as `lex`) over every node-level assignment; then the
     fewest values spanned by preferred topology requests, appended to `spread` when given.
     `then`: more stages after the levels and before the spread, each a function of the
     placement bools `y[(group, cluster)]` giving (expression, maximize); their optimal values
-    are appended to `values` (tests/solve/oracle_preference.py: cluster order and cost)."""
+    are appended to `values` (tests/solve/oracle_preference.py: cluster order and cost).
+    `constrain(m, y)`: more hard constraints on the placement bools (tests/solve/oracle_quota.py)."""
     m = cp_model.CpModel()
     y: dict[tuple[int, int], cp_model.IntVar] = {}
     load: dict[tuple[int, int, str], list] = {}
@@ -295,6 +296,8 @@ def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None
             spans += _domain_vars(m, units(g), by_pos, [i.pods for _, i in instances(g)], yv)
             y[gi, c] = yv
         m.Add(sum(v for (gg, _), v in y.items() if gg == gi) <= 1)
+    if constrain is not None:
+        constrain(m, y)
     for (c, i, r), terms in load.items():
         m.Add(sum(terms) <= free(f.clusters[c].nodes[i]).get(r, 0))
     levels = sorted({priority(g) for g in groups}, reverse=True)

@@ -1,0 +1,214 @@
+"""Fleet-wide quotas (issue 23): who belongs to which quota, and what a quota may use.
+
+A quota guarantees its members `nominal` amounts per resource, counted over the whole
+fleet. Quotas in one `cohort` lend each other what they leave unused; the fleet's capacity
+beyond the sum of all nominal amounts is a pool every quota with a cohort may borrow from.
+What one quota borrows is capped by its `borrowing_limit` (per resource; absent: unlimited).
+A quota without a cohort borrows nothing and lends nothing.
+
+The limits as linear constraints over the usage `u[q][r]` (committed and new work together),
+for every resource `r` a quota names in `nominal` (other resources are not restricted):
+- u[q][r] <= nominal[q][r] + limit[q][r]          (limit 0 without a cohort)
+- per cohort C: excess[C][r] = max(0, sum_{q in C} u[q][r] - sum_{q in C} nominal[q][r])
+- sum_C excess[C][r] <= pool[r] = max(0, capacity[r] - sum_q nominal[q][r])
+A workload matches the first quota (in file order) whose members it is; else the `default`
+entry when there is one; else it is in no quota and unrestricted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from placer.model.selectors import Requirement, selector_matches
+
+if TYPE_CHECKING:
+    from placer.model.workload import Workload
+
+DEFAULT_QUOTA = "default"
+
+
+@dataclass(frozen=True)
+class Quota:
+    name: str
+    nominal: Mapping[str, int]                              # canonical units
+    namespaces: frozenset[str] | None = None                # members by namespace
+    selector: tuple[Requirement, ...] | None = None         # or by the workload's labels
+    selector_text: str | None = None
+    borrowing_limit: Mapping[str, int] | None = None        # None: unlimited (within the cohort)
+    cohort: str | None = None
+    weight: Decimal = Decimal(1)
+
+    def member(self, workload: "Workload") -> bool:
+        if self.namespaces is not None:
+            return workload.namespace in self.namespaces
+        if self.selector is not None:
+            return selector_matches(self.selector, workload.labels)
+        return False
+
+    def may_borrow(self, resource: str) -> int | None:
+        """The most this quota may borrow of `resource`; None: no limit of its own."""
+        if self.cohort is None:
+            return 0
+        if self.borrowing_limit is None or resource not in self.borrowing_limit:
+            return None
+        return self.borrowing_limit[resource]
+
+
+@dataclass(frozen=True)
+class Quotas:
+    entries: tuple[Quota, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def of(self, workload: "Workload") -> Quota | None:
+        """The quota `workload` counts against, or None (unrestricted)."""
+        for q in self.entries:
+            if q.name != DEFAULT_QUOTA and q.member(workload):
+                return q
+        return self.get(DEFAULT_QUOTA)
+
+    def get(self, name: str) -> Quota | None:
+        return next((q for q in self.entries if q.name == name), None)
+
+    def resources(self) -> list[str]:
+        return sorted({r for q in self.entries for r in q.nominal})
+
+    def cohorts(self) -> dict[str, list[Quota]]:
+        out: dict[str, list[Quota]] = {}
+        for q in self.entries:
+            if q.cohort is not None:
+                out.setdefault(q.cohort, []).append(q)
+        return out
+
+
+Usage = Mapping[str, Mapping[str, int]]           # quota -> resource -> amount
+
+
+def capacity(fleet: Any, resource: str) -> int:
+    """The fleet's capacity of `resource`: allocatable on schedulable nodes of reachable clusters
+    (`fleet`: a placer.model.fleet.Fleet, untyped here as the Fleet holds the quotas)."""
+    return sum(n.allocatable.get(resource, 0) for c in fleet.clusters if c.reachable
+               for n in c.nodes if n.schedulable)
+
+
+def pool(fleet: Any, quotas: Quotas) -> dict[str, int]:
+    """Per resource: the fleet's capacity beyond the sum of all nominal amounts."""
+    return {r: max(0, capacity(fleet, r) - sum(q.nominal.get(r, 0) for q in quotas.entries))
+            for r in quotas.resources()}
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """What a quota may still add of one resource, and why: its figures for a reason."""
+
+    quota: str
+    resource: str
+    used: int
+    nominal: int
+    borrowed: int
+    may_borrow: int            # more it may borrow now (own limit and cohort together)
+    cohort: str | None
+    cohort_unused: int         # the cohort's unused nominal plus what is left of the pool
+    left: int                  # what it may still add, all limits together
+
+
+def headroom(quotas: Quotas, usage: Usage, pools: Mapping[str, int], quota: Quota, resource: str) -> Headroom:
+    used = usage.get(quota.name, {}).get(resource, 0)
+    nominal = quota.nominal.get(resource, 0)
+    borrowed = max(0, used - nominal)
+    unused = 0
+    if quota.cohort is not None:
+        excess = _excess(quotas, usage, resource)
+        pool_left = max(0, pools.get(resource, 0) - sum(excess.values()))
+        members = quotas.cohorts()[quota.cohort]
+        total_used = sum(usage.get(m.name, {}).get(resource, 0) for m in members)
+        total_nominal = sum(m.nominal.get(resource, 0) for m in members)
+        unused = max(0, total_nominal - total_used) + pool_left
+    own = quota.may_borrow(resource)
+    room = nominal + own - used if own is not None else unused
+    if quota.cohort is not None:
+        room = min(room, unused)
+    room = max(0, room)
+    # what it may add beyond its own unused nominal amount
+    may = max(0, room - max(0, nominal - used))
+    return Headroom(quota.name, resource, used, nominal, borrowed, may, quota.cohort, unused, room)
+
+
+def _excess(quotas: Quotas, usage: Usage, resource: str) -> dict[str, int]:
+    out = {}
+    for name, members in quotas.cohorts().items():
+        used = sum(usage.get(m.name, {}).get(resource, 0) for m in members)
+        out[name] = max(0, used - sum(m.nominal.get(resource, 0) for m in members))
+    return out
+
+
+def violations(quotas: Quotas, usage: Usage, pools: Mapping[str, int]) -> list[str]:
+    """Every limit `usage` breaks, in words (empty: within every quota)."""
+    out = []
+    for q in quotas.entries:
+        for r, nominal in sorted(q.nominal.items()):
+            used = usage.get(q.name, {}).get(r, 0)
+            own = q.may_borrow(r)
+            if own is not None and used > nominal + own:
+                out.append(f"quota {q.name} uses {used} {r}, over nominal {nominal} + borrowing limit {own}")
+    for r in quotas.resources():
+        excess = _excess(quotas, usage, r)
+        if sum(excess.values()) > pools.get(r, 0):
+            out.append(f"cohorts borrow {sum(excess.values())} {r} beyond their nominal amounts, "
+                       f"the pool has {pools.get(r, 0)}")
+    return out
+
+
+def add_usage(usage: dict[str, dict[str, int]], quota: str, demand: Mapping[str, int], times: int = 1) -> None:
+    slot = usage.setdefault(quota, {})
+    for r, v in demand.items():
+        slot[r] = slot.get(r, 0) + v * times
+
+
+def workload_usage(quotas: Quotas, workloads: Sequence[tuple["Workload", Mapping[str, int]]]
+                   ) -> dict[str, dict[str, int]]:
+    """Usage per quota of (workload, total demand) pairs."""
+    usage: dict[str, dict[str, int]] = {}
+    for w, demand in workloads:
+        q = quotas.of(w)
+        if q is not None:
+            add_usage(usage, q.name, {r: v for r, v in demand.items() if r in q.nominal})
+    return usage
+
+
+EMPTY = Quotas()
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    """What a quota holds once a plan is carried out (issue 23): `used` by its committed and
+    newly placed workloads, `borrowed` beyond its nominal amount, `pending` requested by its
+    workloads the plan leaves out; amounts per resource it names."""
+
+    name: str
+    cohort: str | None
+    nominal: Mapping[str, int]
+    used: Mapping[str, int]
+    borrowed: Mapping[str, int]
+    pending: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        from placer.model.quantity import to_json_number
+
+        def amounts(m: Mapping[str, int]) -> dict[str, int | float]:
+            return {r: to_json_number(r, m.get(r, 0)) for r in sorted(self.nominal)}
+        return {"name": self.name, "cohort": self.cohort, "nominal": amounts(self.nominal),
+                "used": amounts(self.used), "borrowed": amounts(self.borrowed), "pending": amounts(self.pending)}
+
+
+def quota_uses(quotas: Quotas, usage: Usage, pending: Usage) -> tuple[QuotaUse, ...]:
+    out = []
+    for q in quotas.entries:
+        used = {r: usage.get(q.name, {}).get(r, 0) for r in q.nominal}
+        out.append(QuotaUse(q.name, q.cohort, dict(q.nominal), used,
+                            {r: max(0, used[r] - n) for r, n in q.nominal.items()},
+                            {r: pending.get(q.name, {}).get(r, 0) for r in q.nominal}))
+    return tuple(out)
