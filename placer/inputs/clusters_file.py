@@ -17,6 +17,7 @@ decided in one place: `placer.inputs.targets.resolve_clusters`.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Mapping
@@ -67,6 +68,7 @@ def _gpu_typo(name: str) -> str | None:
     return next((k for k in KNOWN_GPU_RESOURCES if _edits(name.lower(), k) <= 2), None)
 
 
+@lru_cache(maxsize=1024)       # a fleet written node by node repeats the same few names (issue 24)
 def _resource_name(name: str) -> str:
     meant = _gpu_typo(name)
     if meant:

@@ -141,14 +141,29 @@ def _no_match(g: GroupInfo, p: Part, info: ClusterInfo, among: Sequence[int],
 # --- against the plan ------------------------------------------------------------------------
 
 def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
-    """Does the whole group fit the state (best fit, else exactly)? The state is unchanged."""
+    """Does the whole group fit the state (best fit, else exactly)? The state is unchanged.
+    Remembered per pod shape while the state is unchanged (reasons ask it of every unplaced
+    group on every cluster; a skipped exact check is not remembered)."""
+    key = ("fits", g.shape)
+    known = st.recall(key)
+    if known is not None:
+        return bool(known)
+    mark = st.mark()
     assign = try_place(st, g)
     if assign is not None:
         undo(st, g, assign)
+        st.restore(mark)
+        st.remember(key, True)
         return True
     if not may_fit(st, g):
+        st.remember(key, False)
         return False
-    return pack(st, g, deadline=deadline) is not None
+    if pack(st, g, deadline=deadline) is not None:
+        st.remember(key, True)
+        return True
+    if st.proven_no_fit(g.shape):
+        st.remember(key, False)
+    return False
 
 
 def _explain_key(g: GroupInfo, statics: Mapping[int, R.Reason]) -> tuple:
