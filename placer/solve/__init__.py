@@ -300,7 +300,9 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
 def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign) -> list[Placement]:
     info = problem.infos[c]
     per_wl: dict[object, dict[str, dict[str, int]]] = {w.ref: {} for w in g.group.workloads}
-    order = {n.name: i for i, n in enumerate(info.nodes)}
+    order = info.__dict__.get("_node_order")
+    if order is None:           # once per cluster, not per placement (issue 24: 8,000 x 1,000 nodes)
+        order = info.__dict__["_node_order"] = {n.name: i for i, n in enumerate(info.nodes)}
     for j, i in assign:
         part = g.parts[j]
         node = info.nodes[i].name
