@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
@@ -36,6 +37,7 @@ def _gpu_typo(name: str) -> str | None:
     return next((k for k in KNOWN_GPU_RESOURCES if _edits(name.lower(), k) <= 2), None)
 
 
+@lru_cache(maxsize=1024)       # a fleet written node by node repeats the same few names (issue 24)
 def _resource_name(name: str) -> str:
     meant = _gpu_typo(name)
     if meant:

@@ -19,7 +19,27 @@ import yaml
 
 from placer.model.errors import InputError
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVED: dict[tuple[str, Any], str] = {}
+_RESOLVED_MAX = 200_000
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """The safe loader, its scalar tags remembered: a scalar's implicit tag (int, bool,
+    null, string...) depends only on its text and style, and large files repeat the same
+    few texts (issue 24: resolving them was most of reading a clusters file node by node)."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)
+        key = (value, implicit)
+        tag = _RESOLVED.get(key)
+        if tag is None:
+            if len(_RESOLVED) >= _RESOLVED_MAX:
+                _RESOLVED.clear()
+            tag = _RESOLVED[key] = super().resolve(kind, value, implicit)
+        return tag
+
 
 # No real manifest nests past ~40 levels (CRD schemas included) or holds more than a few
 # thousand values; the API server caps a request at 3 MiB. These bounds stop nesting and

@@ -41,7 +41,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from placer.model.fleet import Fleet
 from placer.model.names import ANN_PIN, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
@@ -51,7 +51,7 @@ from placer.model.workload import PlacementGroup
 from placer.solve.accepts import creates
 from placer.solve.decode import decode
 from placer.solve.explain import explain_all
-from placer.solve.greedy import BASELINES, greedy
+from placer.solve.greedy import BASELINES, greedy, priority_arrival_order
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
 from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
@@ -77,15 +77,22 @@ from placer.solve.verify import verify
 SEARCH_END, REPAIR_END, EXPLAIN_END = 0.6, 0.8, 0.93
 MODEL_MAX_VARS = 20_000      # beyond, building the class model (Python) costs more than the time limit allows
 
-def _model_size(problem: Problem, groups: Sequence[GroupInfo]) -> int:
-    """How many (pod kind, node class) count variables the model would have."""
-    kinds = set()
+def _model_size(problem: Problem, groups: Sequence[GroupInfo], most: int | None = None) -> int:
+    """How many (pod kind, node class) count variables the model would have (counting stops
+    once past `most`)."""
+    kinds: set = set()
+    size = 0
     for g in groups:
         for c in g.eligible:
             info = problem.infos[c]
             for p in g.parts:
-                kinds.add((c, tuple(sorted(p.demand.items())), info.compat(p), p.topo))
-    return sum(len(classes) for _, _, classes, _ in kinds)
+                kind = (c, tuple(sorted(p.demand.items())), info.compat(p), p.topo)
+                if kind not in kinds:
+                    kinds.add(kind)
+                    size += len(kind[2])
+                    if most is not None and size > most:
+                        return size
+    return size
 
 
 def _model_lex(agg, values: Sequence[int], problem: Problem, ng: int) -> tuple:
@@ -134,11 +141,12 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress)
     work = problem.state()
     seed_plan = greedy(problem, work)
-    result = _best_baseline(problem, seed_plan, rank, run) if use_solver else seed_plan
+    candidates = [g for g in problem.groups if g.eligible]
+    searched = _model_size(problem, candidates, MODEL_MAX_VARS) <= MODEL_MAX_VARS
+    result = _best_baseline(problem, seed_plan, rank, run, searched) if use_solver else seed_plan
     result = legalize(problem, result, families)
     clock.lap("greedy")
     status, timed_out = "greedy", False
-    candidates = [g for g in problem.groups if g.eligible]
     proven: tuple[bool, tuple, tuple, int] | None = None
     if use_solver and candidates:
         result, proven, timed_out = _search(problem, candidates, result, work, rank, run, clock)
@@ -213,15 +221,27 @@ def _take_committed(problem: Problem) -> tuple[Problem, list[tuple[GroupInfo, in
     return rebase(problem, base), committed_assign, overcommitted
 
 
-def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run) -> Result:
-    """Every baseline, repaired: the plan is never below any of them."""
+def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run, searched: bool) -> Result:
+    """Every baseline, repaired: the plan is never below any of them. When the model is too
+    large to search, the greedy plan is the plan: then the seeds are the two greedy plans in
+    priority order (then size; then arrival), whose repair moves little, and a baseline that
+    ignores priority (first-fit decreasing, arrival) is repaired only when the best seed does
+    not already reach it lexicographically (issue 24: at 10,000 groups repairing those two
+    cost 38 s, mostly moving lower-priority work out of the way, for a plan no better)."""
     best_name, result = "priority", repair(problem, seed_plan, run.search_end)
-    for name, order in BASELINES.items():
-        if name != "priority" and time.monotonic() < run.search_end:
-            other = repair(problem, greedy(problem, problem.state(), order=order), run.search_end)
-            # at equal GPUs, the plan whose preferred topology requests span fewer domains
-            if rank.key(other) > rank.key(result):
-                best_name, result = name, other
+    contenders: list[tuple[str, Callable[[Iterable[GroupInfo]], list[GroupInfo]]]] = (
+        [] if searched else [("priority-arrival", priority_arrival_order)])
+    contenders += [(name, order) for name, order in BASELINES.items() if name != "priority"]
+    for name, order in contenders:
+        if time.monotonic() >= run.search_end:
+            break
+        other = greedy(problem, problem.state(), order=order)
+        if not searched and name in BASELINES and rank.lex(other) <= rank.lex(result):
+            continue                    # the plan is already at least this baseline
+        other = repair(problem, other, run.search_end)
+        # at equal GPUs, the plan whose preferred topology requests span fewer domains
+        if rank.key(other) > rank.key(result):
+            best_name, result = name, other
     if run.progress:
         run.progress(f"best greedy baseline (repaired): {best_name}")
     return result
@@ -242,10 +262,11 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     """The class model solved in stages, decoded and repaired: kept when at least as good as
     the greedy `result`. Returns the plan, what the model proved (optimal, bound, least
     spread; None without a model answer) and whether the wall clock cut the search short."""
-    size = _model_size(problem, candidates)
+    size = _model_size(problem, candidates, MODEL_MAX_VARS)
     if size > MODEL_MAX_VARS:
         if run.progress:
-            run.progress(f"model too large ({size} pod-kind x node-class pairs): the repaired greedy plan stands")
+            run.progress(f"model too large (over {MODEL_MAX_VARS} pod-kind x node-class pairs): "
+                         "the repaired greedy plan stands")
         return result, None, False
     if time.monotonic() >= run.search_end:
         return result, None, True          # reading and the greedy plans used the search's time

@@ -17,6 +17,8 @@ def _brought(group: PlacementGroup) -> set[str]:
 
 def refusal(group: PlacementGroup, cluster: Cluster) -> R.Reason | None:
     """Why the cluster's API server would refuse the group's objects or pods (None: it would not)."""
+    if cluster.serves is None and cluster.priority_classes is None:
+        return None                     # nothing known about it: taken as accepting anything
     for w in group.workloads:
         if not accepts_kind(cluster, w.api_version, w.kind):
             return R.DoesNotServe(w.kind, w.api_version)

@@ -141,14 +141,29 @@ def _no_match(g: GroupInfo, p: Part, info: ClusterInfo, among: Sequence[int],
 # --- against the plan ------------------------------------------------------------------------
 
 def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
-    """Does the whole group fit the state (best fit, else exactly)? The state is unchanged."""
+    """Does the whole group fit the state (best fit, else exactly)? The state is unchanged.
+    Remembered per pod shape while the state is unchanged (reasons ask it of every unplaced
+    group on every cluster; a skipped exact check is not remembered)."""
+    key = ("fits", g.shape)
+    known = st.recall(key)
+    if known is not None:
+        return bool(known)
+    mark = st.mark()
     assign = try_place(st, g)
     if assign is not None:
         undo(st, g, assign)
+        st.restore(mark)
+        st.remember(key, True)
         return True
     if not may_fit(st, g):
+        st.remember(key, False)
         return False
-    return pack(st, g, deadline=deadline) is not None
+    if pack(st, g, deadline=deadline) is not None:
+        st.remember(key, True)
+        return True
+    if st.proven_no_fit(g.shape):
+        st.remember(key, False)
+    return False
 
 
 def _explain_key(g: GroupInfo, statics: Mapping[int, R.Reason]) -> tuple:
@@ -178,6 +193,7 @@ class Explainer:
         self.taken = {c: 0 for c in self.placed}           # how many of each list `higher` holds
         self.level: int | None = None
         self.cache: dict[tuple, dict[str, R.Reason]] = {}
+        self.taken_by: dict[tuple[int, int, bool], R.Reason] = {}
 
     def _advance(self, priority: int) -> None:
         if self.level is not None and self.level <= priority:
@@ -223,14 +239,27 @@ class Explainer:
     def _dynamic(self, g: GroupInfo, c: int) -> R.Reason:
         if not fits(self.base[c], g, self.deadline):
             return _capacity_reason(g, self.base[c], self.deadline)
-        others = self.placed.get(c, [])
         if not fits(self.higher[c], g, self.deadline):
-            return _taken([h for h, _ in others if h.priority > g.priority], True)
+            return self._taken(c, g.priority, True)
         if fits(self.after[c], g, self.deadline):
             return R.CapacityTaken((), False)             # the repair should have placed it
-        # the repair lets no lower-priority work keep it out (issue 24): work of its own priority did
-        same = [h for h, _ in others if h.priority == g.priority]
-        return _taken(same or [h for h, _ in others if h.priority < g.priority], False)
+        return self._taken(c, g.priority, False)
+
+    def _taken(self, c: int, priority: int, higher: bool) -> R.Reason:
+        """The work on cluster c that took the room: of higher priority, or else of the same
+        priority (the repair lets no lower-priority work keep it out, issue 24), or, should
+        there be none, the lower; the same for every group of that priority (remembered)."""
+        key = (c, priority, higher)
+        got = self.taken_by.get(key)
+        if got is None:
+            others = self.placed.get(c, [])
+            if higher:
+                got = _taken([h for h, _ in others if h.priority > priority], True)
+            else:
+                same = [h for h, _ in others if h.priority == priority]
+                got = _taken(same or [h for h, _ in others if h.priority < priority], False)
+            self.taken_by[key] = got
+        return got
 
 
 def _taken(groups: Sequence[GroupInfo], higher: bool) -> R.Reason:

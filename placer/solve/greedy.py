@@ -25,6 +25,11 @@ def arrival_order(groups: Iterable[GroupInfo]) -> list[GroupInfo]:
     return sorted(groups, key=lambda g: g.index)
 
 
+def priority_arrival_order(groups: Iterable[GroupInfo]) -> list[GroupInfo]:
+    """Highest priority first, then the order the groups were given in (a seed)."""
+    return sorted(groups, key=lambda g: (-g.priority, g.index))
+
+
 BASELINES: dict[str, Callable[[Iterable[GroupInfo]], list[GroupInfo]]] = {
     "priority": greedy_order, "ffd": size_order, "arrival": arrival_order}
 

@@ -46,6 +46,14 @@ class Part:
     def pods(self) -> int:
         return self.instance.pods
 
+    @property
+    def kind_key(self) -> tuple:
+        """Predicates and demand: what decides the node classes the pods may use."""
+        got = self.__dict__.get("_kind_key")
+        if got is None or got[0] is not self.demand:
+            got = self.__dict__["_kind_key"] = (self.demand, (self.pred_key, tuple(sorted(self.demand.items()))))
+        return got[1]
+
 
 def pred_key(shape: PodShape) -> tuple:
     return (tuple(sorted(shape.node_selector.items())), repr(shape.affinity_terms), repr(shape.tolerations),
@@ -69,6 +77,17 @@ class GroupInfo:
     @property
     def key(self) -> str:
         return self.group.key
+
+    @property
+    def shape(self) -> tuple:
+        """What placing the group depends on: its parts in order (demand, predicates, pods,
+        topology tag) and its topology requests."""
+        got = self.__dict__.get("_shape")
+        if got is None:
+            got = self.__dict__["_shape"] = (
+                tuple((tuple(sorted(p.demand.items())), p.pred_key, p.pods, p.topo) for p in self.parts),
+                tuple(self.units) if self.units else None)
+        return got
 
     @property
     def gpus(self) -> int:
@@ -106,6 +125,7 @@ class ClusterInfo:
         self._compat: dict[tuple, tuple[int, ...]] = {}
         self.statics: dict[tuple, R.Reason] = {}          # static reasons by pod kind (explain)
         self._pred: dict[tuple, tuple[int, ...]] = {}
+        self.may_use: dict[tuple, bool] = {}              # by a group's pod kinds (problem.prepare)
         self.domains: dict[str, list[str | None]] = {}   # topology key -> domain per class
 
     def matching(self, part: Part) -> tuple[int, ...]:
@@ -123,7 +143,7 @@ class ClusterInfo:
 
     def compat(self, part: Part) -> tuple[int, ...]:
         """Matching classes on whose (currently free) nodes one such pod fits."""
-        key = (part.pred_key, tuple(sorted(part.demand.items())))
+        key = part.kind_key
         got = self._compat.get(key)
         if got is None:
             got = tuple(k for k in self.matching(part) if fits_resources(part.demand, self.class_free[k]))

@@ -4,6 +4,7 @@ group pin from the PlacementGroup, and the reasons they give."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping
 
 from placer.model import reasons as R
@@ -23,9 +24,15 @@ class Policy:
     excluded: frozenset[str] = frozenset()                 # placer's own, typed (PlacementGroup)
     order: tuple[str, ...] = ()                            # placer.dev/cluster-order: filled in this order
 
-    @property
+    @cached_property
     def conflicting(self) -> bool:
         return len({c for _, c in self.pins}) > 1
+
+    @cached_property
+    def open(self) -> bool:
+        """No pin, selector or exclusion: every reachable cluster passes (prepare asks for each
+        of thousands of groups on each of a hundred clusters; issue 24)."""
+        return not self.pins and not self.selectors and not self.excluded
 
 
 def group_policy(group: PlacementGroup) -> Policy:
@@ -98,6 +105,8 @@ def _cluster_order(group: PlacementGroup) -> tuple[str, ...]:
 def policy_reason(g, cl: Cluster, names: Mapping[str, int]) -> R.Reason | None:
     """Why the group's policy keeps it off the cluster (None: it does not)."""
     pol = g.policy
+    if pol.open:
+        return None if cl.reachable else R.Unreachable(cl.error or "unknown error")
     if pol.conflicting:
         return R.ConflictingPins(pol.pins)
     if pol.pin is not None:

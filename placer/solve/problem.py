@@ -33,7 +33,12 @@ class Problem:
     node_exact: bool = False
 
     def state(self) -> dict[int, ClusterState]:
-        return {c: ClusterState(info) for c, info in self.infos.items()}
+        """Every reachable cluster's free capacity, fresh (copied from one built per cluster)."""
+        pristine = self.__dict__.setdefault("_pristine", {})
+        for c, info in self.infos.items():
+            if c not in pristine:
+                pristine[c] = ClusterState(info)
+        return {c: pristine[c].copy() for c in self.infos}
 
 
 def group_info(index: int, group: PlacementGroup, names: Sequence[str] = GPU_RESOURCES) -> GroupInfo:
@@ -85,12 +90,13 @@ def judge(g: GroupInfo, clusters: Sequence[Cluster], infos: Mapping[int, Cluster
     policy = [policy_reason(g, cl, names) for cl in clusters]
     missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
     claims = claims_of(g.group)
+    kinds = tuple(p.kind_key for p in g.parts)
     for c, cl in enumerate(clusters):
         reason = (policy[c] or refusal(g.group, cl) or missing.get(cl.name)
                   or storage_reason(claims, cl, len(g.group.workloads) > 1) or missing_key(g, cl))
         if reason is not None:
             g.static[c] = reason
-        elif c in infos and _may_use(g, infos[c]):
+        elif c in infos and _may_use(g, infos[c], kinds):
             g.eligible.append(c)
         # else: no node could take some pod at all; placer.solve.explain says which
 
@@ -112,9 +118,13 @@ def committed_on(g: GroupInfo, cname: str, clusters: Sequence[Cluster], names: M
     return names[cname]
 
 
-def _may_use(g: GroupInfo, info: ClusterInfo) -> bool:
-    """Some schedulable node passes each pod kind's predicates and has room for one pod."""
-    return bool(info.classes) and all(info.compat(p) for p in g.parts)
+def _may_use(g: GroupInfo, info: ClusterInfo, kinds: tuple) -> bool:
+    """Some schedulable node passes each pod kind's predicates and has room for one pod
+    (remembered per cluster by the group's pod kinds: groups repeat them)."""
+    got = info.may_use.get(kinds)
+    if got is None:
+        got = info.may_use[kinds] = bool(info.classes) and all(info.compat(p) for p in g.parts)
+    return got
 
 
 def _runtime_classes(g: GroupInfo, candidates: Sequence[Cluster], names: Sequence[str]) -> dict[str, R.Reason]:
@@ -123,6 +133,8 @@ def _runtime_classes(g: GroupInfo, candidates: Sequence[Cluster], names: Sequenc
     Clusters without that RuntimeClass come back with a reason (they refuse the pods)."""
     missing: dict[str, R.Reason] = {}
     for p in g.parts:
+        if not p.instance.pod.runtime_class:
+            continue                    # no RuntimeClass: no overhead, and no admission to refuse it
         extra: dict[str, int] = {}
         for cl in candidates:
             got = runtime_overhead(p.instance.pod, cl.runtime_classes)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from typing import Literal, Mapping, overload
@@ -75,11 +76,14 @@ def pack(st: ClusterState, g: GroupInfo, *, maximize: bool = False, deadline: fl
     if len(xs) > PACK_MAX_VARS or (deadline is not None and time.monotonic() >= deadline):
         return None
     if not maximize and any(all(jj != j for jj, _ in xs) for j in range(len(g.parts))):
+        st.prove_no_fit(g.shape)
         return None
     m = _pack_model(st, g, xs, maximize)
     r = _pack_solve(m, deadline)
     if maximize:
         return -int(round(r.objective_value)) if r.status == cmh.CpSolverStatus.OPTIMAL else None
+    if r.status == cmh.CpSolverStatus.INFEASIBLE:
+        st.prove_no_fit(g.shape)
     if r.status not in (cmh.CpSolverStatus.OPTIMAL, cmh.CpSolverStatus.FEASIBLE):
         return None
     out: PodAssign = []
@@ -142,11 +146,15 @@ def _pack_solve(m, deadline: float | None):
 
 
 def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodAssign | None:
-    """Best fit, else the exact check; the state takes the pods when they fit."""
+    """Best fit, else the exact check; the state takes the pods when they fit. A group proven
+    not to fit stays out until capacity comes back (exact fit only loses room as pods come)."""
+    if st.proven_no_fit(g.shape):
+        return None
     assign = try_place(st, g)
     if assign is not None:
         return assign
     if not may_fit(st, g):
+        st.prove_no_fit(g.shape)
         return None
     packed = pack(st, g, deadline=deadline)
     if not isinstance(packed, list):
@@ -170,7 +178,7 @@ def repair(problem: Problem, result: Result, deadline: float | None = None) -> R
     states = states_of(problem, result)
     by_idx = {g.index: g for g in problem.groups}
     _fill(problem, result, states, deadline)
-    on = _by_cluster(result, by_idx)
+    on = _Placed(result, by_idx)
     rank = {g.index: n for n, g in enumerate(greedy_order(problem.groups))}
     turns = [(rank[g.index], g.index) for g in problem.groups if g.eligible and g.index not in result]
     heapq.heapify(turns)
@@ -181,27 +189,31 @@ def repair(problem: Problem, result: Result, deadline: float | None = None) -> R
         lower = _displace(problem, result, states, on, g, deadline)
         if lower is None:
             continue
-        _fill(problem, result, states, deadline, only=lower)
-        on = _by_cluster(result, by_idx)
+        c = result[g.index][0]
+        on.add(g.index, c)
         for h in lower:
-            if h.index not in result:
+            on.remove(h.index, c)
+        _fill(problem, result, states, deadline, only=lower)
+        for h in lower:
+            if h.index in result:
+                on.add(h.index, result[h.index][0])
+            else:
                 heapq.heappush(turns, (rank[h.index], h.index))
     _fill(problem, result, states, deadline)
     return within(problem, result)          # issue 23: a displacement may break a quota
 
 
 def _displace(problem: Problem, result: Result, states: Mapping[int, ClusterState],
-              on: Mapping[int, list[GroupInfo]], g: GroupInfo, deadline: float | None) -> list[GroupInfo] | None:
+              on: "_Placed", g: GroupInfo, deadline: float | None) -> list[GroupInfo] | None:
     """Places `g` on the first cluster where it fits once that cluster's strictly
     lower-priority work is taken out (that work leaves the plan); returns the work taken
     out, or None (nothing changed)."""
     for c in g.eligible:
-        lower = [h for h in on.get(c, ()) if h.priority < g.priority]
-        if not lower:
-            continue
         st = states[c]
-        if g.gpus > st.free_gpus + sum(h.gpus for h in lower):
+        if not on.any_lower(c, g.priority) or g.gpus > st.free_gpus + on.lower_gpus(c, g.priority):
             continue                    # even without the lower-priority work it cannot fit
+        lower = on.lower(c, g.priority)
+        mark = st.mark()
         for h in lower:
             undo(st, h, result[h.index][1])
         assign = place(st, g, deadline)
@@ -209,6 +221,7 @@ def _displace(problem: Problem, result: Result, states: Mapping[int, ClusterStat
             for h in lower:
                 for j, i in result[h.index][1]:
                     st.take(i, h.parts[j].demand)
+            st.restore(mark)            # the same content as before
             continue
         result[g.index] = (c, assign)
         for h in lower:
@@ -217,12 +230,40 @@ def _displace(problem: Problem, result: Result, states: Mapping[int, ClusterStat
     return None
 
 
-def _by_cluster(result: Result, by_idx: Mapping[int, GroupInfo]) -> dict[int, list[GroupInfo]]:
-    """The placed groups per cluster, by index."""
-    on: dict[int, list[GroupInfo]] = {}
-    for h in sorted(result):
-        on.setdefault(result[h][0], []).append(by_idx[h])
-    return on
+class _Placed:
+    """The plan's groups per cluster in (priority, index) order, kept up to date, so that the
+    work below a priority is one slice (issue 24: rebuilding and filtering every cluster's
+    list for every turn cost most of the repair at 10,000 groups)."""
+
+    def __init__(self, result: Result, by_idx: Mapping[int, GroupInfo]):
+        self.by_idx = by_idx
+        self.rows: dict[int, list[tuple[int, int]]] = {}
+        for h, (c, _) in result.items():
+            self.rows.setdefault(c, []).append((by_idx[h].priority, h))
+        for row in self.rows.values():
+            row.sort()
+
+    def add(self, h: int, c: int) -> None:
+        bisect.insort(self.rows.setdefault(c, []), (self.by_idx[h].priority, h))
+
+    def remove(self, h: int, c: int) -> None:
+        row = self.rows[c]
+        row.pop(bisect.bisect_left(row, (self.by_idx[h].priority, h)))
+
+    def _below(self, c: int, priority: int) -> list[tuple[int, int]]:
+        row = self.rows.get(c, [])
+        return row[:bisect.bisect_left(row, (priority, -1))]      # group indexes are >= 0
+
+    def any_lower(self, c: int, priority: int) -> bool:
+        row = self.rows.get(c, [])
+        return bool(row) and row[0][0] < priority
+
+    def lower_gpus(self, c: int, priority: int) -> int:
+        return sum(self.by_idx[h].gpus for _, h in self._below(c, priority))
+
+    def lower(self, c: int, priority: int) -> list[GroupInfo]:
+        """The cluster's placed groups of strictly lower priority, by index."""
+        return [self.by_idx[h] for h in sorted(h for _, h in self._below(c, priority))]
 
 
 def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], deadline: float | None,

@@ -5,11 +5,15 @@ nothing: a group that does not fit leaves the state unchanged."""
 from __future__ import annotations
 
 import bisect
+import itertools
 from typing import Callable, Iterable, Mapping, Sequence
 
 from placer.solve.domains import Unit, by_domain, class_domain, domain_of
 from placer.solve.groups import MANY_CLASSES, ClusterInfo, GroupInfo, expand, gpus_of
 from placer.solve.scheduling import fits_resources
+
+# content stamps, unique across all states: a stamp never names two different contents
+_STAMPS = itertools.count(1)
 
 
 class ClusterState:
@@ -35,6 +39,49 @@ class ClusterState:
         for i, lv in enumerate(self.gpu):
             self.levels.setdefault(lv, []).append(i)
         self._allowed: dict[tuple[int, ...], frozenset[int]] = {}
+        # the state's content changes with `version`; what a group's pods (its `shape`) gave
+        # on this content is remembered (issue 24: the greedy passes, the repair and the
+        # reasons try the same pods on an unchanged cluster again and again)
+        self.version = next(_STAMPS)
+        self.memo: dict[tuple, tuple[int, object]] = {}
+        # stamped whenever capacity is given back: a group proven not to fit stays so until then
+        self.grown = self.version
+        self.no_fit: dict[tuple, int] = {}
+
+    def copy(self) -> "ClusterState":
+        """An independent state with the same free capacity (cheaper than from the info)."""
+        new = ClusterState.__new__(ClusterState)
+        new.info, new.node_class, new._allowed = self.info, self.node_class, self._allowed
+        new.free = [dict(f) for f in self.free]
+        new.gpu = list(self.gpu)
+        new.buckets = [{lv: list(ns) for lv, ns in b.items()} for b in self.buckets]
+        new.levels = {lv: list(ns) for lv, ns in self.levels.items()}
+        new.free_gpus = self.free_gpus
+        new.version = new.grown = next(_STAMPS)
+        new.memo, new.no_fit = {}, {}
+        return new
+
+    def mark(self) -> tuple[int, int]:
+        return self.version, self.grown
+
+    def restore(self, mark: tuple[int, int]) -> None:
+        """The content is back to what it was at `mark` (every take given back, or the reverse)."""
+        self.version, self.grown = mark
+
+    def proven_no_fit(self, shape: tuple) -> bool:
+        """Pods of this shape were proven (exactly) not to fit, and no capacity came back since."""
+        return self.no_fit.get(shape) == self.grown
+
+    def prove_no_fit(self, shape: tuple) -> None:
+        self.no_fit[shape] = self.grown
+
+    def recall(self, key: tuple) -> object:
+        """What `key` gave on this content (None: not known)."""
+        got = self.memo.get(key)
+        return got[1] if got is not None and got[0] == self.version else None
+
+    def remember(self, key: tuple, value: object) -> None:
+        self.memo[key] = (self.version, value)
 
     def _class_of_nodes(self) -> list[int]:
         out = [0] * len(self.info.nodes)
@@ -93,12 +140,14 @@ class ClusterState:
             self.gpu[i] = new_gpu
 
     def take(self, i: int, demand: Mapping[str, int]) -> None:
+        self.version = next(_STAMPS)
         f = self.free[i]
         for r, v in demand.items():
             f[r] = f.get(r, 0) - v
         self._move(i, gpus_of(f, self.info.gpu_names))
 
     def give(self, i: int, demand: Mapping[str, int]) -> None:
+        self.version = self.grown = next(_STAMPS)
         f = self.free[i]
         for r, v in demand.items():
             f[r] = f.get(r, 0) + v
@@ -130,10 +179,23 @@ def may_fit(st: ClusterState, g: GroupInfo) -> bool:
 
 
 def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
-    """Place every pod of the group on this cluster or nothing (state unchanged then)."""
+    """Place every pod of the group on this cluster or nothing (state unchanged then). Best
+    fit is deterministic, so pods of the same shape that found no room on this content find
+    none again (remembered until the content changes)."""
     if g.units:
         return try_place_topology(state, g)
-        return try_place_topology(state, g)
+    key = ("best-fit", g.shape)
+    if state.recall(key) is False:
+        return None
+    mark = state.mark()
+    done = _best_fit(state, g)
+    if done is None:
+        state.restore(mark)                # rolled back: the same content
+        state.remember(key, False)
+    return done
+
+
+def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     info = state.info
     if not may_fit(state, g):
         return None
