@@ -38,6 +38,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path):
     one_line_error(run("frobnicate"), 2, "invalid choice: 'frobnicate'")
     one_line_error(run("up", "east"), 2, "--dir")
     one_line_error(run("down"), 2, "--dir")
+    one_line_error(run("crds", "--operators", "jobset,frob"), 2, "unknown operator 'frob'")
     one_line_error(run("up", "--dir", str(tmp_path), "Not_A_Name"), 2, "'Not_A_Name'")
     one_line_error(run("nodes", "--dir", str(tmp_path), "--context", "x", "--count", "1", "--prefix", "n",
                        "--gpus", "1"), 2, "no cluster 'x'")
