@@ -363,11 +363,25 @@ APPLY = "application/apply-patch+yaml"
 QUERY = "?fieldManager=kube-env&force=true"
 
 
+def apply(api: Api, path: str, obj: dict, attempts: int = 5) -> None:
+    """Server-side apply (idempotent): sent again when no answer came in time, as a machine loaded
+    by a dozen API servers can be that slow (an HTTP error is an answer, and is raised)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            api("PATCH", path + QUERY, obj, APPLY, timeout=60.0)
+            return
+        except urllib.error.HTTPError:
+            raise
+        except (OSError, urllib.error.URLError) as e:
+            if attempt == attempts:
+                raise Fail(f"applying {path}: no answer after {attempts} attempts ({e})") from None
+            time.sleep(attempt)
+
+
 def install_crds(api: Api, name: str) -> list[str]:
     crds = json.loads((cached(name) / "crds.json").read_text())
     for crd in crds:
-        api("PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}" + QUERY,
-            crd, APPLY)
+        apply(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}", crd)
     return [c["metadata"]["name"] for c in crds]
 
 
@@ -378,7 +392,7 @@ def apply_objects(api: Api, name: str) -> None:
         base = f"/apis/{group}/{version}" if group else f"/api/{version}"
         plural = obj["kind"].lower() + "s"
         meta = obj["metadata"]
-        api("PATCH", f"{base}/namespaces/{meta['namespace']}/{plural}/{meta['name']}" + QUERY, obj, APPLY)
+        apply(api, f"{base}/namespaces/{meta['namespace']}/{plural}/{meta['name']}", obj)
 
 
 def established(api: Api, crd: str) -> bool:
@@ -407,7 +421,7 @@ def register_webhooks(api: Api, name: str, port: int, ca_bundle: bytes) -> None:
     configs = json.loads((cached(name) / "webhooks.json").read_text())
     for c in webhook_configurations(name, configs, port, ca_bundle):
         plural = WEBHOOK_KINDS[c["kind"]]
-        api("PATCH", f"/apis/admissionregistration.k8s.io/v1/{plural}/{c['metadata']['name']}" + QUERY, c, APPLY)
+        apply(api, f"/apis/admissionregistration.k8s.io/v1/{plural}/{c['metadata']['name']}", c)
 
 
 def healthy(port: int, name: str) -> bool:
