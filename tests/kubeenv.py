@@ -92,8 +92,12 @@ class RealKube:
         `hub`: that cluster is a placer hub on which nothing runs (`up --hub NAME`)."""
         self.dir, self.names = Path(directory), tuple(names)
         extra = (("--operators", operators) if operators else ()) + (("--hub", hub) if hub else ())
-        self.kubeconfig = Path(kube_env("up", "--dir", str(self.dir), *extra, *self.names,
-                                        timeout=BUILD_TIMEOUT if operators else 600).splitlines()[-1])
+        try:
+            self.kubeconfig = Path(kube_env("up", "--dir", str(self.dir), *extra, *self.names,
+                                            timeout=BUILD_TIMEOUT if operators else 600).splitlines()[-1])
+        except BaseException:   # a failed up leaves what it started: no session fixture would stop it
+            subprocess.run([str(KUBE_ENV), "down", "--dir", str(self.dir)], capture_output=True, timeout=120)
+            raise
         self.kube = Kube(str(self.kubeconfig), retry=RETRY, timeout=30)
 
     def client(self, name: str) -> KubeClient:
