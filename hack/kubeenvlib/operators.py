@@ -46,6 +46,9 @@ class Recipe:
     namespace: str | None = None          # created before it starts (where it keeps its own objects)
     on_hub: bool = False                  # runs on a hub too (Kueue: the MultiKueue manager)
     peer: bool = False                    # a peer scheduler, not a workload operator: not in `all`
+    environ: Callable[["Run"], dict[str, str]] = field(default=lambda run: {})
+    objects: tuple[dict, ...] = ()        # applied before it starts (what it insists on finding)
+    added: tuple[tuple[str, str], ...] = ()   # (path in the module, Go source) added at build time
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,52 @@ def kuberay_command(run: Run) -> list[str]:
             "--enable-leader-election=false", f"--kubeconfig={run.kubeconfig}"]
 
 
+def training_operator_command(run: Run) -> list[str]:
+    """The training operator (v1.9.3) always runs open-policy-agent's cert-controller (pkg/cert:
+    no flag turns it off). It needs the Secret it rotates (kube-env creates it empty in kube-system,
+    which tests never wipe: the rotator fills it with a CA of its own that nothing uses) and waits for
+    the file /tmp/k8s-webhook-server/serving-certs/tls.crt (a constant path: kube-env puts its webhook
+    certificate there when absent). Its webhook server reads kube-env's certificate from
+    $TMPDIR/k8s-webhook-server/serving-certs (controller-runtime's default under os.TempDir()), and its
+    webhook configuration is renamed by kube-env, so the rotator never injects its own CA: the API
+    server trusts kube-env's CA only. The server listens on every interface (no address option), on
+    a port of its own per cluster. MPIJob (kubeflow.org/v1) is left to the MPI operator (v2beta1), as
+    kubeflow's docs ask when both run."""
+    serving = run.home / "tmp" / "k8s-webhook-server" / "serving-certs"
+    serving.mkdir(parents=True, exist_ok=True)
+    for name in ("tls.crt", "tls.key"):
+        shutil.copyfile(run.certs / name, serving / name)
+    waited = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+    if not waited.exists():
+        waited.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(run.certs / "tls.crt", waited)
+    return [str(run.binary), "--metrics-bind-address=0", f"--health-probe-bind-address=127.0.0.1:{run.health_port}",
+            f"--webhook-server-port={run.webhook_port}", f"--kubeconfig={run.kubeconfig}",
+            *(f"--enable-scheme={kind}" for kind in TRAINING_KINDS), "--zap-log-level=info"]
+
+
+TRAINING_KINDS = ("tfjob", "pytorchjob", "xgboostjob", "paddlejob", "jaxjob")
+TRAINING_NAMESPACE = "kube-system"    # MY_POD_NAMESPACE: where its cert-controller's Secret lives
+
+
+def mpi_operator_command(run: Run) -> list[str]:
+    """The MPI operator (v2beta1) always elects a leader (a Lease in --lock-namespace: kube-system,
+    never wiped) and serves /healthz on a port hard-coded to 8080 upstream: kube-env adds one file at
+    build time (HEALTH_PORT_FILE, to a copy of the module; no upstream line changes) so that the
+    port comes from KUBE_ENV_HEALTH_PORT and two clusters' operators do not collide. No webhooks."""
+    return [str(run.binary), f"--kubeConfig={run.kubeconfig}", "--lock-namespace=kube-system", "--threadiness=2",
+            "--kube-api-qps=50", "--kube-api-burst=100"]
+
+
+HEALTH_PORT_FILE = (
+    "cmd/mpi-operator/app/zz_kube_env_health_port.go",
+    "package app\n\nimport (\n\t\"os\"\n\t\"strconv\"\n)\n\n"
+    "// Added by placer's hack/kube-env at build time (to a copy of the module): the health server's port\n"
+    "// (healthCheckPort, 8080 upstream) from KUBE_ENV_HEALTH_PORT when set.\n"
+    "func init() {\n\tif p, err := strconv.Atoi(os.Getenv(\"KUBE_ENV_HEALTH_PORT\")); err == nil {\n"
+    "\t\thealthCheckPort = p\n\t}\n}\n")
+
+
 RECIPES: dict[str, Recipe] = {
     KWOK: Recipe("cmd/kwok", 4),
     "jobset": Recipe("", 4, crds=("config/components/crd/bases/*.yaml",), webhooks="config/components/webhook",
@@ -97,6 +146,18 @@ RECIPES: dict[str, Recipe] = {
     "kueue": Recipe("cmd/kueue", 15, crds=("config/components/crd/bases/*.yaml",),
                     webhooks="config/components/webhook", command=lambda run: kueue.command(run),
                     namespace=kueue.NAMESPACE, on_hub=True, peer=True),
+    "training-operator": Recipe(
+        "cmd/training-operator.v1", 6,
+        crds=tuple(f"manifests/base/crds/kubeflow.org_{k}s.yaml" for k in TRAINING_KINDS),
+        webhooks="manifests/base/webhook", command=training_operator_command,
+        environ=lambda run: {"TMPDIR": str(run.home / "tmp"), "MY_POD_NAMESPACE": TRAINING_NAMESPACE},
+        objects=({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": "training-operator-webhook-cert", "namespace": TRAINING_NAMESPACE}},)),
+    "mpi-operator": Recipe(
+        "cmd/mpi-operator", 5, crds=("manifests/base/kubeflow.org_mpijobs.yaml",), command=mpi_operator_command,
+        ready_path="/healthz",  # KUBECONFIG, when set, overrides its --kubeConfig: set to the same
+        environ=lambda run: {"KUBE_ENV_HEALTH_PORT": str(run.health_port), "KUBECONFIG": str(run.kubeconfig)},
+        added=(HEALTH_PORT_FILE,)),
 }
 OPERATORS = tuple(n for n in RECIPES if n != KWOK)
 WORKLOAD_OPERATORS = tuple(n for n in OPERATORS if not RECIPES[n].peer)   # `--operators all`
@@ -220,8 +281,12 @@ def build_into(p: Pin, source: Path, out: Path, kubectl: Path) -> None:
     started = time.monotonic()
     staging = Path(tempfile.mkdtemp(prefix=f"{p.name}-", dir=out.parent))
     try:
-        go("build", "-trimpath", "-ldflags", "-s -w", "-o", str(staging / p.name), package(p),
-           cwd=module_path(p.name))
+        work = Path(tempfile.mkdtemp(prefix=f"{p.name}-src-", dir=out.parent))
+        try:
+            go("build", "-trimpath", "-ldflags", "-s -w", *added_files(p, recipe, source, work), "-o",
+               str(staging / p.name), package(p), cwd=module_path(p.name))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         crds = [f for pattern in recipe.crds for f in sorted(source.glob(pattern))]
         write(staging / "crds.json",
               [o for o in render(kubectl, crds, p) if o.get("kind") == "CustomResourceDefinition"])
@@ -233,6 +298,27 @@ def build_into(p: Pin, source: Path, out: Path, kubectl: Path) -> None:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     print(f"kube-env: built {p.name} in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
+
+
+def added_files(p: Pin, recipe: Recipe, source: Path, work: Path) -> list[str]:
+    """The recipe's added files: the module copied to `work` with them beside its own (none of
+    which changes), and go flags building against that copy (-modfile: a copy of
+    hack/operators/<name>/go.mod replacing the module with it; Go refuses an -overlay of files
+    in its module cache)."""
+    if not recipe.added:
+        return []
+    copy = work / "module"
+    shutil.copytree(source, copy, copy_function=shutil.copyfile)
+    for d, _, _ in os.walk(copy):
+        os.chmod(d, 0o755)                 # the module cache's directories are read-only
+    for path, text in recipe.added:
+        if (copy / path).exists():
+            raise Fail(f"operator {p.name}: {path} exists upstream: kube-env's added file would replace it")
+        (copy / path).write_text(text)
+    gomod = module_path(p.name) / "go.mod"
+    (work / "go.mod").write_text(gomod.read_text() + f"\nreplace {p.module} => {copy}\n")
+    shutil.copyfile(gomod.with_suffix(".sum"), work / "go.sum")
+    return [f"-modfile={work / 'go.mod'}"]
 
 
 def write(path: Path, data) -> None:
@@ -287,12 +373,36 @@ APPLY = "application/apply-patch+yaml"
 QUERY = "?fieldManager=kube-env&force=true"
 
 
+def apply(api: Api, path: str, obj: dict, attempts: int = 5) -> None:
+    """Server-side apply (idempotent): sent again when no answer came in time, as a machine loaded
+    by a dozen API servers can be that slow (an HTTP error is an answer, and is raised)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            api("PATCH", path + QUERY, obj, APPLY, timeout=60.0)
+            return
+        except urllib.error.HTTPError:
+            raise
+        except (OSError, urllib.error.URLError) as e:
+            if attempt == attempts:
+                raise Fail(f"applying {path}: no answer after {attempts} attempts ({e})") from None
+            time.sleep(attempt)
+
+
 def install_crds(api: Api, name: str) -> list[str]:
     crds = json.loads((cached(name) / "crds.json").read_text())
     for crd in crds:
-        api("PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}" + QUERY,
-            crd, APPLY)
+        apply(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}", crd)
     return [c["metadata"]["name"] for c in crds]
+
+
+def apply_objects(api: Api, name: str) -> None:
+    """What the operator insists on finding before it starts (namespaced objects, in a namespace that exists)."""
+    for obj in RECIPES[name].objects:
+        group, version = (obj["apiVersion"].split("/") if "/" in obj["apiVersion"] else ("", obj["apiVersion"]))
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        plural = obj["kind"].lower() + "s"
+        meta = obj["metadata"]
+        apply(api, f"{base}/namespaces/{meta['namespace']}/{plural}/{meta['name']}", obj)
 
 
 def established(api: Api, crd: str) -> bool:
@@ -321,7 +431,7 @@ def register_webhooks(api: Api, name: str, port: int, ca_bundle: bytes) -> None:
     configs = json.loads((cached(name) / "webhooks.json").read_text())
     for c in webhook_configurations(name, configs, port, ca_bundle):
         plural = WEBHOOK_KINDS[c["kind"]]
-        api("PATCH", f"/apis/admissionregistration.k8s.io/v1/{plural}/{c['metadata']['name']}" + QUERY, c, APPLY)
+        apply(api, f"/apis/admissionregistration.k8s.io/v1/{plural}/{c['metadata']['name']}", c)
 
 
 def healthy(port: int, name: str) -> bool:

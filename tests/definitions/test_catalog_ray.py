@@ -366,3 +366,18 @@ def test_ray_examples(name, pods, gpus, gang):
     (obj,) = [d for d in yaml.safe_load_all((EXAMPLES_DIR / f"{name}.yaml").read_text()) if d]
     w = interpret(obj, catalog(name))
     assert (w.pods, w.gpus, gangs(w)) == (pods, gpus, [gang])
+
+
+@pytest.mark.parametrize("build,defn", [(raycluster, RAYCLUSTER), (rayjob, RAYJOB), (rayservice, RAYSERVICE)],
+                         ids=["raycluster", "rayjob", "rayservice"])
+def test_worker_pods_count_the_init_container_kuberay_injects(build, defn):
+    """KubeRay appends wait-gcs-ready (200m CPU, 256Mi) to every worker pod (not the head): a lean
+    worker takes 256Mi and 200m in the scheduler's count. The real operator's pods agree:
+    tests/real/test_operators_kuberay.py."""
+    lean = {"groupName": "lean", "replicas": 1, "rayStartParams": {},
+            "template": template(container("ray-worker", cpu="100m", memory=None, gpu=1))}
+    w = interpret(build(lean), defn)
+    (worker,) = [i for i in w.instances if i.instance == "lean"]
+    assert worker.pod.requests == {"cpu": 200, "memory": 256 * 2**20, "nvidia.com/gpu": 1}
+    (head,) = [i for i in w.instances if i.component != "workerGroup" and i.instance == "headgroup"]
+    assert head.pod.requests == {"cpu": 4000, "memory": 16 * 2**30}

@@ -172,6 +172,20 @@ def test_pytorchjob_selectors_use_lowercase_replica_type():
         {"training.kubeflow.org/job-name": "ddp", "training.kubeflow.org/replica-type": "worker"}]
 
 
+def test_pytorchjob_workers_count_the_init_container_the_operator_injects():
+    """With a Master (any key case) the training operator appends init-pytorch (50m CPU, 10Mi) to
+    every Worker pod: per resource the scheduler counts the larger of it and the app containers.
+    The real operator's pods agree: tests/real/test_operators_pytorchjob.py."""
+    lean = template(container("pytorch", cpu="8", memory=None, gpu=4), init=[container("fetch", cpu="20m", memory="4Mi")])
+    w = interpret(pytorchjob({"master": replica_spec(), "Worker": replica_spec(2, tpl=lean)}), PYTORCH)
+    master, worker = w.instances
+    assert master.pod.requests == {"cpu": 1000, "memory": GI, GPU: 4}        # masters get none
+    assert worker.pod.requests == {"cpu": 8000, "memory": 10 * 2**20, GPU: 4}
+    # without a Master (elastic, workers only) there is no init container
+    w = interpret(pytorchjob({"Worker": replica_spec(2, tpl=lean)}), PYTORCH)
+    assert w.instances[0].pod.requests == {"cpu": 8000, "memory": 4 * 2**20, GPU: 4}
+
+
 HPA = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
                                                                     "averageUtilization": 80}}}]
 

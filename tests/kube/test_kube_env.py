@@ -3,6 +3,7 @@ and brings back what crashed, `down` stops every recorded process and nothing el
 line and a non-zero exit."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -37,6 +38,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path):
     one_line_error(run("frobnicate"), 2, "invalid choice: 'frobnicate'")
     one_line_error(run("up", "east"), 2, "--dir")
     one_line_error(run("down"), 2, "--dir")
+    one_line_error(run("crds", "--operators", "jobset,frob"), 2, "unknown operator 'frob'")
     one_line_error(run("up", "--dir", str(tmp_path), "Not_A_Name"), 2, "'Not_A_Name'")
     one_line_error(run("nodes", "--dir", str(tmp_path), "--context", "x", "--count", "1", "--prefix", "n",
                        "--gpus", "1"), 2, "no cluster 'x'")
@@ -194,3 +196,56 @@ def test_an_operator_port_in_use_is_one_line(real_operators):
     back = run("up", "--dir", str(d), "east")
     assert back.returncode == 0, back.stderr
     assert running(json.loads((d / "state.json").read_text())["clusters"]["east"]["procs"]["operator-jobset"])
+
+
+KUBEFLOW_CRDS = {"tfjobs", "pytorchjobs", "xgboostjobs", "paddlejobs", "jaxjobs"}
+
+
+def test_all_operators_install_their_modules_crds_and_webhooks(real_operators):
+    """`up --operators all`: the CRDs of JobSet, LWS, Ray, the Kubeflow training operator and the
+    MPI operator from their pinned modules (MPIJob at v2beta1 only: the MPI operator's, not the
+    training operator's v1), every operator running, and the webhooks registered against
+    127.0.0.1 with kube-env's CA."""
+    crds = {c["metadata"]["name"]: c for c in real_operators.client("east").list("customresourcedefinitions").items}
+    want = {"jobsets.jobset.x-k8s.io", "leaderworkersets.leaderworkerset.x-k8s.io", "rayclusters.ray.io",
+            "rayjobs.ray.io", "mpijobs.kubeflow.org", *(f"{k}.kubeflow.org" for k in KUBEFLOW_CRDS)}
+    assert want <= set(crds), want - set(crds)
+    assert [v["name"] for v in crds["mpijobs.kubeflow.org"]["spec"]["versions"]] == ["v2beta1"]
+    assert crds["pytorchjobs.kubeflow.org"]["metadata"]["annotations"]["kube-env.placer.dev/source"] == \
+        "github.com/kubeflow/training-operator@v1.9.3"
+    procs = json.loads((real_operators.dir / "state.json").read_text())["clusters"]["east"]["procs"]
+    assert {f"operator-{o}" for o in ("jobset", "lws", "kuberay", "training-operator", "mpi-operator")} <= set(procs)
+    assert all(running(p) for p in procs.values())
+    ca = (real_operators.dir / "pki" / "ca.crt").read_bytes()
+    config = real_operators.client("east").get(
+        "validatingwebhookconfigurations", "kube-env-training-operator-validator.training-operator.kubeflow.org")
+    hooks = {h["name"]: h["clientConfig"] for h in config["webhooks"]}
+    assert set(hooks) == {f"validator.{k[:-1]}.training-operator.kubeflow.org" for k in KUBEFLOW_CRDS}
+    assert all(c["url"].startswith("https://127.0.0.1:") and c["caBundle"] == base64.b64encode(ca).decode()
+               for c in hooks.values())
+
+
+def test_kubeflow_operators_run_beside_others_and_down_leaves_nothing(tmp_path, real_operators):
+    """A third training and MPI operator on this machine while the session's east and west run
+    theirs (the MPI operator's health port, 8080 upstream, comes from kube-env): all ready; `down`
+    stops them and every process of the directory."""
+    d = tmp_path / "env"
+    up = run("up", "--dir", str(d), "--operators", "training-operator,mpi-operator", "solo", timeout=600)
+    procs = recorded(d)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert {p["cmd"].rsplit("/", 1)[-1] for p in procs} >= {"training-operator", "mpi-operator"}
+        assert all(running(p) for p in procs)
+    finally:
+        down = run("down", "--dir", str(d))
+    assert down.returncode == 0, down.stderr
+    assert not any(running(p) for p in procs)
+    left = [p for p in os.listdir("/proc") if p.isdigit() and str(d) in _cmdline(int(p))]
+    assert left == [], left
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+    except OSError:
+        return ""

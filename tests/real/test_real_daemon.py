@@ -13,7 +13,7 @@ from placer.inputs.clusters_file import ClusterEntry
 from placer.kube import Kube, RetryPolicy
 from placer.model.errors import NotFound
 from tests.daemon.daemon_helpers import RUNNING_STATUS, STAGING, jobset
-from tests.kubeenv import upstream_crds, wait_for
+from tests.kubeenv import module_crds, wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -65,9 +65,7 @@ class Daemons:
 
 @pytest.fixture
 def daemons(real):
-    crds = upstream_crds().get("jobset")
-    if not crds:
-        pytest.skip("no upstream JobSet CRD (../shared/corpus/upstream/jobset) beside this checkout")
+    crds = module_crds("jobset")       # sigs.k8s.io/jobset's own CRD, pinned in hack/operators-release
     for c in ("hub", *CLUSTERS):
         real.install_crds(c, crds)
     real.nodes("east", count=2, prefix="e", gpus=8)

@@ -4,13 +4,10 @@ JobSet CRD: the plan picks west (east is first and has room) and gives east's re
 neither, submit exits 3 and creates nothing."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from placer.model.errors import NotFound
-from tests.kubeenv import bindir, upstream_crds, wait_for
+from tests.kubeenv import module_crds, wait_for
 from tests.real.test_real_submit import jobset, submit, write
 
 pytestmark = pytest.mark.kube
@@ -33,24 +30,8 @@ def _remove_jobset_crd(real, context: str) -> None:
     c.invalidate()
 
 
-def jobset_crds(tmp_path: Path) -> list[Path]:
-    """The upstream JobSet CRD files, else the CRD of the pinned JobSet module as hack/kube-env
-    cached it when it built the operator (a worktree has no ../shared beside it)."""
-    crds = upstream_crds().get("jobset")
-    if crds:
-        return crds
-    cached = sorted((bindir().parents[1] / "operators").glob("jobset-*/crds.json"))
-    if not cached:
-        return []
-    path = tmp_path / "jobset-crd.json"
-    path.write_text("\n---\n".join(json.dumps(d) for d in json.loads(cached[-1].read_text())))
-    return [path]
-
-
 def test_plan_picks_the_real_cluster_serving_jobset_and_submit_exits_3_when_none_does(real, tmp_path):
-    crds = jobset_crds(tmp_path)
-    if not crds:
-        pytest.skip("no JobSet CRD: neither ../shared/corpus/upstream/jobset nor a built JobSet operator")
+    crds = module_crds("jobset")       # sigs.k8s.io/jobset's own CRD, pinned in hack/operators-release
     real.nodes("east", count=2, prefix="e8", gpus=8)
     real.nodes("west", count=2, prefix="w8", gpus=8)
     for c in ("east", "west"):
