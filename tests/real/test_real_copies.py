@@ -12,7 +12,7 @@ import pytest
 from placer import actuate as A
 from placer.model.errors import KubeError
 from tests.daemon.daemon_helpers import gpu, pod_template
-from tests.kubeenv import corpus_crds, wait_for
+from tests.kubeenv import MODULE_CRDS, corpus_crds, module_crds, wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -114,6 +114,42 @@ def test_every_catalog_kind_from_the_hub_copies_onto_a_real_target(real):
             copied.add((res.api_version, res.kind))
     assert len(copied) >= 10, copied                  # JobSet, LWS, Ray, Kubeflow, KServe, Knative...
     assert len(refused_by_hub) <= 2, refused_by_hub   # the upstream examples their own CRDs refuse
+
+
+# the bundled examples of the kinds whose operators kube-env builds: no ../shared needed
+SERVED_EXAMPLES = ("jobset", "leaderworkerset", "raycluster", "rayjob", "rayservice", "pytorchjob", "mpijob")
+
+
+def test_bundled_examples_of_served_kinds_copy_onto_a_real_target(real):
+    """The repo's own example of every kind whose operator kube-env builds, with that operator's CRD
+    from its pinned module: created on the real hub, read back, copied by placer.actuate and
+    created on east, which must accept each (the corpus test above needs ../shared)."""
+    from pathlib import Path
+
+    import yaml
+
+    operators = ",".join(dict.fromkeys(MODULE_CRDS.values()))
+    crds = [c for c in module_crds(operators) if c["metadata"]["name"] in MODULE_CRDS]
+    real.install_crds("hub", crds)
+    real.install_crds("east", crds)
+    hub, east = real.client("hub"), real.client("east")
+    ns_hub, ns_east = real.namespace("hub", real.unique("served")), real.namespace("east", real.unique("served"))
+    examples_dir = Path(__file__).resolve().parents[2] / "examples"
+    copied = set()
+    for name in SERVED_EXAMPLES:
+        for doc in yaml.safe_load_all((examples_dir / f"{name}.yaml").read_text()):
+            if not doc or f"{doc['kind'].lower()}s.{doc['apiVersion'].split('/')[0]}" not in MODULE_CRDS:
+                continue                                  # companions (ConfigMaps, Services) stay out
+            res = hub.resource_for(doc["apiVersion"], doc["kind"])
+            sent = copy.deepcopy(doc)
+            sent["metadata"].pop("namespace", None)
+            stored = hub.create(res, sent, ns_hub) | {"apiVersion": res.api_version, "kind": res.kind}
+            clean = A.strip_server_fields(stored)
+            clean["metadata"]["namespace"] = ns_east
+            created = east.create(east.resource_for(res.api_version, res.kind), clean, ns_east)
+            assert created["metadata"]["name"] == doc["metadata"]["name"]
+            copied.add(doc["kind"])
+    assert copied == {"JobSet", "LeaderWorkerSet", "RayCluster", "RayJob", "RayService", "PyTorchJob", "MPIJob"}
 
 
 def _metadata_only(obj: dict) -> dict:
