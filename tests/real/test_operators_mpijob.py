@@ -6,12 +6,9 @@ predicts, bound on the cluster placer chose, and placer's phase follows the real
 to Running to Completed when KWOK completes the launcher."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.kubeenv import wait_for
-from tests.realkube.operators import COMPLETE, NAMES, describe, describe_file, matches_describe, phase, submit
+from tests.realkube.operators import COMPLETE, NAMES, describe_file, kubeflow_job_completes, matches_describe, submit
 
 pytestmark = pytest.mark.kube
 
@@ -61,10 +58,4 @@ def test_mpijob_runs_on_the_real_operator_from_pending_to_completed(ops, tmp_pat
     matches_describe(predicted, lambda sel: ops.pods("east", ns, sel))
 
     # KWOK runs them; the operator reports Running, then Succeeded when the launcher completes
-    wait_for(lambda: phase(ops.kubeconfig, tmp_path, "pi") in ("Running", "Completed") or None, 120,
-             "placer says Running")
-    wait_for(lambda: phase(ops.kubeconfig, tmp_path, "pi") == "Completed" or None, 120, "placer says Completed")
-    live = describe("mpijob/pi", "-n", ns, "--context", "east", "--kubeconfig", str(ops.kubeconfig))
-    assert live["phase"] == "Completed"
-    status = ops.client("east").get("mpijobs", "pi", ns)["status"]
-    assert [c["type"] for c in status["conditions"] if c["status"] == "True"][-1] == "Succeeded", json.dumps(status)
+    kubeflow_job_completes(ops, tmp_path, ns, "mpijob", "pi")

@@ -6,13 +6,10 @@ container it injects into the workers included, bound on the cluster placer chos
 phase follows the real status from Pending to Completed."""
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
-from tests.kubeenv import wait_for
-from tests.realkube.operators import COMPLETE, NAMES, describe, describe_file, matches_describe, phase, submit
+from tests.realkube.operators import COMPLETE, NAMES, describe_file, kubeflow_job_completes, matches_describe, submit
 
 pytestmark = pytest.mark.kube
 
@@ -70,10 +67,4 @@ def test_pytorchjob_runs_on_the_real_operator_from_pending_to_completed(ops, tmp
     matches_describe(predicted, lambda sel: ops.pods("east", ns, sel))
 
     # KWOK runs them, then completes them; placer's phase follows the real PyTorchJob status
-    wait_for(lambda: phase(ops.kubeconfig, tmp_path, "pt") in ("Running", "Completed") or None, 120,
-             "placer says Running")
-    wait_for(lambda: phase(ops.kubeconfig, tmp_path, "pt") == "Completed" or None, 120, "placer says Completed")
-    live = describe("pytorchjob/pt", "-n", ns, "--context", "east", "--kubeconfig", str(ops.kubeconfig))
-    assert live["phase"] == "Completed"
-    status = ops.client("east").get("pytorchjobs", "pt", ns)["status"]
-    assert [c["type"] for c in status["conditions"] if c["status"] == "True"][-1] == "Succeeded", json.dumps(status)
+    kubeflow_job_completes(ops, tmp_path, ns, "pytorchjob", "pt")

@@ -106,3 +106,18 @@ def matches_describe(predicted: dict, pods_of: Callable[[str], list[dict]]) -> N
         for p in pods:
             assert effective_requests(p) == want, (comp["instance"], p["metadata"]["name"], effective_requests(p))
     assert sum(len(pods_of(c["selector"])) for c in predicted["components"]) == predicted["pods"]
+
+
+def kubeflow_job_completes(ops, tmp_path: Path, ns: str, kind: str, name: str) -> None:
+    """KWOK runs a Kubeflow job's pods, then completes them: placer's phase (`get`, live
+    `describe`) follows the operator's real status to Running, then Completed, and the
+    operator's own last true condition is Succeeded. `kind` as kubectl names it (`mpijob`)."""
+    from tests.kubeenv import wait_for
+
+    wait_for(lambda: phase(ops.kubeconfig, tmp_path, name) in ("Running", "Completed") or None, 120,
+             "placer says Running")
+    wait_for(lambda: phase(ops.kubeconfig, tmp_path, name) == "Completed" or None, 120, "placer says Completed")
+    live = describe(f"{kind}/{name}", "-n", ns, "--context", "east", "--kubeconfig", str(ops.kubeconfig))
+    assert live["phase"] == "Completed"
+    status = ops.client("east").get(f"{kind}s", name, ns)["status"]
+    assert [c["type"] for c in status["conditions"] if c["status"] == "True"][-1] == "Succeeded", json.dumps(status)
