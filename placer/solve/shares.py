@@ -5,6 +5,7 @@ workload of a family placed nowhere, with a reason per cluster (placer.solve.spr
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Mapping, Sequence
 
 from placer.model import reasons as R
@@ -47,7 +48,6 @@ def _merge_into(into: Placement | None, p: Placement, w: Workload, fam: Family) 
 
 def _node_key(name: str) -> tuple:
     """Node names in natural order (`n-2` before `n-10`)."""
-    import re
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
