@@ -118,7 +118,8 @@ def test_a_missing_staging_namespace_is_said_once_with_what_to_do(env, run):
     assert not d.lines("leader election: 404"), d.text()[-2000:]
     faults.clear()
     wait_for(lambda: _holder(env), timeout=60, what="the lease taken once the namespace exists")
-    assert d.lines("can be written again")
+    # the line is logged just after the write that made the lease visible: wait for it too
+    wait_for(lambda: d.lines("can be written again"), timeout=60, what="the recovery said")
 
 
 def test_a_pod_made_by_a_hub_controller_is_never_placed(env):
