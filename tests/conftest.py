@@ -37,6 +37,15 @@ def pytest_configure(config) -> None:
 LATE = ("real_operators",)
 
 
+@pytest.hookimpl(tryfirst=True)        # before pytest-xdist reads the groups
+def pytest_itemcollected(item) -> None:
+    """Every real-control-plane test runs on one xdist worker, in collection order: the sets are
+    session fixtures shared and stopped by the rules above, and two sets at once would double
+    the memory. The other tests spread over the remaining workers."""
+    if item.get_closest_marker("kube"):
+        item.add_marker(pytest.mark.xdist_group("kube"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
     late = [i for i in items if any(n in getattr(i, "fixturenames", ()) for n in LATE)]
