@@ -12,6 +12,7 @@ from placer.model import reasons as R
 from placer.model.errors import VerificationError
 from placer.model.plan import Placement, Plan, Unplaced
 from placer.model.spread import spread_of
+from placer.model.topology import TopologyChoice
 from placer.model.workload import PlacementGroup, Workload
 from placer.solve.problem import Problem
 from placer.solve.spread import Family
@@ -32,8 +33,9 @@ def _origins(problem: Problem, families: Sequence[Family]) -> dict[str, tuple[Fa
 
 
 def _merge_into(into: Placement | None, p: Placement, w: Workload, fam: Family) -> Placement:
+    topology = _share_topology(into, p, fam)
     if into is None:
-        return dataclasses.replace(p, workload=w.key, ref=w.ref, group=fam.group.key, topology=(),
+        return dataclasses.replace(p, workload=w.key, ref=w.ref, group=fam.group.key, topology=topology,
                                    nodes={n: dict(per) for n, per in p.nodes.items()})
     nodes = {n: dict(per) for n, per in into.nodes.items()}
     for n, per in p.nodes.items():
@@ -43,7 +45,19 @@ def _merge_into(into: Placement | None, p: Placement, w: Workload, fam: Family) 
     order = {n: i for i, n in enumerate(p.nodes)} | {n: i for i, n in enumerate(into.nodes)}
     nodes = dict(sorted(nodes.items(), key=lambda kv: (_node_key(kv[0]), order[kv[0]])))
     cost = into.cost + p.cost if into.cost is not None and p.cost is not None else into.cost
-    return dataclasses.replace(into, gpus=into.gpus + p.gpus, pods=into.pods + p.pods, nodes=nodes, cost=cost)
+    return dataclasses.replace(into, gpus=into.gpus + p.gpus, pods=into.pods + p.pods, nodes=nodes, cost=cost,
+                               topology=topology)
+
+
+def _share_topology(into: Placement | None, p: Placement, fam: Family) -> tuple[TopologyChoice, ...]:
+    """The share's domains so far, and a unit's renamed to the next of the copy's gangs (a share
+    of k units has the first k of `unit_gangs`: the unit's gang is one of them in turn)."""
+    have = tuple(into.topology) if into is not None else ()
+    s = fam.workload.scaling
+    if not p.topology or s is None or not s.unit_gangs:
+        return have
+    gang = s.unit_gangs[len({c.gang for c in have})]
+    return have + tuple(dataclasses.replace(c, gang=gang) for c in p.topology)
 
 
 def _node_key(name: str) -> tuple:
