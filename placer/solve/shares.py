@@ -79,9 +79,10 @@ def merge(problem: Problem, plan: Plan, families: Sequence[Family], result) -> P
         key = (fam.index, w.key, p.cluster)
         merged[key] = _merge_into(merged.get(key), p, w, fam)
     share_units = _units(problem, families, result)
+    short = {fam.index: short_reasons(problem, fam, share_units[fam.index], plan) for fam in families}
     for (fi, _, cluster), p in sorted(merged.items(), key=lambda kv: kv[0]):
         fam = families[fi]
-        placements.append(_with_spread(p, fam, share_units[fi], cluster))
+        placements.append(_with_spread(p, fam, share_units[fi], cluster, short[fi]))
     unplaced = [u for u in plan.unplaced if u.workload not in origins]
     placed_families = {fi for fi, _, _ in merged}
     for fam in families:
@@ -111,11 +112,15 @@ def _units(problem: Problem, families: Sequence[Family], result) -> dict[int, di
     return out
 
 
-def _with_spread(p: Placement, fam: Family, units: Mapping[str, int], cluster: str) -> Placement:
+def _with_spread(p: Placement, fam: Family, units: Mapping[str, int], cluster: str,
+                 why: Mapping[str, R.Reason]) -> Placement:
     s = fam.workload.scaling
     if fam.divide and s is not None:
         shares = {c: sum(s.replicas_at(k)) for c, k in sorted(units.items())}
-        return dataclasses.replace(p, replicas=shares.get(cluster, 0), spread={"mode": "divide", "shares": shares})
+        spread: dict = {"mode": "divide", "shares": shares}
+        if why:
+            spread.update(unplaced=sum(s.replicas) - sum(shares.values()), reasons=dict(why))
+        return dataclasses.replace(p, replicas=shares.get(cluster, 0), spread=spread)
     return dataclasses.replace(p, spread={"mode": "duplicate", "shares": {c: 1 for c in sorted(units)}})
 
 
@@ -160,6 +165,43 @@ def family_reasons(problem: Problem, fam: Family, plan: Plan) -> dict[str, R.Rea
         own = member_why.get(by_idx[gi].key, {}).get(name)
         out[name] = R.DuplicateShort(need, sum(fits.values())) if fits[name] or own is None else own
     return out
+
+
+def short_reasons(problem: Problem, fam: Family, units: Mapping[str, int], plan: Plan) -> dict[str, R.Reason]:
+    """A divide placed in part (`spread-min-replicas`): per cluster, why its share is no larger:
+    where its nodes hold no unit at all, a unit left out's own reason there; else its share
+    against the units its nodes hold alone and what kept it below that. {} when placed whole or
+    not at all."""
+    placed = sum(units.values())
+    if not fam.divide or not fam.members or not placed or placed >= fam.units:
+        return {}
+    by_idx = {x.index: x for x in problem.groups}
+    g = by_idx[fam.members[0]]
+    left_out = {by_idx[gi].key for gi in fam.members}
+    own = next((u.reasons for u in plan.unplaced if u.group in left_out), {})
+    names = [cl.name for cl in problem.clusters]
+    weights = dict(fam.spec.weights)
+    out: dict[str, R.Reason] = {}
+    for c, name in enumerate(names):
+        share, most = units.get(name, 0), room(problem, g, c, fam.units)
+        if not most and (g.static.get(c) or own.get(name)):
+            out[name] = g.static.get(c) or own[name]
+            continue
+        limit = ""
+        if weights and name not in weights:
+            limit = "it has no weight in spread-weights"
+        elif not share and fam.spec.clusters and len(units) >= fam.spec.clusters:
+            limit = f"spread-clusters {fam.spec.clusters} are in use"
+        elif weights:
+            limit = (f"spread-weights {','.join(f'{k}={v}' for k, v in fam.spec.weights)}, or other workloads "
+                     "of the plan, hold it there")
+        out[name] = R.ShareShort(fam.unit_name, _replicas(fam, share), _replicas(fam, most), limit)
+    return out
+
+
+def _replicas(fam: Family, units: int) -> int:
+    s = fam.workload.scaling
+    return sum(s.replicas_at(units)) if s is not None else units
 
 
 def _policy_text(fam: Family) -> str:
