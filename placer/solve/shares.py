@@ -90,8 +90,10 @@ def merge(problem: Problem, plan: Plan, families: Sequence[Family], result) -> P
             why = family_reasons(problem, fam, plan)
             unplaced += [Unplaced(w.key, w.kind, fam.group.key, w.gpus, w.pods, _priority(fam, problem), why,
                                   ref=w.ref) for w in fam.group.workloads]
+    left_out = sum((fam.units - sum(share_units[fam.index].values())) * fam.workload.scaling.unit.gpus
+                   for fam in families if short[fam.index] and fam.workload.scaling is not None)
     return _summarised(dataclasses.replace(plan, placements=tuple(placements), unplaced=tuple(unplaced)),
-                       problem, families)
+                       problem, families, left_out)
 
 
 def _priority(fam: Family, problem: Problem) -> int:
@@ -124,14 +126,16 @@ def _with_spread(p: Placement, fam: Family, units: Mapping[str, int], cluster: s
     return dataclasses.replace(p, spread={"mode": "duplicate", "shares": {c: 1 for c in sorted(units)}})
 
 
-def _summarised(plan: Plan, problem: Problem, families: Sequence[Family]) -> Plan:
+def _summarised(plan: Plan, problem: Problem, families: Sequence[Family], left_out: int = 0) -> Plan:
+    """The summary over the merged plan; `left_out`: GPUs of divides placed in part, requested
+    but not placed."""
     nonmember = [g for g in problem.groups if g.family is None]
     groups = len(nonmember) + len(families)
     placed_refs = {p.ref or p.workload for p in plan.placements}
     fam_placed = {p.group for p in plan.placements if p.spread is not None}
     summary = dataclasses.replace(
         plan.summary, workloads=len(placed_refs) + len(plan.unplaced), placed=len(placed_refs),
-        gpus_requested=sum(p.gpus for p in plan.placements) + sum(u.gpus for u in plan.unplaced),
+        gpus_requested=sum(p.gpus for p in plan.placements) + sum(u.gpus for u in plan.unplaced) + left_out,
         gpus_placed=sum(p.gpus for p in plan.placements), groups=groups,
         groups_placed=len({p.group for p in plan.placements if p.spread is None}) + len(fam_placed))
     return dataclasses.replace(plan, summary=summary)

@@ -39,6 +39,8 @@ def test_a_divide_placed_in_part_says_why_per_cluster():
             assert "all its nodes hold of it" in why[c].render()
         assert "taint" in why["eu"].render().lower()
     assert not plan.unplaced and plan.summary.placed == 1
+    # the summary asks for all 16 GPUs, places 12
+    assert (plan.summary.gpus_requested, plan.summary.gpus_placed) == (16, 12)
 
 
 def test_a_share_held_by_spread_clusters_says_so():
