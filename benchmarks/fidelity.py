@@ -1,6 +1,6 @@
 """Scheduler fidelity benchmark: placer's plan against the real kube-scheduler's binding.
 
-    python3 benchmarks/fidelity.py [--scenarios 200] [--seed 1] [--clusters 3] [--dir DIR] [--keep]
+    python3 benchmarks/fidelity.py [--scenarios 200] [--spread 0] [--seed 1] [--clusters 3] [--dir DIR] [--keep]
 
 Seeded random scenarios, each one cluster's worth of nodes (GPUs, CPU, memory, pod slots,
 an extended resource, labels, taints of every effect, cordons) with pods already bound to
@@ -12,6 +12,9 @@ does against the live cluster; then the workload is forced onto the cluster (rea
 controllers for the built-in kinds, operator-style pods for the CRDs) and the real
 scheduler binds what it can. Agreement both ways: placer places it -> every pod bound;
 placer leaves it unplaced -> some pod unschedulable with the scheduler's reason.
+
+`--spread N` adds N spread scenarios (benchmarks/fidelity_spread.py): one `placer.dev/spread`
+workload over all the clusters, placer's shares against a cluster-totals division, per share.
 
 Control planes come from `hack/kube-env up` (in --dir, else a temporary directory that is
 torn down at the end); scenarios run one at a time per cluster, the clusters in parallel.
@@ -246,8 +249,10 @@ def _reasons(vs: list[Verdict]) -> Counter:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", type=int, default=200)
+    ap.add_argument("--spread", type=int, default=0, help="spread scenarios (over all the clusters)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--clusters", type=int, default=3)
+    ap.add_argument("--names", help="the clusters' names, comma-separated (default fid0,fid1,...)")
     ap.add_argument("--dir", help="hack/kube-env directory to use (started if needed, left running)")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a placed workload's pods")
     ap.add_argument("--verbose", "-v", action="store_true")
@@ -255,7 +260,7 @@ def main() -> None:
     why = unavailable()
     if why:
         sys.exit(f"fidelity: real control planes unavailable: {why}")
-    names = [f"fid{i}" for i in range(args.clusters)]
+    names = args.names.split(",") if args.names else [f"fid{i}" for i in range(args.clusters)]
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="placer-fidelity-"))
     t0 = time.monotonic()
     env = KubeEnv.up(directory, names)
@@ -276,12 +281,37 @@ def main() -> None:
                             f"{'AGREE' if v.agree else 'DISAGREE'} {v.outcome.seconds:.1f}s")
                 print(f"{s.name}: {s.workload['kind']} {what}", file=sys.stderr)
 
-            t1 = time.monotonic()
-            verdicts = pool.run(scenarios, timeout=args.timeout, done=done, keep_errors=True)
-            report(verdicts, feats, time.monotonic() - t1, len(names))
+            if scenarios:
+                t1 = time.monotonic()
+                verdicts = pool.run(scenarios, timeout=args.timeout, done=done, keep_errors=True)
+                report(verdicts, feats, time.monotonic() - t1, len(names))
+            if args.spread:
+                _spread(args, pool, Path(work))
     finally:
         if not args.dir:
             env.down()
+
+
+def _spread(args: argparse.Namespace, pool: Pool, work: Path) -> None:
+    import fidelity_spread as FS
+
+    from tests.realkube.spread import run_all
+
+    feats: Counter = Counter()
+    scenarios = [FS.scenario(args.seed, i, pool.contexts, feats) for i in range(args.spread)]
+
+    def done(s: Any, v: Any) -> None:
+        if args.verbose:
+            what = f"ERROR {v}" if isinstance(v, BaseException) else (
+                f"{v.kind} {v.mode}: placer {[(x.cluster, x.replicas, x.bound, x.pods) for x in v.placer]} "
+                f"totals {[(x.cluster, x.replicas, x.bound, x.pods) for x in v.totals]}")
+            print(f"{s.name}: {what}", file=sys.stderr)
+
+    t0 = time.monotonic()
+    verdicts = run_all(scenarios, clusters=dict(zip(pool.contexts, pool.clusters)), kube=pool.kubes[0],
+                       catalog=pool.catalog, namespace=pool.namespace, workdir=work, timeout=args.timeout,
+                       done=done)
+    FS.report(verdicts, feats, time.monotonic() - t0, len(pool.contexts))
 
 
 if __name__ == "__main__":

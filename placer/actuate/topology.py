@@ -44,9 +44,12 @@ HANDOFF_AFFINITY, HANDOFF_KUEUE = "affinity", "kueue"
 ANN_TOPOLOGY = "placer.dev/topology"
 
 
-def choices_by_workload(placements: Iterable[Any]) -> dict[WorkloadRef, tuple[TopologyChoice, ...]]:
-    """WorkloadRef -> its placement's topology choices, for `prepare_objects`."""
-    return {p.ref: tuple(p.topology) for p in placements if p.ref is not None and p.topology}
+def choices_by_workload(placements: Iterable[Any], cluster: str | None = None
+                        ) -> dict[WorkloadRef, tuple[TopologyChoice, ...]]:
+    """WorkloadRef -> its placement's topology choices, for `prepare_objects`; with `cluster`,
+    the placements there only (a divided workload has one placement, its share, per cluster)."""
+    return {p.ref: tuple(p.topology) for p in placements
+            if p.ref is not None and p.topology and (cluster is None or p.cluster == cluster)}
 
 
 def annotation_value(choices: Sequence[TopologyChoice]) -> str:

@@ -127,6 +127,9 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None, expla
                     else f"duplicate: a copy on each of {', '.join(shares)}")
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
                                       subsequent_indent="      ", break_on_hyphens=False) + "\n", style="cyan")
+            for line in _short_lines(pl, p.placements):
+                text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
+                                          subsequent_indent="      ", break_on_hyphens=False) + "\n", style="dim")
         if pl.creates:
             line = f"submit creates {', '.join(pl.creates)} on {pl.cluster} first"
             text.append(textwrap.fill(line, width=max(width, 40), initial_indent="    ",
@@ -195,3 +198,11 @@ def summary_line(p: Plan) -> str:
             f"{s.gpus_placed}/{s.gpus_requested} {noun(s.gpus_requested, 'GPU')} "
             f"in {s.solve_seconds:.2f}s ({s.status})"
             + (f", cost {number(s.cost)} per hour" if s.cost is not None else ""))
+
+
+def _short_lines(pl, placements) -> list[str]:
+    """A divide placed in part: the replicas left out and why per cluster, under its first share."""
+    why = (pl.spread or {}).get("reasons")
+    if not why or next(p for p in placements if p.ref == pl.ref) is not pl:
+        return []
+    return [f"{pl.spread['unplaced']} replicas not placed"] + [f"{c}: {r.render()}" for c, r in why.items()]

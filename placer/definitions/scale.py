@@ -102,8 +102,27 @@ def with_scaling(w: Workload, compiled: CompiledDefinition, obj: Mapping[str, An
     one, two = (reinterpret(with_units(bare, draft, k)) for k in (1, 2))
     unit = _minus(two, one)
     fixed = _minus(one, unit)
+    unit, names = _unit_gang(w, units, one, two, unit)
     return dataclasses.replace(w, scaling=Scaling(tuple(paths), tuple(counts), units, unit, fixed, scale.unit,
-                                                  scale.format == "string"))
+                                                  scale.format == "string", names))
+
+
+def _unit_gang(w: Workload, units: int, one: Workload, two: Workload, unit: Workload
+               ) -> tuple[Workload, tuple[str, ...]]:
+    """The unit with its own gang where each unit is one (one gang at one unit, two at two, one
+    per unit in the whole workload, named in the same order), and the units' gang names. Any other
+    gang that asks for topology (a RayService's one gang of head and workers spans the shares)
+    cannot be kept per share: refused, one line."""
+    names = tuple(g.name for g in w.gangs)
+    if len(one.gangs) == 1 and len(two.gangs) == 2 and len(names) == units \
+            and names[:2] == tuple(g.name for g in two.gangs) and names[:1] == (one.gangs[0].name,):
+        return dataclasses.replace(unit, gangs=(two.gangs[1],)), names
+    asking = next((g for g in (*w.gangs, *two.gangs) if g.topology), None)
+    if asking is not None:
+        raise InputError(f"annotation {ANN_SPREAD}: divide: gang {asking.name} of the {w.kind} asks for topology "
+                         f"{asking.topology[0].key} but spans its shares (each share is its own copy); it cannot "
+                         "be kept per share: use duplicate, or drop the topology request", obj=w.key, source=w.source)
+    return unit, ()
 
 
 def _minus(a: Workload, b: Workload) -> Workload:

@@ -49,6 +49,10 @@ class Placement:
             out["replicas"] = self.replicas
         if self.spread is not None:
             out["spread"] = {"mode": self.spread["mode"], "shares": dict(self.spread["shares"])}
+            why = self.spread.get("reasons")
+            if why:             # divide placed in part: the replicas left out, why per cluster
+                out["spread"].update(unplaced=self.spread["unplaced"], reasons={c: r.render() for c, r in why.items()},
+                                     reasonCodes={c: r.code for c, r in why.items()})
         if self.topology:
             out["topology"] = [t.to_dict() for t in self.topology]
         if self.creates:

@@ -363,6 +363,24 @@ class SpreadShort(Reason):
 
 
 @dataclass(frozen=True)
+class ShareShort(Reason):
+    """`placer.dev/spread: divide` placed in part (`spread-min-replicas`): this cluster's share
+    against the whole units its nodes hold of the workload alone (`room`, as they are), and what
+    kept the share below that room (`limit`: the policy, or other workloads of the plan)."""
+
+    unit: str
+    share: int
+    room: int
+    limit: str = ""
+
+    def render(self) -> str:
+        if self.room <= self.share:
+            return f"divide: its share of {self.share} {self.unit}s is all its nodes hold of it at node level"
+        return (f"divide: room for {self.room} {self.unit}s here at node level alone; its share stays at "
+                f"{self.share}: {self.limit or 'the rest of that room goes to other workloads of the plan'}")
+
+
+@dataclass(frozen=True)
 class DuplicateShort(Reason):
     """`placer.dev/spread: duplicate`: a copy fits here, but fewer than `need` clusters take one."""
 

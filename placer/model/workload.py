@@ -148,7 +148,10 @@ class Scaling:
     """How `placer.dev/spread: divide` may split a workload (its definition's `scale`): the
     scalable replica paths with their values, `units` whole units (the gcd of the values; one
     unit is values/units replicas of each path, the part that stays together), the workload
-    at one unit and at none (`fixed`: the pods every copy has whatever its share, a Ray head)."""
+    at one unit and at none (`fixed`: the pods every copy has whatever its share, a Ray head).
+    Where each unit is a gang of its own (a LeaderWorkerSet group), `unit` carries that gang
+    (with its topology requests) and `unit_gangs` names the units' gangs in order: a share of
+    k units has the first k of them (its copy's gangs, to which chosen domains are handed)."""
 
     paths: tuple[tuple[str | int, ...], ...]
     replicas: tuple[int, ...]
@@ -157,6 +160,7 @@ class Scaling:
     fixed: "Workload"
     unit_name: str = "replica"
     string: bool = False                          # the count is written as a string
+    unit_gangs: tuple[str, ...] = ()
 
     def replicas_at(self, units: int) -> tuple[int, ...]:
         """Each path's value for a share of `units` units."""

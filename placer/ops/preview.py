@@ -52,7 +52,6 @@ def preview(ctx: Context, result: SubmitResult, mode: str) -> Preview:
 def preview_objects(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_id: str
                     ) -> dict[str, list[dict[str, Any]]]:
     """cluster -> the objects of every group placed there, as `submit` would apply them."""
-    chosen = choices_by_workload(plan.placements)
     by_key = {g.key: g for g in groups}
     by_name = {e.name: e for e in ctx.entries}
     out: dict[str, list[dict[str, Any]]] = {}
@@ -63,7 +62,8 @@ def preview_objects(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], 
         seen.add((p.group, p.cluster))
         out.setdefault(p.cluster, []).extend(
             prepare_objects(by_key[p.group], by_name[p.cluster], ctx.catalog, plan_id=plan_id, cluster=p.cluster,
-                            topology=chosen, shares=shares_on(plan.placements, p.cluster)))
+                            topology=choices_by_workload(plan.placements, p.cluster),
+                            shares=shares_on(plan.placements, p.cluster)))
     return out
 
 

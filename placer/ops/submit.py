@@ -406,7 +406,7 @@ def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_
             try:
                 ensure_brought(client, g)
                 objects = A.prepare_objects(g, entry, ctx.catalog, plan_id=plan_id, cluster=cluster,
-                                            topology=choices_by_workload(placements.get(key, ())),
+                                            topology=choices_by_workload(placements.get(key, ()), cluster),
                                             shares=A.shares_on(placements.get(key, ()), cluster))
                 applied = A.apply_group(client, objects, group_key=key,
                                         pod_security=A.handoff_of(entry).pod_security)

@@ -101,7 +101,7 @@ class Option:
                             if r != "pods")
             return f"add {self.count} node{'s' if self.count != 1 else ''} like {n.like} ({res}) to {self.cluster}"
         whose = ", ".join(self.relaxed)
-        if self.constraint == "spread-clusters":       # a duplicate on fewer clusters
+        if self.constraint == "spread-clusters":       # a duplicate on fewer clusters, a divide on more
             return f"set {self.value} on {whose}: it then fits on {self.cluster}"
         return f"drop {self.constraint} {self.value} of {whose}: it then fits on {self.cluster}"
 
@@ -164,7 +164,8 @@ def relaxations(group: PlacementGroup, held_pins: frozenset[str]
 
 
 def _spread_relaxations(group: PlacementGroup) -> list[tuple[str, tuple[str, ...], str, PlacementGroup]]:
-    """placer.dev/spread (issue 21): a divide without its weights; a duplicate on one cluster fewer."""
+    """placer.dev/spread (issue 21): a divide without its weights or on one cluster more; a
+    duplicate on one cluster fewer."""
     out: list[tuple[str, tuple[str, ...], str, PlacementGroup]] = []
     for w in group.workloads:
         ann = w.annotations or {}
@@ -173,10 +174,11 @@ def _spread_relaxations(group: PlacementGroup) -> list[tuple[str, tuple[str, ...
                         _each(group, lambda x: replace(x, annotations={k: v for k, v in x.annotations.items()
                                                                       if k != ANN_SPREAD_WEIGHTS}))))
         n = str(ann.get(ANN_SPREAD_CLUSTERS, "")).strip()
-        if ann.get(ANN_SPREAD) == "duplicate" and n.isdigit() and int(n) > 1:
-            fewer = str(int(n) - 1)
-            out.append(("spread-clusters", (w.key,), f"{ANN_SPREAD_CLUSTERS}={fewer} (was {n})",
-                        _each(group, lambda x: replace(x, annotations={**x.annotations, ANN_SPREAD_CLUSTERS: fewer}))))
+        # duplicate: exactly N copies, one fewer; divide: at most N clusters, one more
+        other = str(int(n) - 1 if ann.get(ANN_SPREAD) == "duplicate" else int(n) + 1) if n.isdigit() else "0"
+        if other != "0":
+            out.append(("spread-clusters", (w.key,), f"{ANN_SPREAD_CLUSTERS}={other} (was {n})",
+                        _each(group, lambda x: replace(x, annotations={**x.annotations, ANN_SPREAD_CLUSTERS: other}))))
     return out
 
 

@@ -98,3 +98,24 @@ def test_duplicate_on_three_of_four_clusters(tmp_path):
     # each copy is the whole workload
     assert {c: [o["spec"]["replicas"] for o in objs if o["kind"] == "Deployment"]
             for c, objs in out["objects"].items()} == {c: [2] for c in clusters}
+
+
+def test_a_divide_placed_in_part_says_why_per_cluster(tmp_path):
+    """20 replicas, at least 6: east's nodes hold 7, west's 8; 15 placed (exit 0, the policy is
+    met), the 5 left out said in the JSON and under the table, per cluster."""
+    obj = web(**{"placer.dev/spread": "divide", "placer.dev/spread-min-replicas": "6"})
+    obj["spec"]["replicas"] = 20
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(FLEET))
+    (tmp_path / "web.yaml").write_text(yaml.safe_dump(obj))
+    args = ["-f", str(tmp_path / "web.yaml"), "--clusters", str(tmp_path / "fleet.yaml")]
+    res = runner.invoke(app, ["plan", "-o", "json", *args])
+    assert res.exit_code == 0, res.output
+    (first, *_) = json.loads(res.stdout)["placements"]
+    spread = first["spread"]
+    assert spread["shares"] == {"east": 7, "west": 8} and spread["unplaced"] == 5
+    assert spread["reasonCodes"] == {"east": "ShareShort", "west": "ShareShort"}
+    res = runner.invoke(app, ["plan", *args], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "5 replicas not placed" in text and text.count("5 replicas not placed") == 1, res.stdout
+    assert "east: divide: its share of 7 replicas is all its nodes hold of it at node level" in text, res.stdout

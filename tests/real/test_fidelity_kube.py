@@ -293,3 +293,46 @@ def test_submit_binds_indexed_job_and_fragmented_workload_stays_unschedulable(po
         assert "Insufficient nvidia.com/gpu" in (stuck[0].unschedulable or ""), stuck[0]
     finally:
         reset(cluster, ns, [n.name for n in nodes])
+
+
+# --- spread (issue 21): placer's shares against a cluster-totals division, per share ----------------
+
+def test_spread_shares_bind_where_a_cluster_totals_division_leaves_pods_pending(pool, tmp_path):
+    """A Deployment divided 3:1 over fid-a and fid-b, and a StatefulSet duplicated onto 2 of the 3
+    clusters. fid-a: 4 nodes of 4 GPUs, 1 in use on each: 12 GPUs free by its total, but each
+    node holds one 2-GPU pod and no 4-GPU pod. placer's shares (forced onto the clusters as
+    `placer submit` writes them) all bind; the totals division sends 6 replicas to fid-a (4 bind)
+    and a duplicate copy to fid-a, the cluster with the most free GPUs (none binds)."""
+    from tests.realkube.spread import SpreadScenario, run_all
+
+    a, b, c = CLUSTERS
+
+    def fleet(p):
+        nodes = {a: tuple(node(f"{p}-a{i}", gpus=4) for i in range(4)), b: (node(f"{p}-b0", gpus=8),),
+                 c: tuple(node(f"{p}-c{i}", gpus=4) for i in range(2))}
+        return nodes, {a: tuple(BoundPod(f"{p}-old-{i}", f"{p}-a{i}", gpu(1)) for i in range(4))}
+
+    nodes, bound = fleet("sdiv")
+    web = M.deployment("web", 8, M.pod_spec(gpu(2, cpu="100m", memory="64Mi")))
+    web["metadata"]["annotations"] = {"placer.dev/spread": "divide", "placer.dev/spread-weights": f"{a}=3,{b}=1"}
+    divided = SpreadScenario("sdiv", {a: nodes[a], b: nodes[b]}, web, {a: bound[a]})
+    nodes, bound = fleet("sdup")
+    db = M.statefulset("db", 2, M.pod_spec(gpu(4, cpu="100m", memory="64Mi")))
+    db["metadata"]["annotations"] = {"placer.dev/spread": "duplicate", "placer.dev/spread-clusters": "2"}
+    duplicated = SpreadScenario("sdup", nodes, db, bound)
+    by_cluster = dict(zip(pool.contexts, pool.clusters))
+    got = run_all([divided, duplicated], clusters=by_cluster, kube=pool.kubes[0], catalog=pool.catalog,
+                  namespace=pool.namespace, workdir=tmp_path, timeout=60)
+    errors = [v for v in got if isinstance(v, BaseException)]
+    assert not errors, errors
+    div, dup = got
+    # placer: fid-a's nodes hold 4 of the 2-GPU pods, fid-b the other 4; every pod bound
+    assert {s.cluster: s.replicas for s in div.placer} == {a: 4, b: 4}, div
+    assert all(s.all_bound for s in div.placer), div.placer
+    # the totals: 6 and 2 by the weights, fid-a's 12 free GPUs cover 6 x 2; 2 pods stay Pending
+    assert {s.cluster: (s.replicas, s.bound) for s in div.totals} == {a: (6, 4), b: (2, 2)}, div.totals
+    assert all("Insufficient nvidia.com/gpu" in r for r in next(s for s in div.totals if s.cluster == a).pending)
+    # duplicate: placer's two copies on fid-b and fid-c, every pod bound; the totals pick fid-a
+    assert sorted(s.cluster for s in dup.placer) == [b, c] and all(s.all_bound for s in dup.placer), dup.placer
+    stuck = next(s for s in dup.totals if s.cluster == a)
+    assert stuck.pods == 2 and stuck.bound == 0, dup.totals
