@@ -276,18 +276,20 @@ def placeable(f: Fleet, qs: Sequence[Q], groups: Sequence[PlacementGroup], plan,
 
 
 def fair_instance(seed: int) -> tuple[Fleet, list[Q], list[PlacementGroup]]:
-    """An instance for fair share: three weighted quotas with small nominal amounts, mostly in
-    cohort `lab`, whose workloads want far more than the fleet holds (so several borrow)."""
+    """An instance for fair share: two clusters of 8-GPU nodes, one-pod jobs of 2, 4 or 8 GPUs
+    (many plans then place the same GPUs, so who borrows is open) in two priority levels,
+    wanting more than the fleet holds, and three weighted quotas with small nominal amounts,
+    mostly in cohort `lab`."""
+    from tests.builders import fleet, group, wl
     rnd = random.Random(seed)
-    f, gs = O.instance(O.FAMILIES["gpu"], seed)
-    names = ("red", "blue", "green")
-    out = [replace(g, workloads=tuple(replace(w, namespace=rnd.choice(names + ("free",) if rnd.random() < 0.2
-                                                                       else names)) for w in g.workloads))
-           for g in gs]
+    f = fleet(*(f"c{i}: {rnd.randint(1, 3)}x8" for i in range(2)))
     total = sum(n.allocatable.get(GPU, 0) for c in f.clusters for n in c.nodes)
-    qs = [Q(n, (n,), rnd.randint(0, max(1, total // 6)), rnd.choice((None, None, None, 8)),
+    names = ("red", "blue", "green")
+    gs = [group(wl(f"{rnd.choice(names)}/w{i}", f"1x{rnd.choice((2, 4, 4, 8))}", prio=rnd.choice((0, 0, 0, 10))))
+          for i in range(total // 4 + rnd.randint(2, 5))]
+    qs = [Q(n, (n,), rnd.randint(0, total // 4), rnd.choice((None, None, None, 4)),
             "lab" if rnd.random() < 0.85 else None, rnd.choice((1, 1, 2, 3))) for n in names]
-    return f, [replace(q, limit=None) if q.cohort is None else q for q in qs], out
+    return f, [replace(q, limit=None) if q.cohort is None else q for q in qs], gs
 
 
 def to_yaml_quotas(qs: Sequence[Q]):
