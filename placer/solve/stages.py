@@ -190,8 +190,11 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     best = hint
     all_optimal, timed_out = True, False
     # the searches that decide what is placed where (and its cost) get the large shares; the
-    # polish stages (spread, fragmentation, tie-break) the small ones
-    shares = [8 if s.maximize or s.label == "cost" or s.label.startswith(FAIR) else 1 for s in stages]
+    # polish stages (spread, fragmentation, tie-break) the small ones; the fair-share stages
+    # share one large share among them, so that many quotas do not starve the priority stages
+    nfair = sum(1 for s in stages if s.label.startswith(FAIR))
+    shares = [8 if s.maximize or s.label == "cost" else max(1, 8 // nfair) if s.label.startswith(FAIR) else 1
+              for s in stages]
     spent = 0.0
     for si, stage in enumerate(stages):
         value = stage.value(best)
