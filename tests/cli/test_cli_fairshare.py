@@ -164,3 +164,10 @@ def test_get_quotas_without_a_quotas_section_says_so(unconfigured):
     assert r.exit_code == 2, r.output
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: c.yaml: no quotas: section"), lines
+
+
+def test_get_without_quotas_refuses_files(unconfigured):
+    (unconfigured / "j.yaml").write_text(_jobs({"research": 1}))
+    r = runner.invoke(app, ["get", "-f", "j.yaml"])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines() == ["error: -f applies to `placer get quotas`; `placer get` reads what placer placed"]
