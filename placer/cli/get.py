@@ -9,11 +9,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from placer.cli.common import CATALOG_HELP, app, err, out, run, warn
+from placer.cli.common import CATALOG_HELP, FILES_HELP, app, err, out, run, warn
 from placer.cli.output import OUTPUT_HELP, parse_output
 from placer.cli.output import emit as emit_as
+from placer.cli.quotas import get_quotas, is_quotas
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, open_ctx
 from placer.model.errors import InputError
+from placer.ops.checks import DEFAULT_TIME_LIMIT
 
 if TYPE_CHECKING:                 # placer.ops.get brings the Kubernetes client: loaded when used
     from placer.ops.get import Row
@@ -34,9 +36,22 @@ def get(
     context: List[str] = context_option(),
     all_contexts: bool = all_contexts_option(),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
+    files: List[str] = typer.Option([], "-f", "--filename", help="quotas: the workloads planned. " + FILES_HELP),
+    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="quotas: seconds for the plan."),
 ) -> None:
     """What placer placed, on every cluster at once: namespace, name, kind, cluster, GPUs,
-    phase, age (wide: nodes and plan). An unreachable cluster is a warning row."""
+    phase, age (wide: nodes and plan). An unreachable cluster is a warning row.
+    `placer get quotas -f FILES`: per fleet-wide quota of the clusters file, what it holds
+    once the plan of FILES is carried out (nominal, used, borrowed, lent, pending, fair share)."""
+    fmt = run(lambda: parse_output(output, OUTPUTS))     # one parser, one error text for every command
+    if is_quotas(what):
+        get_quotas(files, fmt, namespace=namespace, all_namespaces=all_namespaces, clusters=clusters_file,
+                   kubeconfig=kubeconfig, contexts=context, all_contexts=all_contexts, catalog=catalog,
+                   time_limit=time_limit)
+        return
+    if files:
+        run(lambda: _refuse("-f applies to `placer get quotas`; `placer get` reads what placer placed"))
+
     def go() -> list[Row]:
         from placer.ops.get import Query, get_placed  # brings the Kubernetes client: loaded when run
 
@@ -47,7 +62,6 @@ def get(
         with open_ctx(clusters_file, kubeconfig, context, all_contexts, catalog) as ctx:
             return get_placed(ctx, query)
 
-    fmt = run(lambda: parse_output(output, OUTPUTS))     # one parser, one error text for every command
     rows = run(go)
     warnings = [r for r in rows if r.error is not None]
     placed = [r for r in rows if r.error is None]
@@ -65,6 +79,10 @@ def get(
     if not placed and not warnings:
         err.print("No placed workloads found" + ("" if all_namespaces else f" in {namespace or 'default'} namespace")
                   + ".", markup=False, highlight=False)
+
+
+def _refuse(message: str) -> None:
+    raise InputError(message)
 
 
 def render(rows, warnings, *, all_namespaces: bool, wide: bool) -> None:

@@ -6,7 +6,7 @@
       nominal: {nvidia.com/gpu: 32}
       borrowingLimit: {nvidia.com/gpu: 16}        # absent: may borrow all its cohort leaves unused
       cohort: lab                                 # absent: borrows nothing, lends nothing
-      weight: 1                                   # fair-share weight (read, not yet used)
+      weight: 1                                   # fair-share weight
     - name: default                               # workloads in no other quota (no members)
       nominal: {nvidia.com/gpu: 8}
 

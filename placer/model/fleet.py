@@ -123,6 +123,12 @@ class Fleet:
     taken_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     # fleet-wide quotas (issue 23; placer.model.quota); None: none, nothing restricted
     quotas: "Quotas | None" = None
+    # quota -> resource -> use by work held outside this snapshot's groups and committed
+    # groups (the options search holds the plan's placements so): counted first
+    quota_held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # resource -> the quotas' pool when this snapshot is part of the fleet (the options
+    # search re-solves on one cluster); None: computed from the snapshot's clusters
+    quota_pool: Mapping[str, int] | None = None
 
     def cluster(self, name: str) -> Cluster | None:
         return next((c for c in self.clusters if c.name == name), None)

@@ -17,8 +17,9 @@ entry when there is one; else it is in no quota and unrestricted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from placer.model.selectors import Requirement, selector_matches
@@ -95,7 +96,11 @@ def capacity(fleet: Any, resource: str) -> int:
 
 
 def pool(fleet: Any, quotas: Quotas) -> dict[str, int]:
-    """Per resource: the fleet's capacity beyond the sum of all nominal amounts."""
+    """Per resource: the fleet's capacity beyond the sum of all nominal amounts (as given
+    when the snapshot is part of the fleet: Fleet.quota_pool)."""
+    given = getattr(fleet, "quota_pool", None)
+    if given is not None:
+        return {r: given.get(r, 0) for r in quotas.resources()}
     return {r: max(0, capacity(fleet, r) - sum(q.nominal.get(r, 0) for q in quotas.entries))
             for r in quotas.resources()}
 
@@ -182,6 +187,66 @@ def workload_usage(quotas: Quotas, workloads: Sequence[tuple["Workload", Mapping
 EMPTY = Quotas()
 
 
+# --- fair share (issue 23) -------------------------------------------------------------------------
+
+def lendable(quotas: Quotas, pools: Mapping[str, int]) -> dict[tuple[str, str], int]:
+    """(cohort, resource) -> what the cohort's quotas may borrow at most together: their
+    nominal amounts plus the fleet's pool (Kueue's "lendable resources in the cohort", with
+    the pool in the place of a cohort's own resources)."""
+    out = {}
+    for name, members in quotas.cohorts().items():
+        for r in sorted({r for m in members for r in m.nominal}):
+            out[(name, r)] = sum(m.nominal.get(r, 0) for m in members) + pools.get(r, 0)
+    return out
+
+
+def fair_shares(quotas: Quotas, usage: Usage, pools: Mapping[str, int]) -> dict[str, Fraction]:
+    """Per quota with a cohort: its weighted dominant borrowed share (Kueue's fair sharing),
+    max over the resources it names of borrowed / the cohort's lendable, divided by its weight.
+    A quota without a cohort borrows nothing: 0."""
+    lend = lendable(quotas, pools)
+    out = {}
+    for q in quotas.entries:
+        share = Fraction(0)
+        if q.cohort is not None:
+            for r, nominal in q.nominal.items():
+                borrowed = max(0, usage.get(q.name, {}).get(r, 0) - nominal)
+                if borrowed and lend.get((q.cohort, r), 0) > 0:
+                    share = max(share, Fraction(borrowed, lend[(q.cohort, r)]))
+        out[q.name] = share / Fraction(q.weight)
+    return out
+
+
+def fair_key(shares: Mapping[str, Fraction]) -> tuple[Fraction, ...]:
+    """The shares as a key, larger better: the largest share as small as possible, then the
+    next (max-min, lexicographic on the shares sorted largest first, negated)."""
+    return tuple(-s for s in sorted(shares.values(), reverse=True))
+
+
+def lent(quotas: Quotas, usage: Usage) -> dict[str, dict[str, int]]:
+    """Per quota and resource: how much of its unused nominal amount its cohort's borrowers
+    take. A cohort's borrowing is covered by its quotas' unused nominal amounts before the
+    pool; what they cover is split among them in proportion to what each leaves unused
+    (rounded down, the remainder one unit each in file order)."""
+    out: dict[str, dict[str, int]] = {q.name: {} for q in quotas.entries}
+    for members in quotas.cohorts().values():
+        for r in sorted({r for m in members for r in m.nominal}):
+            used = {m.name: usage.get(m.name, {}).get(r, 0) for m in members if r in m.nominal}
+            unused = {m.name: max(0, m.nominal[r] - used[m.name]) for m in members if r in m.nominal}
+            borrowed = sum(max(0, used[m.name] - m.nominal[r]) for m in members if r in m.nominal)
+            total, covered = sum(unused.values()), min(borrowed, sum(unused.values()))
+            if not covered:
+                continue
+            part = {n: u * covered // total for n, u in unused.items()}
+            left = covered - sum(part.values())
+            for n in unused:
+                if left and part[n] < unused[n]:
+                    part[n], left = part[n] + 1, left - 1
+            for n, v in part.items():
+                out[n][r] = v
+    return out
+
+
 @dataclass(frozen=True)
 class QuotaUse:
     """What a quota holds once a plan is carried out (issue 23): `used` by its committed and
@@ -194,6 +259,8 @@ class QuotaUse:
     used: Mapping[str, int]
     borrowed: Mapping[str, int]
     pending: Mapping[str, int]
+    lent: Mapping[str, int] = field(default_factory=dict)
+    fair_share: Fraction = Fraction(0)
 
     def to_dict(self) -> dict[str, Any]:
         from placer.model.quantity import to_json_number
@@ -201,14 +268,21 @@ class QuotaUse:
         def amounts(m: Mapping[str, int]) -> dict[str, int | float]:
             return {r: to_json_number(r, m.get(r, 0)) for r in sorted(self.nominal)}
         return {"name": self.name, "cohort": self.cohort, "nominal": amounts(self.nominal),
-                "used": amounts(self.used), "borrowed": amounts(self.borrowed), "pending": amounts(self.pending)}
+                "used": amounts(self.used), "borrowed": amounts(self.borrowed), "lent": amounts(self.lent),
+                "pending": amounts(self.pending), "fairShare": round(float(self.fair_share), 6)}
 
 
-def quota_uses(quotas: Quotas, usage: Usage, pending: Usage) -> tuple[QuotaUse, ...]:
+def quota_uses(quotas: Quotas, usage: Usage, pending: Usage,
+               pools: Mapping[str, int] | None = None) -> tuple[QuotaUse, ...]:
+    """Per quota: what it holds under `usage`, what it lends, what is pending, and its fair
+    share (borrowed against the cohort's lendable amount with `pools`, else without a pool)."""
     out = []
+    shares = fair_shares(quotas, usage, pools or {})
+    lends = lent(quotas, usage)
     for q in quotas.entries:
         used = {r: usage.get(q.name, {}).get(r, 0) for r in q.nominal}
         out.append(QuotaUse(q.name, q.cohort, dict(q.nominal), used,
                             {r: max(0, used[r] - n) for r, n in q.nominal.items()},
-                            {r: pending.get(q.name, {}).get(r, 0) for r in q.nominal}))
+                            {r: pending.get(q.name, {}).get(r, 0) for r in q.nominal},
+                            lends[q.name], shares[q.name]))
     return tuple(out)

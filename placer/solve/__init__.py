@@ -51,6 +51,8 @@ from placer.model.workload import PlacementGroup
 from placer.solve.accepts import creates
 from placer.solve.decode import decode
 from placer.solve.explain import explain_all
+from placer.solve.fairshare import key as fair_key
+from placer.solve.fairshare import model_key as fair_model_key
 from placer.solve.greedy import BASELINES, greedy, priority_arrival_order
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
@@ -147,7 +149,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     result = legalize(problem, result, families)
     clock.lap("greedy")
     status, timed_out = "greedy", False
-    proven: tuple[bool, tuple, tuple, int] | None = None
+    proven: _Proven | None = None
     if use_solver and candidates:
         result, proven, timed_out = _search(problem, candidates, result, work, rank, run, clock)
     elif not candidates:
@@ -157,8 +159,8 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
         compact(problem, result, run.repair_end)         # fewer domains for preferred requests, same GPUs
     if proven is not None:
         # optimal: every stage proven on a relaxation of the real problem, and reached
-        optimal, bound, best_pref, least_spread = proven
-        reached = (rank.lex(result) == bound and rank.pref(result) == best_pref
+        optimal, bound, fair, best_pref, least_spread = proven
+        reached = (rank.lex(result) == bound and rank.fair(result) == fair and rank.pref(result) == best_pref
                    and spread(problem, result) <= least_spread)
         status = "optimal" if optimal and reached else "feasible"
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
@@ -172,6 +174,11 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
                       timings=dict(clock.laps))
     return replace(plan, summary=summary, quotas=quota_figures(problem, result))
+
+
+# what the model proved: optimal, the priority bound, the fair-share key, the preference key,
+# the least spread
+_Proven = tuple[bool, tuple, tuple, tuple, int]
 
 
 @dataclass(frozen=True)
@@ -189,8 +196,8 @@ class _Run:
 @dataclass(frozen=True)
 class _Rank:
     """Plans compared lexicographically by priority (per level: GPUs, then groups placed),
-    then by cluster preference and cost (issue 21), then by preferred topology requests
-    spanning fewer domains."""
+    then by fair share of borrowed capacity (issue 23), then by cluster preference and cost
+    (issue 21), then by preferred topology requests spanning fewer domains."""
 
     problem: Problem
     by_idx: Mapping[int, GroupInfo]
@@ -200,11 +207,14 @@ class _Rank:
     def lex(self, result: Result) -> tuple:
         return _lex_value(self.by_idx, result, self.ng)
 
+    def fair(self, result: Result) -> tuple:
+        return fair_key(self.problem, result)
+
     def pref(self, result: Result) -> tuple:
         return plan_key(self.problem, result, self.ng)
 
     def key(self, result: Result) -> tuple:
-        return (self.lex(result), self.pref(result), -spread(self.problem, result))
+        return (self.lex(result), self.fair(result), self.pref(result), -spread(self.problem, result))
 
 
 def _take_committed(problem: Problem) -> tuple[Problem, list[tuple[GroupInfo, int, PodAssign]], dict[str, str]]:
@@ -258,7 +268,7 @@ def _prefer(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
 
 
 def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, work: Mapping[int, ClusterState],
-            rank: _Rank, run: _Run, clock: "_Clock") -> tuple[Result, tuple[bool, tuple, tuple, int] | None, bool]:
+            rank: _Rank, run: _Run, clock: "_Clock") -> tuple[Result, _Proven | None, bool]:
     """The class model solved in stages, decoded and repaired: kept when at least as good as
     the greedy `result`. Returns the plan, what the model proved (optimal, bound, least
     spread; None without a model answer) and whether the wall clock cut the search short."""
@@ -293,7 +303,8 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     # after GPUs: preferred topology requests spanning fewer domains
     if rank.key(decoded) >= rank.key(result):
         result = decoded
-    proven = (sol.status == "optimal", bound, model_key(agg, sol.values, problem, rank.ng),
+    proven = (sol.status == "optimal", bound, fair_model_key(agg, problem, sol.values),
+              model_key(agg, sol.values, problem, rank.ng),
               sum(sol.values[s] for s in agg.spread))
     clock.lap("decode")
     return result, proven, sol.timed_out

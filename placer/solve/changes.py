@@ -11,12 +11,13 @@ from typing import Any, Callable, Mapping
 
 from placer.model.fleet import Taint
 from placer.model.names import ANN_PIN, ANN_SELECTOR, ANN_SPREAD, ANN_SPREAD_CLUSTERS, ANN_SPREAD_WEIGHTS
-from placer.model.quantity import format_quantity
+from placer.model.quantity import format_quantity, to_json_number
 from placer.model.reasons import amount
 from placer.model.workload import Gang, PlacementGroup, Workload, WorkloadRef
 from placer.solve.groups import GPU_RESOURCES, gpus_of
 
-KIND_ORDER = {"preempt": 0, "wait": 1, "add-nodes": 2, "relax": 3}
+# issue 23: for a workload its quota keeps out, reclaiming what others borrow, or raising its quota
+KIND_ORDER = {"reclaim": 0, "raise-quota": 1, "preempt": 2, "wait": 3, "add-nodes": 4, "relax": 5}
 
 
 # --- what is offered ----------------------------------------------------------------------
@@ -68,19 +69,32 @@ class Option:
     constraint: str | None = None
     value: str | None = None                      # relax: the constraint as written
     relaxed: tuple[str, ...] = ()                 # relax: whose constraint (workload or workload instance)
+    # reclaim: (quota, amount of `resource` taken back from what it borrows) per borrowing quota;
+    # raise-quota: the quota, its resource, by how much its nominal amount is raised and to what
+    quotas: tuple[tuple[str, int], ...] = ()
+    resource: str | None = None
+    by: int = 0
+    to: int = 0
 
     @property
     def gpus(self) -> int:
-        """GPUs disturbed (preempt, wait) or added (add-nodes)."""
+        """GPUs disturbed (preempt, wait, reclaim) or added (add-nodes)."""
         if self.node is not None:
             return self.count * gpus_of(self.node.allocatable)
         return sum(v.gpus for v in self.victims)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
-        if self.kind in ("preempt", "wait"):
+        if self.kind in ("preempt", "wait", "reclaim"):
             out.update(cluster=self.cluster, workloads=[v.workload for v in self.victims], gpus=self.gpus,
                        details=[v.to_dict() for v in self.victims])
+            if self.kind == "reclaim":
+                out.update(resource=self.resource,
+                           reclaimed={q: _amount_json(self.resource, v) for q, v in self.quotas})
+        elif self.kind == "raise-quota":
+            q = self.quotas[0][0] if self.quotas else None
+            out.update(cluster=self.cluster, quota=q, resource=self.resource,
+                       by=_amount_json(self.resource, self.by), to=_amount_json(self.resource, self.to))
         elif self.kind == "add-nodes":
             out.update(cluster=self.cluster, count=self.count, node=self.node.to_dict() if self.node else None)
         else:
@@ -95,6 +109,15 @@ class Option:
             return f"preempt {', '.join(v.render() for v in self.victims)} on {self.cluster}"
         if self.kind == "wait":
             return f"wait for {', '.join(v.render() for v in self.victims)} to finish on {self.cluster}"
+        if self.kind == "reclaim":
+            what = ", ".join(f"{amount(self.resource or '', v)} from quota {q}" for q, v in self.quotas)
+            return (f"reclaim borrowed {what}: take out {', '.join(v.render() for v in self.victims)}; "
+                    f"it then fits on {self.cluster}")
+        if self.kind == "raise-quota":
+            q = self.quotas[0][0] if self.quotas else "?"
+            r = self.resource or ""
+            return (f"raise quota {q}'s nominal {r} by {amount(r, self.by)} (to {amount(r, self.to)}): "
+                    f"it then fits on {self.cluster}")
         if self.kind == "add-nodes" and self.node is not None:
             n = self.node
             res = ", ".join(amount(r, v) for r, v in sorted(n.allocatable.items(), key=lambda kv: _res_order(kv[0]))
@@ -104,6 +127,10 @@ class Option:
         if self.constraint == "spread-clusters":       # a duplicate on fewer clusters, a divide on more
             return f"set {self.value} on {whose}: it then fits on {self.cluster}"
         return f"drop {self.constraint} {self.value} of {whose}: it then fits on {self.cluster}"
+
+
+def _amount_json(resource: str | None, v: int) -> int | float:
+    return to_json_number(resource or "", v)
 
 
 def _res_order(r: str) -> tuple:

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from itertools import combinations_with_replacement
 from typing import Mapping, Sequence
 
+from placer.solve.fairshare import FairDefs
+from placer.solve.fairshare import add_stages as fair_stages
+from placer.solve.fairshare import hint as fair_hint
 from placer.solve.groups import UNLIMITED, ClusterInfo, GroupInfo, Part, sort_key
 from placer.solve.problem import Problem
 from placer.solve.quotas import add_constraints as quota_constraints
@@ -65,6 +68,8 @@ class Agg:
     share_clusters: list[int] = field(default_factory=list)
     # weighted shares: (var, terms, slack), var = max(0, |terms| - slack), minimised after GPUs
     deviations: list[tuple[int, list[tuple[int, int]], int]] = field(default_factory=list)
+    # issue 23: weighted fair share of borrowed capacity (placer.solve.fairshare)
+    fair: FairDefs = field(default_factory=FairDefs)
 
     def var(self, name: str, lb: int, ub: int) -> int:
         self.lb.append(lb)
@@ -124,6 +129,7 @@ def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
             _class_constraints(agg, info, c, k, items, tdemand)
     add_to_model(agg, problem, groups, part_type)
     quota_constraints(agg, problem)            # issue 23: fleet-wide quotas, hard
+    agg.fair = fair_stages(agg, problem)       # issue 23: fair share of what quotas borrow
     return agg
 
 
@@ -289,6 +295,7 @@ def values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], probl
             y = next((y for p, y in zip(pats, ys) if all(p.get(s, 0) >= n for s, n in fill.items())), None)
             if y is not None:
                 vals[y] += 1
+    fair_hint(agg.fair, vals)
     return vals
 
 

@@ -43,6 +43,7 @@ from placer.solve.fits import Entry, PodKind, add_demand, could_fit, first_true,
 from placer.solve.groups import GPU_RESOURCES, gpus_of
 from placer.solve.minimal import Cand, Shape, fewest_nodes, fewest_removal, minimal_removal
 from placer.solve.policy import group_policy, policy_reason
+from placer.solve.quota_options import QuotaSearch
 from placer.solve.resolve import SOLVES_PER_GROUP, SOLVES_TOTAL, HeldPlan, Resolver, Stop, demand_on, loaded_cluster
 from placer.solve.scheduling import admitted, fits_resources, mismatch
 
@@ -69,9 +70,19 @@ class _Engine:
         self.held_pins = held_pins
         self.groups = {g.key: g for g in groups}
         self.names = {c.name: i for i, c in enumerate(fleet.clusters)}
-        self.hold = HeldPlan(fleet, {**self.groups, **{g.key: g for g, _ in committed}}, plan)
+        every = {**self.groups, **{g.key: g for g, _ in committed}}
+        self.hold = HeldPlan(fleet, every, plan)
         self.resolver = Resolver(fleet, gpu_names, solve, deadline)
         self.cut: str | None = None               # why the last search stopped short
+        # issue 23: quota options, and the fleet-wide quotas in every re-solve
+        self.quota = QuotaSearch(fleet, every, plan, self.hold, self.resolver) if fleet.quotas else None
+
+    def _quotas(self, drop: Iterable[str] = (), extra: Sequence[Node] = ()) -> tuple[Any, Any, Any]:
+        """The re-solve's quotas, the held plan's use of them (less the groups `drop`) and
+        the fleet's pool (with `extra` new nodes): a re-solve sees one cluster, not the fleet."""
+        if self.quota is None or not self.quota.sound:
+            return None, None, None
+        return self.quota.quotas, self.quota.usage(drop), self.quota.pool(extra=extra)
 
     # -- one unplaced group --
 
@@ -79,9 +90,13 @@ class _Engine:
         found: list[tuple[tuple, Option]] = []
         spent = [0, 0]
         incomplete: str | None = None
+        if self.quota is not None:
+            opts, incomplete = self.quota.options(group, spent)
+            found += [((KIND_ORDER[o.kind], o.by or o.gpus, len(o.victims), self.names.get(o.cluster or "", 0)), o)
+                      for o in opts]
         searches = self._searches(group)
         if searches is None:
-            return Options((), "time limit")
+            return Options(tuple(o for _, o in sorted(found, key=lambda t: t[0])), "time limit")
         for kind, cl, run in searches:
             spent[1], self.cut = 0, None
             try:
@@ -205,7 +220,8 @@ class _Engine:
             return could_fit(parts, self._entries(cl, parts, _without(subset, base), usable), self.gpu_names)
 
         def works(subset: Sequence[Cand], spent: list[int]) -> bool:
-            return self.resolver.places([loaded_cluster(cl, _without(subset, held))], group, spent) == cl.name
+            return self.resolver.places([loaded_cluster(cl, _without(subset, held))], group, spent,
+                                        *self._quotas(k for c in subset for k in c.drop)) == cl.name
 
         if not cheap(cands):
             return None
@@ -243,7 +259,8 @@ class _Engine:
 
         def works(shape: NewNode, n: int, spent: list[int]) -> bool:
             extra = [_new_node(cl, shape, i) for i in range(n)]
-            return self.resolver.places([loaded_cluster(cl, load, extra)], group, spent) == cl.name
+            return self.resolver.places([loaded_cluster(cl, load, extra)], group, spent,
+                                        *self._quotas(extra=extra)) == cl.name
 
         def run(spent: list[int]) -> Option | None:
             best, self.cut = fewest_nodes(shapes, lambda shape, n: works(shape, n, spent))
@@ -270,7 +287,7 @@ class _Engine:
                         all(p.nodes for p in parts) and could_fit(parts, self._entries(cl, parts, loads),
                                                                   self.gpu_names)):
                     room.append(loaded_cluster(cl, loads))
-            where = self.resolver.places(room, relaxed, spent) if room else None
+            where = self.resolver.places(room, relaxed, spent, *self._quotas()) if room else None
             if where is not None:
                 out.append(Option("relax", where, constraint=constraint, value=value, relaxed=who))
         return out

@@ -65,6 +65,7 @@ def tally(problem: Problem, placed: Iterable[int] = ()) -> Tally | None:
     if not quotas:
         return None
     t = Tally(quotas, pool(problem.fleet, quotas))
+    t.add({q: dict(u) for q, u in problem.fleet.quota_held.items()})
     for g, _ in problem.committed:
         t.add(group_use(quotas, g))
     by_idx = {g.index: g for g in problem.groups}
@@ -102,7 +103,17 @@ def figures(problem: Problem, result: Mapping[int, object]) -> tuple[QuotaUse, .
         if g.index not in result:
             for q, u in group_use(t.quotas, g).items():
                 add_usage(pending, q, u)
-    return quota_uses(t.quotas, t.usage, pending)
+    return quota_uses(t.quotas, t.usage, pending, t.pools)
+
+
+def use_terms(agg, quotas: Quotas) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """(quota, resource) -> the model's terms for what new work uses of it."""
+    terms: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for sg in agg.sigs:
+        for qname, u in group_use(quotas, sg.rep).items():
+            for r, v in u.items():
+                terms.setdefault((qname, r), []).extend((v, agg.z[(sg.index, c)]) for c in sg.rep.eligible)
+    return terms
 
 
 def add_constraints(agg, problem: Problem) -> None:
@@ -111,11 +122,7 @@ def add_constraints(agg, problem: Problem) -> None:
     if t is None:
         return
     quotas, done = t.quotas, t.usage
-    terms: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    for sg in agg.sigs:
-        for qname, u in group_use(quotas, sg.rep).items():
-            for r, v in u.items():
-                terms.setdefault((qname, r), []).extend((v, agg.z[(sg.index, c)]) for c in sg.rep.eligible)
+    terms = use_terms(agg, quotas)
     for q in quotas.entries:
         for r, nominal in q.nominal.items():
             own = q.may_borrow(r)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from placer.model.fleet import Cluster, Fleet, Node
 from placer.model.plan import Placement, Plan
@@ -90,9 +90,14 @@ class Resolver:
         self.solves_total = 0
         self.longest = 0.0                        # the longest re-solve so far, seconds
 
-    def places(self, clusters: Sequence[Cluster], group: PlacementGroup, spent: list[int]) -> str | None:
+    def places(self, clusters: Sequence[Cluster], group: PlacementGroup, spent: list[int],
+               quotas: Any = None, quota_held: Mapping[str, Mapping[str, int]] | None = None,
+               quota_pool: Mapping[str, int] | None = None) -> str | None:
         """The real solve, the group alone on these clusters: where it lands, or None.
-        `spent`: re-solves so far on this group and on this search (both counted here)."""
+        `spent`: re-solves so far on this group and on this search (both counted here).
+        `quotas` (placer.model.quota.Quotas): the fleet-wide quotas then apply, with
+        `quota_held` (the held plan's use) counted first and the fleet's pool `quota_pool`;
+        without them, none apply."""
         if self.solves_total >= SOLVES_TOTAL or spent[0] >= SOLVES_PER_GROUP or spent[1] >= SOLVES_PER_SEARCH:
             raise Stop("search budget")
         now = time.monotonic()
@@ -103,7 +108,7 @@ class Resolver:
         self.solves_total += 1
         spent[0] += 1
         spent[1] += 1
-        fleet = Fleet(tuple(clusters), self.fleet.taken_at)
+        fleet = Fleet(tuple(clusters), self.fleet.taken_at, quotas, dict(quota_held or {}), quota_pool)
         started = time.monotonic()
         try:
             return self._solve(fleet, group, limit)

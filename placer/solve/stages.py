@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 # the native model and solver of CP-SAT: `cp_model` would import pandas (~0.5 s per run)
 from ortools.sat.python import cp_model_helper as cmh
 
+from placer.solve.fairshare import LABEL as FAIR
 from placer.solve.groups import GroupInfo
 from placer.solve.model import INF, Agg
 from placer.solve.preference import stage_terms
@@ -83,29 +84,38 @@ def _tie_weights(agg: Agg, ng: int) -> list[tuple[int, int]]:
 @dataclass(frozen=True)
 class Stage:
     """One lexicographic objective: its terms and sense, and for a priority stage `top`, the
-    value that places all of it."""
+    value that places all of it; for a minimised stage `floor`, a value none is below."""
 
     label: str
     terms: list[tuple[int, int]]
     maximize: bool
     top: int | None = None
+    floor: int | None = None
 
     def value(self, vals: Sequence[int] | None) -> int | None:
         return None if vals is None else sum(a * vals[v] for a, v in self.terms)
 
     def uncontested(self, vals: Sequence[int] | None) -> bool:
-        """A priority stage the incumbent `vals` places entirely: fixed without a search."""
+        """A priority stage the incumbent `vals` places entirely, or a minimised stage it
+        brings to its floor: fixed without a search."""
         value = self.value(vals)
-        return self.top is not None and value is not None and value >= self.top
+        if value is None:
+            return False
+        if self.maximize:
+            return self.top is not None and value >= self.top
+        return self.floor is not None and value <= self.floor
 
 
 def stages_of(agg: Agg, problem: Problem, groups: Sequence[GroupInfo]) -> list[Stage]:
-    """Priority levels (highest first), then spread weights and clusters, cluster preference and
-    cost, topology spread,
-    fragmentation and, on small models, the tie-break."""
+    """Priority levels (highest first), then fair share of borrowed capacity, spread weights and
+    clusters, cluster preference and cost, topology spread, fragmentation and, on small models,
+    the tie-break (the order docs/planning.md gives and argues)."""
     levels = sorted({g.priority for g in groups}, reverse=True)
     ng = len(problem.groups) + 1
     stages = _priority_stages(agg, levels, ng)
+    # issue 23: among plans placing the most at every level, borrowed capacity by weighted
+    # fair share: the largest share as small as possible, then the next (placer.solve.fairshare)
+    stages += [Stage(label, terms, False, floor=0) for label, terms in agg.fair.stages]
     if agg.deviations:
         # after GPUs placed: weighted shares as close to their weights as the nodes allow
         stages.append(Stage("spread weights", [(1, d) for d, _, _ in agg.deviations], False))
@@ -180,8 +190,11 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     best = hint
     all_optimal, timed_out = True, False
     # the searches that decide what is placed where (and its cost) get the large shares; the
-    # polish stages (spread, fragmentation, tie-break) the small ones
-    shares = [8 if s.maximize or s.label == "cost" else 1 for s in stages]
+    # polish stages (spread, fragmentation, tie-break) the small ones; the fair-share stages
+    # share one large share among them, so that many quotas do not starve the priority stages
+    nfair = sum(1 for s in stages if s.label.startswith(FAIR))
+    shares = [8 if s.maximize or s.label == "cost" else max(1, 8 // nfair) if s.label.startswith(FAIR) else 1
+              for s in stages]
     spent = 0.0
     for si, stage in enumerate(stages):
         value = stage.value(best)
@@ -207,6 +220,8 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
             _linear(m, stage.terms, -INF, value)
     if best is None:
         return None
+    # rounded shares (placer.solve.fairshare) order the plans nearly, not provably, right
+    all_optimal &= agg.fair.exact or not agg.fair.stages
     return Solution(best, "optimal" if all_optimal else "feasible", timed_out)
 
 

@@ -13,7 +13,7 @@ from placer.model.errors import VerificationError
 from placer.model.fleet import Cluster, Fleet, Node
 from placer.model.names import ANN_PIN, ANN_SELECTOR
 from placer.model.plan import Placement, Plan
-from placer.model.quota import pool, violations, workload_usage
+from placer.model.quota import add_usage, pool, violations, workload_usage
 from placer.model.selectors import parse_label_selector, selector_matches
 from placer.model.workload import Instance, PlacementGroup, Workload
 from placer.solve.scheduling import admitted, mismatch, pod_demand, runtime_overhead
@@ -70,7 +70,10 @@ def _check_quotas(fleet: Fleet, placed: Sequence[Workload]) -> None:
             for r, v in pod_demand(inst.pod).items():
                 total[r] = total.get(r, 0) + v * max(0, inst.pods)
         demand.append((w, total))
-    broken = violations(fleet.quotas, workload_usage(fleet.quotas, demand), pool(fleet, fleet.quotas))
+    usage = workload_usage(fleet.quotas, demand)
+    for q, u in fleet.quota_held.items():
+        add_usage(usage, q, u)
+    broken = violations(fleet.quotas, usage, pool(fleet, fleet.quotas))
     if broken:
         _fail(broken[0])
 

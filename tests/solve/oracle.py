@@ -255,13 +255,14 @@ def lex(groups: Sequence[PlacementGroup], placed: set[str]) -> tuple:
 
 
 def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None = None,
-            then: Sequence = (), values: list | None = None, constrain=None) -> tuple:
+            then: Sequence = (), values: list | None = None, constrain=None, at: tuple | None = None) -> tuple:
     """The lexicographic optimum's value (as `lex`) over every node-level assignment; then the
     fewest values spanned by preferred topology requests, appended to `spread` when given.
     `then`: more stages after the levels and before the spread, each a function of the
     placement bools `y[(group, cluster)]` giving (expression, maximize); their optimal values
     are appended to `values` (tests/solve/oracle_preference.py: cluster order and cost).
-    `constrain(m, y)`: more hard constraints on the placement bools (tests/solve/oracle_quota.py)."""
+    `constrain(m, y)`: more hard constraints on the placement bools (tests/solve/oracle_quota.py).
+    `at`: a `lex` value to reach rather than maximise (LookupError when proven unreachable)."""
     m = cp_model.CpModel()
     y: dict[tuple[int, int], cp_model.IntVar] = {}
     load: dict[tuple[int, int, str], list] = {}
@@ -310,9 +311,12 @@ def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None
                 m.Add(score.get((c, i), 0) >= score.get((c, i + 1), 0))
     s = _solver(120)
     s.parameters.num_workers = 2
-    for p in levels:
+    for li, p in enumerate(levels):
         expr = sum((gpus(groups[gi]) * big + 1) * v for (gi, _), v in y.items() if priority(groups[gi]) == p)
         if isinstance(expr, int):
+            continue
+        if at is not None:               # (GPUs, groups) placed at this level given: feasibility only
+            m.Add(expr == at[li][0] * big + at[li][1])
             continue
         m.Maximize(expr)
         st = s.Solve(m)
@@ -336,6 +340,8 @@ def optimum(f: Fleet, groups: Sequence[PlacementGroup], spread: list[int] | None
         assert st == cp_model.OPTIMAL, "oracle not proven on the topology spread"
     else:
         st = s.Solve(m)
+    if at is not None and st == cp_model.INFEASIBLE:
+        raise LookupError(f"no assignment reaches {at}")
     assert st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     if spread is not None:
         spread.append(sum(s.Value(b) for b in spans))

@@ -11,12 +11,22 @@ Kueue's terms (borrowed and lent amounts rather than a cohort's total):
   of the pool; the shares together are at most the pool = GPUs on schedulable nodes of
   reachable clusters minus every quota's nominal amount (at least 0).
 `optimum`: tests/solve/oracle.py's exact optimum with these as hard constraints.
+
+Fair share (Kueue's fair sharing, restated): a quota of a cohort has share
+max(borrowed / lendable) / weight, lendable = its cohort's nominal amounts plus the pool;
+among the plans that reach the exact optimum, the best divides borrowing so that the shares,
+sorted largest first, are lexicographically least. `fair_optimum` finds that vector by brute
+force: every combination of what each quota could borrow (from the subset sums of its
+groups' GPUs), in increasing order of the sorted shares, each checked by the exact oracle
+with each quota's use fixed to it, until one reaches the optimum.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Mapping, Sequence
 
 from ortools.sat.python import cp_model
@@ -35,6 +45,7 @@ class Q:
     nominal: int                       # GPUs
     limit: int | None = None           # borrowing limit; None: none
     cohort: str | None = None
+    weight: int = 1
 
 
 def owner(qs: Sequence[Q], namespace: str) -> Q | None:
@@ -91,10 +102,19 @@ def plan_violations(f: Fleet, qs: Sequence[Q], groups: Sequence[PlacementGroup],
 
 def optimum(f: Fleet, qs: Sequence[Q], groups: Sequence[PlacementGroup]) -> tuple:
     """The exact lexicographic optimum (tests/solve/oracle.py) under the quotas."""
+    return O.optimum(f, groups, constrain=_constrain(f, qs, groups))
+
+
+def _constrain(f: Fleet, qs: Sequence[Q], groups: Sequence[PlacementGroup], fix: Mapping[str, int] | None = None,
+               held: Mapping[str, int] | None = None):
+    """The quota rules as constraints on the oracle's placement bools; `fix`: per quota the
+    exact amount it borrows (0: it stays within its nominal amount); `held`: per quota what
+    work held elsewhere already uses."""
     big = 10**6
 
     def constrain(m: cp_model.CpModel, y) -> None:
-        used = {q.name: sum(use(qs, groups[gi]).get(q.name, 0) * v for (gi, _), v in y.items()) for q in qs}
+        used = {q.name: (held or {}).get(q.name, 0)
+                + sum(use(qs, groups[gi]).get(q.name, 0) * v for (gi, _), v in y.items()) for q in qs}
         borrowed, unused = {}, {}
         for q in qs:
             u = m.NewIntVar(0, big, f"u_{q.name}")
@@ -107,6 +127,8 @@ def optimum(f: Fleet, qs: Sequence[Q], groups: Sequence[PlacementGroup]) -> tupl
                 m.Add(b == 0)
             elif q.limit is not None:
                 m.Add(b <= q.limit)
+            if fix is not None and q.name in fix:
+                m.Add(b == fix[q.name])
         shares = []
         for c in sorted({q.cohort for q in qs if q.cohort}):
             members = [q.name for q in qs if q.cohort == c]
@@ -116,10 +138,82 @@ def optimum(f: Fleet, qs: Sequence[Q], groups: Sequence[PlacementGroup]) -> tupl
         if shares:
             m.Add(sum(shares) <= pool(f, qs))
 
-    return O.optimum(f, groups, constrain=constrain)
+    return constrain
 
 
-def instance(seed: int) -> tuple[Fleet, list[Q], list[PlacementGroup]]:
+# --- fair share -------------------------------------------------------------------------------
+
+def fair_vector(f: Fleet, qs: Sequence[Q], borrowed: Mapping[str, int]) -> tuple[Fraction, ...]:
+    """The shares of the quotas of a cohort, largest first."""
+    out = []
+    for q in qs:
+        if q.cohort is None:
+            continue
+        lend = sum(o.nominal for o in qs if o.cohort == q.cohort) + pool(f, qs)
+        out.append(Fraction(borrowed.get(q.name, 0), lend) / q.weight if lend else Fraction(0))
+    return tuple(sorted(out, reverse=True))
+
+
+def plan_borrowed(qs: Sequence[Q], groups: Sequence[PlacementGroup], plan) -> dict[str, int]:
+    """What each quota borrows in a plan, counted from its placements."""
+    wls = {w.key: w for g in groups for w in g.workloads}
+    used: dict[str, int] = {}
+    for p in plan.placements:
+        q = owner(qs, wls[p.workload].namespace)
+        if q is not None:
+            used[q.name] = used.get(q.name, 0) + sum(O.demand(i).get(GPU, 0) * i.pods
+                                                     for i in wls[p.workload].instances)
+    return {q.name: max(0, used.get(q.name, 0) - q.nominal) for q in qs}
+
+
+def _borrowable(qs: Sequence[Q], groups: Sequence[PlacementGroup], q: Q) -> list[int]:
+    """Every amount `q` could borrow: its use beyond nominal over every subset of its groups."""
+    sums = {0}
+    for g in groups:
+        u = use(qs, g).get(q.name, 0)
+        if u:
+            sums |= {s + u for s in sums}
+    return sorted({max(0, s - q.nominal) for s in sums if q.limit is None or s - q.nominal <= q.limit})
+
+
+def fair_optimum(f: Fleet, qs: Sequence[Q], groups: Sequence[PlacementGroup],
+                 below: tuple[Fraction, ...] | None = None) -> tuple[tuple[Fraction, ...] | None, int]:
+    """The least sorted share vector among the plans reaching the exact optimum, by brute
+    force over what each quota borrows; with `below`, only vectors strictly below it are
+    tried (None: none of them is reachable). Also returns how many combinations the exact
+    oracle checked."""
+    best = optimum(f, qs, groups)
+    lenders = [q for q in qs if q.cohort is not None]
+    combos = []
+    for amounts in itertools.product(*(_borrowable(qs, groups, q) for q in lenders)):
+        fix = dict(zip((q.name for q in lenders), amounts))
+        vec = fair_vector(f, qs, fix)
+        if (below is None or vec < below) and _may_cover(f, qs, fix):
+            combos.append((vec, fix))
+    combos.sort(key=lambda c: c[0])
+    checked = 0
+    for vec, fix in combos:
+        checked += 1
+        try:
+            O.optimum(f, groups, constrain=_constrain(f, qs, groups, fix), at=best)
+        except LookupError:             # no plan at the optimum borrows exactly these amounts
+            continue
+        return vec, checked
+    return None, checked
+
+
+def _may_cover(f: Fleet, qs: Sequence[Q], fix: Mapping[str, int]) -> bool:
+    """A quick necessary condition: each cohort's borrowing is covered by its quotas that
+    borrow nothing (at most their whole nominal amounts) and the pool."""
+    need = 0
+    for c in sorted({q.cohort for q in qs if q.cohort}):
+        members = [q for q in qs if q.cohort == c]
+        need += max(0, sum(fix.get(q.name, 0) for q in members)
+                    - sum(q.nominal for q in members if not fix.get(q.name, 0)))
+    return need <= pool(f, qs)
+
+
+def instance(seed: int, weights: bool = False) -> tuple[Fleet, list[Q], list[PlacementGroup]]:
     """A small random fleet (tests/solve/oracle.py's `gpu` family) whose workloads are spread
     over four namespaces, and two to four quotas over three of them (some in cohort `lab`,
     some with a borrowing limit, sometimes a default entry)."""
@@ -138,7 +232,64 @@ def instance(seed: int) -> tuple[Fleet, list[Q], list[PlacementGroup]]:
         qs.append(Q(name, (name,), rnd.randint(0, max(1, total // 3)), limit, cohort))
     if rnd.random() < 0.3:
         qs.append(Q("default", (), rnd.randint(0, 8), None, rnd.choice((None, "lab"))))
+    if weights:                          # drawn apart, so the instances without weights stay as they were
+        wr = random.Random(seed + 7919)
+        qs = [replace(q, weight=wr.choice((1, 1, 2, 3))) for q in qs]
     return f, qs, out
+
+
+# --- options: does a group fit beside the plan held where it is ---------------------------------
+
+def placeable(f: Fleet, qs: Sequence[Q], groups: Sequence[PlacementGroup], plan, g: PlacementGroup,
+              without: Sequence[str] = ()) -> bool:
+    """Whether `g` can be placed (exactly, over every node-level assignment) with every other
+    placement of `plan` held on its nodes and counted against its quota, the groups
+    `without` taken out; `qs` as given (an option's raised quota included)."""
+    wls = {w.key: w for gr in groups for w in gr.workloads}
+    gone = set(without) | {g.key}
+    used: dict[tuple[str, str], dict[str, int]] = {}
+    held: dict[str, int] = {}
+    for p in plan.placements:
+        if p.group in gone:
+            continue
+        w = wls[p.workload]
+        insts = {i.key: i for i in w.instances}
+        for node, counts in p.nodes.items():
+            slot = used.setdefault((p.cluster, node), {})
+            for ikey, n in counts.items():
+                for r, v in O.demand(insts[ikey]).items():
+                    if r != "pods":
+                        slot[r] = slot.get(r, 0) + v * n
+        q = owner(qs, w.namespace)
+        if q is not None:
+            held[q.name] = held.get(q.name, 0) + sum(O.demand(i).get(GPU, 0) * i.pods for i in w.instances)
+    clusters = []
+    for c in f.clusters:
+        nodes = []
+        for n in c.nodes:
+            extra = used.get((c.name, n.name), {})
+            nodes.append(replace(n, used={r: n.used.get(r, 0) + extra.get(r, 0) for r in {*n.used, *extra}}))
+        clusters.append(replace(c, nodes=tuple(nodes)))
+    loaded = replace(f, clusters=tuple(clusters))
+    got = O.optimum(loaded, [g], constrain=_constrain(loaded, qs, [g], held=held))
+    return any(n for level in got for n in level)
+
+
+def fair_instance(seed: int) -> tuple[Fleet, list[Q], list[PlacementGroup]]:
+    """An instance for fair share: two clusters of 8-GPU nodes, one-pod jobs of 2, 4 or 8 GPUs
+    (many plans then place the same GPUs, so who borrows is open) in two priority levels,
+    wanting more than the fleet holds, and three weighted quotas with small nominal amounts,
+    mostly in cohort `lab`."""
+    from tests.builders import fleet, group, wl
+    rnd = random.Random(seed)
+    f = fleet(*(f"c{i}: {rnd.randint(1, 3)}x8" for i in range(2)))
+    total = sum(n.allocatable.get(GPU, 0) for c in f.clusters for n in c.nodes)
+    names = ("red", "blue", "green")
+    gs = [group(wl(f"{rnd.choice(names)}/w{i}", f"1x{rnd.choice((2, 4, 4, 8))}", prio=rnd.choice((0, 0, 0, 10))))
+          for i in range(total // 4 + rnd.randint(2, 5))]
+    qs = [Q(n, (n,), rnd.randint(0, total // 4), rnd.choice((None, None, None, 4)),
+            "lab" if rnd.random() < 0.85 else None, rnd.choice((1, 1, 2, 3))) for n in names]
+    return f, [replace(q, limit=None) if q.cohort is None else q for q in qs], gs
 
 
 def to_yaml_quotas(qs: Sequence[Q]):
@@ -153,5 +304,7 @@ def to_yaml_quotas(qs: Sequence[Q]):
             d["cohort"] = q.cohort
         if q.limit is not None:
             d["borrowingLimit"] = {GPU: q.limit}
+        if q.weight != 1:
+            d["weight"] = q.weight
         specs.append(QuotaSpec.model_validate(d))
     return to_quotas(specs)
