@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from placer.model import reasons as R
-from placer.model.quota import Quotas, QuotaUse, add_usage, headroom, pool, quota_uses, violations
+from placer.model.quota import Quotas, QuotaUse, add_usage, grows, headroom, overs, pool, quota_uses
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem
 
@@ -53,10 +53,11 @@ class Tally:
     def room(self, use: Use) -> bool:
         if not use:
             return True
+        before = overs(self.quotas, self.usage, self.pools)
         self.add(use)
-        ok = not violations(self.quotas, self.usage, self.pools)
+        after = overs(self.quotas, self.usage, self.pools)
         self.add(use, -1)
-        return ok
+        return not grows(before, after)         # committed work over a lowered limit blocks only its quota
 
 
 def tally(problem: Problem, placed: Iterable[int] = ()) -> Tally | None:
@@ -65,8 +66,11 @@ def tally(problem: Problem, placed: Iterable[int] = ()) -> Tally | None:
     if not quotas:
         return None
     t = Tally(quotas, pool(problem.fleet, quotas))
-    for g, _ in problem.committed:
-        t.add(group_use(quotas, g))
+    if quotas.counted is not None:          # the daemon counts its placed copies in full itself
+        t.add({q: dict(u) for q, u in quotas.counted.items()})
+    else:
+        for g, _ in problem.committed:
+            t.add(group_use(quotas, g))
     by_idx = {g.index: g for g in problem.groups}
     for gi in placed:
         t.add(group_use(quotas, by_idx[gi]))
@@ -80,7 +84,7 @@ def within(problem: Problem, result: dict) -> dict:
     if t is None:
         return result
     full = tally(problem, result)
-    if full is not None and not violations(full.quotas, full.usage, full.pools):
+    if full is not None and not grows(overs(t.quotas, t.usage, t.pools), overs(full.quotas, full.usage, full.pools)):
         return result
     by_idx = {g.index: g for g in problem.groups}
     kept = {}
