@@ -95,7 +95,10 @@ def test_fleetquotas_bound_what_the_daemon_places_and_a_raise_places_the_rest_li
              status(env, "team-a").get("pending") == {"nvidia.com/gpu": "4"}, timeout=30, what="team-a status")
     assert status(env, "team-b")["used"] == {"nvidia.com/gpu": "4"}
     assert status(env, "team-a")["conditions"][0]["status"] == "True"
-    # an update to the object: team-a's nominal raised to 12; the next round places the waiting one
+    # an update to the object: team-a's nominal raised to 12; the next round places the waiting one,
+    # told by the watch (no LIST of FleetQuotas after the start)
+    lists = len(env.fleet["hub"].requests.select(verb="list", resource="fleetquotas"))
+    assert lists >= 1
     apply_quota(env, quota("team-a", "a", 12))
     wait_for(lambda: placed(env, waiting_a), timeout=60, what="the waiting team-a workload placed after the raise")
     assert d.wait_idle(30)
@@ -104,6 +107,7 @@ def test_fleetquotas_bound_what_the_daemon_places_and_a_raise_places_the_rest_li
     copies = created(env)
     assert len([n for n in copies if n.startswith("a-")]) == 3 and len([n for n in copies if n.startswith("b-")]) == 1
     assert all(len(cs) == 1 for cs in copies.values())   # each copy created once, on one cluster
+    assert len(env.fleet["hub"].requests.select(verb="list", resource="fleetquotas")) == lists
     wait_for(lambda: status(env, "team-a").get("used") == {"nvidia.com/gpu": "12"} and
              status(env, "team-a").get("pending") == {"nvidia.com/gpu": "0"}, timeout=30, what="status after")
 
