@@ -32,7 +32,7 @@ from placer.model.names import ANN_PHASE
 from placer.model.quantity import format_quantity
 from placer.model.quota import Quota, Quotas, Usage, add_usage
 from placer.model.workload import Phase, Workload, WorkloadRef
-from placer.solve.scheduling import pod_demand
+from placer.solve.quotas import workload_demand
 
 log = logging.getLogger("placer.daemon")
 
@@ -62,15 +62,6 @@ def merge(file: Quotas | None, objects: Iterable[Quota]) -> Quotas:
     by_name = {q.name: q for q in objects}
     entries = [by_name.pop(q.name, q) for q in (file.entries if file else ())]
     return Quotas(tuple(entries) + tuple(by_name[n] for n in sorted(by_name)))
-
-
-def demand(w: Workload) -> dict[str, int]:
-    """What all of a workload's pods request (the amounts a quota counts)."""
-    total: dict[str, int] = {}
-    for inst in w.instances:
-        for r, v in pod_demand(inst.pod).items():
-            total[r] = total.get(r, 0) + v * max(0, inst.pods)
-    return total
 
 
 def lent(quotas: Quotas, used: Usage) -> dict[str, dict[str, int]]:
@@ -240,7 +231,7 @@ class HubQuotas:
 def _count(quotas: Quotas, into: dict[str, dict[str, int]], w: Workload | None) -> None:
     q = quotas.of(w) if w is not None else None
     if q is not None and w is not None:
-        add_usage(into, q.name, {r: v for r, v in demand(w).items() if r in q.nominal})
+        add_usage(into, q.name, {r: v for r, v in workload_demand(w).items() if r in q.nominal})
 
 
 def _condition(ok: bool, reason: str, message: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from placer.model import reasons as R
 from placer.model.quota import Quotas, QuotaUse, add_usage, grows, headroom, overs, pool, quota_uses
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem
+from placer.solve.scheduling import pod_demand
 
 Use = dict[str, dict[str, int]]
 
@@ -183,3 +184,13 @@ def over_quota(problem: Problem, result: Mapping[int, object], g: GroupInfo,
     for c in g.eligible:
         out[problem.clusters[c].name] = over
     return out
+
+
+def workload_demand(w) -> dict[str, int]:
+    """What all of a workload's pods request (`placer.model.workload.Workload`): the amounts a
+    quota counts for work already placed (the daemon's book, `plan`'s copies on live clusters)."""
+    total: dict[str, int] = {}
+    for inst in w.instances:
+        for r, v in pod_demand(inst.pod).items():
+            total[r] = total.get(r, 0) + v * max(0, inst.pods)
+    return total
