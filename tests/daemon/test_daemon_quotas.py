@@ -175,3 +175,24 @@ def test_a_malformed_fleetquota_is_reported_on_it_and_the_valid_ones_still_apply
     assert d.wait_idle(30)
     assert sorted(created(env)) == ["a-0", "b-0"]
     assert d.healthy()[0]
+
+
+def test_a_fleetquota_crd_installed_while_the_daemon_runs_is_followed_and_counts_what_runs(env):
+    d = env.daemon()
+    early = [job(f"a-{i}", "a") for i in range(2)]             # no quota yet: both placed
+    for obj in early:
+        env.create(obj)
+    wait_for(lambda: all(placed(env, o) for o in early), timeout=60, what="the early ones placed")
+    assert d.wait_idle(30)
+    with_quota_crd(env)                                          # found by the daemon's CRD watch
+    wait_for(lambda: d.view.quotas is not None and d.view.quotas.synced.is_set(), timeout=60,
+             what="FleetQuota watched")
+    apply_quota(env, quota("team-a", "a", 8))
+    wait_for(lambda: status(env, "team-a").get("used") == {"nvidia.com/gpu": "8"}, timeout=60,
+             what="the early ones counted in its status")
+    late = job("a-late", "a")
+    env.create(late)
+    wait_for(lambda: message(env, late).startswith("unplaced"), timeout=60, what="the late one unplaced")
+    assert "over quota: team-a uses 8 of 8 GPUs" in message(env, late)
+    assert d.wait_idle(30)
+    assert sorted(created(env)) == ["a-0", "a-1"]
