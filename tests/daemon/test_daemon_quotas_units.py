@@ -5,6 +5,7 @@ name clash), and `lent` against figures worked out by hand."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from placer.daemon.quotas import lent, merge, parse
 from placer.model.quota import Quota, Quotas
@@ -54,3 +55,25 @@ def test_lent_is_the_cohorts_borrowing_shared_by_the_lenders_unused_amounts():
     # borrowing beyond every unused amount comes from the pool: lent is at most the unused amounts
     got = lent(qs, {"a": {GPU: 80}, "b": {GPU: 30}, "c": {GPU: 16}})
     assert got == {"a": {GPU: 0}, "b": {GPU: 2}, "c": {GPU: 0}}
+
+
+def test_the_daemon_takes_a_clusters_file_with_quotas(tmp_path):
+    """It refused one before (quotas were not enforced by the daemon); now they are its own."""
+    from placer.daemon.config import config_from_file
+
+    path = tmp_path / "c.yaml"
+    path.write_text("""hub: {context: hub, stagingNamespace: placer-staging}
+clusters:
+- {name: alpha, context: alpha}
+quotas:
+- {name: team-a, members: {selector: "team=a"}, nominal: {nvidia.com/gpu: 8}}
+""")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "hub",
+        "clusters": [{"name": n, "cluster": {"server": "https://127.0.0.1:1"}} for n in ("hub", "alpha")],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": "u"}} for n in ("hub", "alpha")]}))
+    config = config_from_file(str(path), batch_window=0.2, reschedule_after=None, time_limit=1.0,
+                              kubeconfig=str(kubeconfig))
+    assert [(q.name, q.nominal) for q in config.quotas.entries] == [("team-a", {GPU: 8})]
