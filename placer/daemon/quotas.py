@@ -157,7 +157,9 @@ class HubQuotas:
             if staging is None or ann_of(staging).get(ANN_PHASE) in FINISHED:
                 continue
             seen.add(ref)
-            _count(quotas, used, self.workload(ref, remote.cluster))
+            w = self.workload(ref, remote.cluster)
+            if w is not None and w.phase not in (Phase.COMPLETED, Phase.FAILED):   # the copy's own word
+                _count(quotas, used, w)
         for c in list(self.book.creating.values()):
             for w in c.group.workloads:
                 if w.ref not in seen:
