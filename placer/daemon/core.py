@@ -269,7 +269,7 @@ class Daemon:
             did = did or bool(keys)
             if self.leader.is_leader and self.relist.done():
                 did = self.planner.step(self.clock.now(), idle=not did, term=self.leader.acquired) or did
-                self.quotas.refresh(self.hub, self.api_error, did, self.config.resync_interval)
+                self.quotas.refresh(self.hub, self.api_error, did, self.config.resync_interval, self._on_capacity)
             update_gauges(self.metrics, len(self.queue), self.book, self.interpret)
             self.metrics.set("placer_degraded_clusters", len(self.health.names()))
             return did

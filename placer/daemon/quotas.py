@@ -95,6 +95,8 @@ class HubQuotas:
         self.written: dict[str, Any] = {}          # name -> the status last written (or found)
         self.warned: dict[str, str] = {}           # name -> the problem said once
         self.soonest = self.next = 0.0             # status: not before, due at (time.monotonic)
+        self.last_used: dict[str, dict[str, int]] = {}    # what the last refresh counted
+        self.dirty = False                         # the daemon did work since the last refresh
 
     @property
     def informer(self) -> Informer | None:
@@ -197,17 +199,25 @@ class HubQuotas:
         return out
 
     def refresh(self, hub: KubeClient, on_error: Callable[[str, Exception], None], did: bool,
-                every: float) -> None:
-        """Each FleetQuota's status brought up to date (written only where it changed): after
-        the daemon did work, at most twice a second, and at least `every` seconds."""
+                every: float, on_freed: Callable[[], None] = lambda: None) -> None:
+        """After the daemon did work (at most twice a second, at least every `every` seconds):
+        when a quota's use went down (a copy finished or went away), `on_freed` (what waits for
+        its quota is planned again, as when capacity frees up); each FleetQuota's status brought
+        up to date (written only where it changed)."""
         now = time.monotonic()
-        if self.informer is None or not (did or now >= self.next) or now < self.soonest:
+        self.dirty = self.dirty or did           # work done while rate-limited is refreshed after
+        if (self.informer is None and not self.file) or not (self.dirty or now >= self.next) or now < self.soonest:
             return
-        self.soonest, self.next = now + 0.5, now + every
+        self.soonest, self.next, self.dirty = now + 0.5, now + every, False
         try:
+            quotas, _ = self.current()
+            used, _ = self.usage(quotas)
+            if any(v > used.get(q, {}).get(r, 0) for q, u in self.last_used.items() for r, v in u.items()):
+                on_freed()
+            self.last_used = used
             self.write(hub, on_error)
-        except Exception:                        # status is a report: it must not stop the loop
-            log.exception("writing FleetQuota status failed")
+        except Exception:                        # a report and a wake-up: they must not stop the loop
+            log.exception("refreshing the quotas' use failed")
 
     def write(self, hub: KubeClient, on_error: Callable[[str, Exception], None]) -> int:
         """Write each FleetQuota's status where it differs from what it carries (fenced by the

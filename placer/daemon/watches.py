@@ -66,6 +66,7 @@ class Watches:
         self.stop = stop
         self.calls = calls
         self.follower: Follower | None = None
+        self._quota_generations: dict[tuple[str, str], Any] = {}
 
     def start(self) -> bool:
         """Discover the kinds and start every informer (idempotent: False when already started)."""
@@ -181,10 +182,18 @@ class Watches:
             res = self.hub_reader.resource_for(*QUOTA_GVK)
         except PlacerError:
             return False                    # not installed (yet), or the hub does not answer now
-        inf = self.hub_informer(res, None, lambda *_: self.calls.on_capacity(), QUOTA_GVK)
+        inf = self.hub_informer(res, None, self._quota_changed, QUOTA_GVK)
         inf.optional = True                 # not readable: the clusters file's quotas only
         self.view.quotas = inf
         return True
+
+    def _quota_changed(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+        """A FleetQuota added, deleted or its spec changed (its generation; not the status the
+        daemon writes): what waits is planned again, as when capacity frees up."""
+        generation = ((obj or {}).get("metadata") or {}).get("generation")
+        if obj is None or self._quota_generations.get(key) != generation:
+            self._quota_generations[key] = generation
+            self.calls.on_capacity()
 
     def watch_target(self, name: str, entry: Any) -> None:
         raw = self.kube.client(entry.context, cluster=name)

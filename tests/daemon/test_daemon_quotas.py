@@ -196,3 +196,29 @@ def test_a_fleetquota_crd_installed_while_the_daemon_runs_is_followed_and_counts
     assert "over quota: team-a uses 8 of 8 GPUs" in message(env, late)
     assert d.wait_idle(30)
     assert sorted(created(env)) == ["a-0", "a-1"]
+
+
+def test_a_copy_that_finishes_frees_its_quota_for_what_waits(env):
+    """team-a's 8 GPUs held by two copies; one completes (the operator's status on the copy):
+    the waiting third is placed at once, not at the retry interval (set far beyond the wait)."""
+    with_quota_crd(env)
+    apply_quota(env, quota("team-a", "a", 8))
+    d = env.daemon(retry_interval=3600.0)
+    a = [job(f"a-{i}", "a") for i in range(3)]
+    for obj in a:
+        env.create(obj)
+    wait_for(lambda: sum(bool(placed(env, o)) for o in a) == 2 and
+             sum(message(env, o).startswith("unplaced") for o in a) == 1, timeout=60, what="two placed, one waits")
+    assert d.wait_idle(30)
+    waiting = next(o for o in a if not placed(env, o))
+    done = next(o for o in a if placed(env, o))
+    cluster = placed(env, done)
+    client = env.kube.client(cluster)
+    client.patch_status(client.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet"), done["metadata"]["name"], {
+        "conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
+                        "message": "jobset completed", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, STAGING)
+    wait_for(lambda: placed(env, waiting), timeout=60, what="the waiting one placed once a copy finished")
+    assert d.wait_idle(30)
+    assert len(created(env)) == 3 and all(len(cs) == 1 for cs in created(env).values())
+    wait_for(lambda: status(env, "team-a").get("used") == {"nvidia.com/gpu": "8"}, timeout=30,
+             what=f"used 4 + 4: {status(env, 'team-a')}")
