@@ -13,6 +13,7 @@ from placer.daemon.definitions import FleetDefinitions
 from placer.daemon.leadership import LeaseTiming
 from placer.daemon.state import DaemonConfig, deadline_problem
 from placer.definitions.catalog import PLACER_FORMAT, Catalog
+from placer.inputs.quotas import to_quotas
 from placer.inputs.targets import FROM_FILE, resolve_clusters
 from placer.kube import Kube, RetryPolicy
 from placer.model.errors import InputError
@@ -73,11 +74,6 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
     if hub is None:
         raise InputError("the clusters file has no `hub:` section (hub.context, hub.stagingNamespace): "
                          "the daemon needs to know where to watch", source=loaded.description)
-    if getattr(loaded.file, "quotas", None):
-        # issue 23's quotas bound `plan` and `submit` so far; a daemon that ignored them would
-        # place past them silently
-        raise InputError("quotas: not enforced by the daemon yet (placer plan and submit enforce them); "
-                         "remove the section from the daemon's clusters file", source=loaded.description)
     live = tuple(c for c in loaded.clusters if c.context)
     if not live:
         raise InputError("no cluster entry names a context: the daemon only places on live clusters",
@@ -86,7 +82,8 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
         raise InputError(f"--batch-window {batch_window}: must not be negative")
     config = DaemonConfig(staging_namespace=hub.stagingNamespace, clusters=live, hub_context=hub.context,
                           secrets=hub.secrets, batch_window=batch_window, reschedule_after=reschedule_after,
-                          time_limit=time_limit, request_deadline=request_deadline)
+                          time_limit=time_limit, request_deadline=request_deadline,
+                          quotas=to_quotas(getattr(loaded.file, "quotas", None)))   # with the hub's FleetQuotas
     if request_deadline is not None:
         check_request_deadline(request_deadline, config.lease)
     return config

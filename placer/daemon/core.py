@@ -47,6 +47,7 @@ from placer.daemon.leadership import LeaderElector
 from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Recovered, Swept, Touched
 from placer.daemon.metrics import Metrics, MetricsServer
 from placer.daemon.planning import Planner
+from placer.daemon.quotas import HubQuotas
 from placer.daemon.reconcile import Reconciler
 from placer.daemon.reschedule import Rescheduler
 from placer.daemon.staging import HubWriter
@@ -128,8 +129,9 @@ class Daemon:
         self.rescheduler = Rescheduler(bench, self.config.reschedule_after, tuple(self.entries), self.metrics)
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
                                      self.rescheduler, self.workers, self.notices)
+        self.quotas = HubQuotas(self.config.quotas, self.view, self.book, self.targets, self.interpret)
         self.planner = Planner(self.config, self.catalogs, self.interpret, bench, self.reconciler, self.creator,
-                               self.metrics)
+                               self.metrics, self.quotas)
 
     # --- what tests and tools read ------------------------------------------------------
 
@@ -267,6 +269,7 @@ class Daemon:
             did = did or bool(keys)
             if self.leader.is_leader and self.relist.done():
                 did = self.planner.step(self.clock.now(), idle=not did, term=self.leader.acquired) or did
+                self.quotas.refresh(self.hub, self.api_error, did, self.config.resync_interval, self._on_capacity)
             update_gauges(self.metrics, len(self.queue), self.book, self.interpret)
             self.metrics.set("placer_degraded_clusters", len(self.health.names()))
             return did

@@ -152,7 +152,7 @@ def relevant_labels(fleet: Fleet, keys: set[str], memory: Memory | None = None) 
         if memory is not None:
             memory.labels[c.name] = (c.nodes, frozen, nodes)
         clusters.append(c if nodes is c.nodes else dataclasses.replace(c, nodes=nodes))
-    return Fleet(tuple(clusters), fleet.taken_at)
+    return dataclasses.replace(fleet, clusters=tuple(clusters))     # the quotas too
 
 
 def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, plan_id: str = "",

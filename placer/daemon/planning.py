@@ -4,6 +4,7 @@ performed by the executor."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -12,6 +13,7 @@ from placer.daemon import decide as DC
 from placer.daemon.creates import Creator
 from placer.daemon.definitions import CurrentCatalog
 from placer.daemon.metrics import Metrics
+from placer.daemon.quotas import HubQuotas
 from placer.daemon.reconcile import Reconciler
 from placer.daemon.state import DaemonConfig, ann_of
 from placer.daemon.workbench import Workbench
@@ -29,7 +31,7 @@ class Planner:
     read a staging object's workload the way it does (an invalid one annotated)."""
 
     def __init__(self, config: DaemonConfig, catalogs: CurrentCatalog, interpret: Interpreter, bench: Workbench,
-                 reconciler: Reconciler, creator: Creator, metrics: Metrics):
+                 reconciler: Reconciler, creator: Creator, metrics: Metrics, quotas: HubQuotas | None = None):
         self.config = config
         self.catalogs = catalogs
         self.interpret = interpret
@@ -37,6 +39,7 @@ class Planner:
         self.reconciler = reconciler
         self.creator = creator
         self.metrics = metrics
+        self.quotas = quotas                  # fleet-wide quotas in force, their use counted (issue 23)
         self.memory = DC.Memory()             # what one round leaves the next (classes, capacity)
         self.warmed: int | None = None        # the term of leadership the memory was built in
 
@@ -71,7 +74,7 @@ class Planner:
         if not pending or not (full or arrivals):
             return                                # what waits unplaced keeps its retry
         t0 = time.perf_counter()
-        snap = self.bench.targets.snapshot()
+        snap = self.with_quotas(self.bench.targets.snapshot())
         took = time.perf_counter() - t0
         self.interpret.sweep()
         plan_id = A.new_plan_id()
@@ -94,6 +97,11 @@ class Planner:
         for c in decision.creates:
             self.creator.start(c, groups[c.group], decision.plan_id)
         self.bench.executor.perform(decision.unplaced)
+
+    def with_quotas(self, snap: DC.Snapshot) -> DC.Snapshot:
+        """The snapshot with the quotas in force and what their placed work already uses."""
+        quotas = self.quotas.quotas() if self.quotas is not None else None
+        return dataclasses.replace(snap, fleet=dataclasses.replace(snap.fleet, quotas=quotas)) if quotas else snap
 
     def step(self, now: float, *, idle: bool, term: int) -> bool:
         """The leader's turn: a round when one is due, else (when the loop is idle) the memory

@@ -36,6 +36,7 @@ class DaemonConfig:
     discovery_interval: float = 10.0          # how often the hub and targets are asked for kinds served since
     call_timeout: float | None = None         # per API call (connect, then answer); default renew_deadline / 3
     request_deadline: float | None = None     # a target silent this long is degraded; default: the call bound
+    quotas: Any = None                        # the clusters file's quotas (placer.model.quota.Quotas; issue 23)
 
     def __post_init__(self) -> None:
         if not self.identity:

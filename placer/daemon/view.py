@@ -23,6 +23,7 @@ class StagingView:
         self.informers: dict[GVK, Informer] = {}           # (apiVersion, kind) -> staging informer
         self.companions: dict[GVK, Informer] = {}
         self.classes: list[Informer] = []
+        self.quotas: Informer | None = None                # FleetQuota objects (issue 23), when served
         self.resources: dict[GVK, Resource] = {}
         self.gvks: dict[tuple[str, str], GVK] = {}         # (group, kind) -> (apiVersion, kind)
 

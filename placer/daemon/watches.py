@@ -19,6 +19,7 @@ from placer.daemon.executor import COMPANION_KINDS
 from placer.daemon.health import Gate, TargetHealth
 from placer.daemon.informer import Informer
 from placer.daemon.leadership import LeaderElector
+from placer.daemon.quotas import GVK as QUOTA_GVK
 from placer.daemon.state import GVK, DaemonConfig
 from placer.daemon.targets import Targets
 from placer.daemon.view import StagingView
@@ -65,6 +66,7 @@ class Watches:
         self.stop = stop
         self.calls = calls
         self.follower: Follower | None = None
+        self._quota_generations: dict[tuple[str, str], Any] = {}
 
     def start(self) -> bool:
         """Discover the kinds and start every informer (idempotent: False when already started)."""
@@ -117,6 +119,9 @@ class Watches:
         target that serves them. `clusters`: ask only these ("hub" and target names; None:
         all). Returns the kinds added."""
         added = []
+        if (clusters is None or "hub" in clusters) and self.watch_quotas() and self.view.quotas is not None:
+            self.view.quotas.start()
+            log.info("the hub serves FleetQuota now: applying its quotas")
         for gvk in self.catalogs.current.kinds() if clusters is None or "hub" in clusters else ():
             if gvk in self.view.informers:
                 continue
@@ -166,6 +171,29 @@ class Watches:
                 self.view.classes[-1].optional = True   # not readable: built-ins and the pods' own classes only
             except PlacerError:
                 continue                    # no Kueue on the hub, or not readable: built-ins only
+        self.watch_quotas()
+
+    def watch_quotas(self) -> bool:
+        """FleetQuota objects on the hub (issue 23), watched when served (the CRD may come later:
+        `discover_new` asks again when the hub's CRDs change). True when the watch is new."""
+        if self.view.quotas is not None:
+            return False
+        try:
+            res = self.hub_reader.resource_for(*QUOTA_GVK)
+        except PlacerError:
+            return False                    # not installed (yet), or the hub does not answer now
+        inf = self.hub_informer(res, None, self._quota_changed, QUOTA_GVK)
+        inf.optional = True                 # not readable: the clusters file's quotas only
+        self.view.quotas = inf
+        return True
+
+    def _quota_changed(self, inf: Informer, key: tuple[str, str], obj: dict | None) -> None:
+        """A FleetQuota added, deleted or its spec changed (its generation; not the status the
+        daemon writes): what waits is planned again, as when capacity frees up."""
+        generation = ((obj or {}).get("metadata") or {}).get("generation")
+        if obj is None or self._quota_generations.get(key) != generation:
+            self._quota_generations[key] = generation
+            self.calls.on_capacity()
 
     def watch_target(self, name: str, entry: Any) -> None:
         raw = self.kube.client(entry.context, cluster=name)
@@ -198,7 +226,8 @@ class Watches:
                         retry_delay=self.config.watch_retry, gvk=gvk)
 
     def hub_informers(self) -> list[Informer]:
-        return list(self.view.informers.values()) + list(self.view.companions.values()) + self.view.classes
+        quotas = [self.view.quotas] if self.view.quotas is not None else []
+        return list(self.view.informers.values()) + list(self.view.companions.values()) + self.view.classes + quotas
 
     def informers(self) -> list[Informer]:
         out = self.hub_informers()

@@ -22,10 +22,13 @@ from placer.definitions.suspend import planning_view
 from placer.fleetview.placed import LiveState, Placed, PlacedRef, instance_pods, read_live
 from placer.inputs.clusters_file import as_entry, simulated_cluster, with_policy
 from placer.kube import Kube
+from placer.model.errors import PlacerError
 from placer.model.fleet import Cluster, Fleet
 from placer.model.names import ANN_PIN
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, pod_requests
-from placer.model.workload import PlacementGroup, Workload, WorkloadRef
+from placer.model.quota import Quotas, add_usage
+from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
+from placer.solve.quotas import workload_demand
 from placer.solve.spread import check_weights
 
 SIMULATED = "simulated (no context): placer cannot create objects there"
@@ -177,3 +180,21 @@ def pin(w: Workload, cluster: str) -> Workload:
 
 def pin_groups(groups: Iterable[PlacementGroup], cluster: str) -> list[PlacementGroup]:
     return [dataclasses.replace(g, workloads=tuple(pin(w, cluster) for w in g.workloads)) for g in groups]
+
+
+def with_counted_quotas(view: FleetView, quotas: Quotas, catalog: Catalog, *,
+                        gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> FleetView:
+    """The view with fleet-wide quotas (issue 23) and what placer's copies on its live clusters
+    already use of them counted: every copy not finished, its pods bound or not (the promised
+    groups are then capacity only). A copy placer cannot read any more counts nothing."""
+    used: dict[str, dict[str, int]] = {}
+    for key, placed in sorted(view.placed.items(), key=lambda kv: (kv[1].cluster, kv[0])):
+        try:
+            w = interpret(placed.object, catalog, gpu_resources=gpu_resources, source=f"{placed.cluster}/{key}")
+        except PlacerError:
+            continue
+        q = quotas.of(w) if w.phase not in (Phase.COMPLETED, Phase.FAILED) else None
+        if q is not None:
+            add_usage(used, q.name, {r: v for r, v in workload_demand(w).items() if r in q.nominal})
+    fleet = dataclasses.replace(view.fleet, quotas=Quotas(quotas.entries, counted=used))
+    return dataclasses.replace(view, fleet=fleet)

@@ -60,6 +60,9 @@ class Quota:
 @dataclass(frozen=True)
 class Quotas:
     entries: tuple[Quota, ...] = ()
+    # what the quotas' committed work already uses, counted by the caller (the daemon, from its
+    # book of placed copies, bound pods or not); None: counted from the committed groups
+    counted: "Mapping[str, Mapping[str, int]] | None" = field(default=None, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -165,6 +168,30 @@ def violations(quotas: Quotas, usage: Usage, pools: Mapping[str, int]) -> list[s
             out.append(f"cohorts borrow {sum(excess.values())} {r} beyond their nominal amounts, "
                        f"the pool has {pools.get(r, 0)}")
     return out
+
+
+def overs(quotas: Quotas, usage: Usage, pools: Mapping[str, int]) -> dict[tuple[str, str], int]:
+    """How far `usage` is over each limit it breaks: (quota, resource) over nominal + borrowing
+    limit, ("", resource) the cohorts' borrowing over the pool. Work may be added where it
+    makes no amount here grow: committed work already over a limit (a quota lowered since)
+    holds back only its own quota, never the others."""
+    out: dict[tuple[str, str], int] = {}
+    for q in quotas.entries:
+        for r, nominal in q.nominal.items():
+            own = q.may_borrow(r)
+            used = usage.get(q.name, {}).get(r, 0)
+            if own is not None and used > nominal + own:
+                out[(q.name, r)] = used - nominal - own
+    for r in quotas.resources():
+        borrowed = sum(_excess(quotas, usage, r).values())
+        if borrowed > pools.get(r, 0):
+            out[("", r)] = borrowed - pools.get(r, 0)
+    return out
+
+
+def grows(before: Mapping[tuple[str, str], int], after: Mapping[tuple[str, str], int]) -> bool:
+    """Whether `after` (overs with new work) is over some limit by more than `before` was."""
+    return any(v > before.get(k, 0) for k, v in after.items())
 
 
 def add_usage(usage: dict[str, dict[str, int]], quota: str, demand: Mapping[str, int], times: int = 1) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from placer.fleetview.view import FleetView, plan_groups, read_fleet, split_already_placed
+from placer.fleetview.view import FleetView, plan_groups, read_fleet, split_already_placed, with_counted_quotas
 from placer.inputs.manifests import load_groups
 from placer.inputs.priority import read_classes
 from placer.inputs.quotas import to_quotas
@@ -167,7 +167,8 @@ def _fleet(ctx: Context, hooks: Hooks) -> FleetView:
 def with_quotas(ctx: Context, view: FleetView) -> FleetView:
     """The view with the clusters file's fleet-wide quotas (issue 23), which bound the solve."""
     quotas = to_quotas(getattr(ctx.targets.file, "quotas", None))
-    return replace(view, fleet=replace(view.fleet, quotas=quotas)) if quotas else view
+    # what placer's copies already run counts, bound or not (not only what they still promise)
+    return with_counted_quotas(view, quotas, ctx.catalog, gpu_resources=ctx.gpu_resources) if quotas else view
 
 
 def _pending(view: FleetView, groups: Sequence[PlacementGroup], announce: Say) -> list[PlacementGroup]:

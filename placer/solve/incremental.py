@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 
 from placer.model.fleet import Cluster, Fleet
 from placer.model.plan import Plan, Summary
+from placer.model.quota import add_usage
 from placer.model.workload import PlacementGroup, Workload
 from placer.solve import _placements
 from placer.solve.domains import needs_node_classes
@@ -36,6 +37,7 @@ from placer.solve.problem import (
     rank_clusters,
     uses_match_fields,
 )
+from placer.solve.quotas import group_use, tally
 from placer.solve.state import ClusterState, PodAssign, try_place
 from placer.solve.verify import verify
 
@@ -108,9 +110,23 @@ def place_arrivals(reuse: Reuse, fleet: Fleet, groups: Sequence[PlacementGroup],
     if placed is None:
         return None
     problem = Problem(fleet, clusters, infos, ginfos, com, gpu_names, node_exact)
+    if not _within_quotas(problem):
+        return None                       # issue 23: the full solve keeps the quotas and says why
     plan, near = _plan(problem, placed, assigns, overcommitted, t0)
     verify(fleet, groups, plan, committed=near)
     return plan
+
+
+def _within_quotas(problem: Problem) -> bool:
+    """Every arrival placed keeps every fleet-wide quota (all of them together)."""
+    t = tally(problem)
+    if t is None:
+        return True
+    use: dict[str, dict[str, int]] = {}
+    for g in problem.groups:
+        for q, u in group_use(t.quotas, g).items():
+            add_usage(use, q, u)
+    return t.room(use)
 
 
 def _committed(reuse: Reuse, committed: Sequence[tuple[PlacementGroup, str]], clusters: Sequence[Cluster],

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from placer.model import reasons as R
-from placer.model.quota import Quotas, QuotaUse, add_usage, headroom, pool, quota_uses, violations
+from placer.model.quota import Quotas, QuotaUse, add_usage, grows, headroom, overs, pool, quota_uses
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem
+from placer.solve.scheduling import pod_demand
 
 Use = dict[str, dict[str, int]]
 
@@ -53,10 +54,11 @@ class Tally:
     def room(self, use: Use) -> bool:
         if not use:
             return True
+        before = overs(self.quotas, self.usage, self.pools)
         self.add(use)
-        ok = not violations(self.quotas, self.usage, self.pools)
+        after = overs(self.quotas, self.usage, self.pools)
         self.add(use, -1)
-        return ok
+        return not grows(before, after)         # committed work over a lowered limit blocks only its quota
 
 
 def tally(problem: Problem, placed: Iterable[int] = ()) -> Tally | None:
@@ -66,8 +68,11 @@ def tally(problem: Problem, placed: Iterable[int] = ()) -> Tally | None:
         return None
     t = Tally(quotas, pool(problem.fleet, quotas))
     t.add({q: dict(u) for q, u in problem.fleet.quota_held.items()})
-    for g, _ in problem.committed:
-        t.add(group_use(quotas, g))
+    if quotas.counted is not None:          # the daemon counts its placed copies in full itself
+        t.add({q: dict(u) for q, u in quotas.counted.items()})
+    else:
+        for g, _ in problem.committed:
+            t.add(group_use(quotas, g))
     by_idx = {g.index: g for g in problem.groups}
     for gi in placed:
         t.add(group_use(quotas, by_idx[gi]))
@@ -81,7 +86,7 @@ def within(problem: Problem, result: dict) -> dict:
     if t is None:
         return result
     full = tally(problem, result)
-    if full is not None and not violations(full.quotas, full.usage, full.pools):
+    if full is not None and not grows(overs(t.quotas, t.usage, t.pools), overs(full.quotas, full.usage, full.pools)):
         return result
     by_idx = {g.index: g for g in problem.groups}
     kept = {}
@@ -186,3 +191,13 @@ def over_quota(problem: Problem, result: Mapping[int, object], g: GroupInfo,
     for c in g.eligible:
         out[problem.clusters[c].name] = over
     return out
+
+
+def workload_demand(w) -> dict[str, int]:
+    """What all of a workload's pods request (`placer.model.workload.Workload`): the amounts a
+    quota counts for work already placed (the daemon's book, `plan`'s copies on live clusters)."""
+    total: dict[str, int] = {}
+    for inst in w.instances:
+        for r, v in pod_demand(inst.pod).items():
+            total[r] = total.get(r, 0) + v * max(0, inst.pods)
+    return total

@@ -13,7 +13,7 @@ from placer.model.errors import VerificationError
 from placer.model.fleet import Cluster, Fleet, Node
 from placer.model.names import ANN_PIN, ANN_SELECTOR
 from placer.model.plan import Placement, Plan
-from placer.model.quota import add_usage, pool, violations, workload_usage
+from placer.model.quota import add_usage, grows, overs, pool, violations, workload_usage
 from placer.model.selectors import parse_label_selector, selector_matches
 from placer.model.workload import Instance, PlacementGroup, Workload
 from placer.solve.scheduling import admitted, mismatch, pod_demand, runtime_overhead
@@ -55,27 +55,37 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
             _fail("the plan names a committed workload that was not given", obj=p.workload)
         _check_placement(fleet, p, cwl[_ref(p)], load, policy=None)
     _check_load(fleet, load)
-    _check_quotas(fleet, [workloads[_ref(p)][1] for p in plan.placements] + [cwl[_ref(p)] for p in plan.committed])
+    counted = fleet.quotas is not None and fleet.quotas.counted is not None   # committed use given whole
+    _check_quotas(fleet, [workloads[_ref(p)][1] for p in plan.placements],
+                  [] if counted else [cwl[_ref(p)] for p in plan.committed])
 
 
-def _check_quotas(fleet: Fleet, placed: Sequence[Workload]) -> None:
-    """No fleet-wide quota (issue 23) is exceeded by the placed and committed workloads,
-    counted from their pods' requests."""
+def _check_quotas(fleet: Fleet, placed: Sequence[Workload], committed: Sequence[Workload]) -> None:
+    """No fleet-wide quota (issue 23) is exceeded by the placed workloads, counted from their
+    pods' requests on top of the committed ones' (or the use the caller counted): committed
+    work already over a lowered limit may stay, new work may not add to it."""
     if not fleet.quotas:
         return
-    demand = []
-    for w in placed:
-        total: dict[str, int] = {}
-        for inst in w.instances:
-            for r, v in pod_demand(inst.pod).items():
-                total[r] = total.get(r, 0) + v * max(0, inst.pods)
-        demand.append((w, total))
-    usage = workload_usage(fleet.quotas, demand)
-    for q, u in fleet.quota_held.items():
+    quotas, pools = fleet.quotas, pool(fleet, fleet.quotas)
+    base = workload_usage(quotas, [(w, _demand(w)) for w in committed])
+    for q, u in (quotas.counted or {}).items():
+        add_usage(base, q, u)
+    for q, u in fleet.quota_held.items():     # held outside this solve (an options re-solve)
+        add_usage(base, q, u)
+    usage = {q: dict(u) for q, u in base.items()}
+    for q, u in workload_usage(quotas, [(w, _demand(w)) for w in placed]).items():
         add_usage(usage, q, u)
-    broken = violations(fleet.quotas, usage, pool(fleet, fleet.quotas))
-    if broken:
-        _fail(broken[0])
+    if grows(overs(quotas, base, pools), overs(quotas, usage, pools)):
+        broken = violations(quotas, usage, pools)
+        _fail(broken[0] if broken else "the plan adds to a quota over its limit")
+
+
+def _demand(w: Workload) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for inst in w.instances:
+        for r, v in pod_demand(inst.pod).items():
+            total[r] = total.get(r, 0) + v * max(0, inst.pods)
+    return total
 
 
 def _check_storage(fleet: Fleet, p: Placement, g: PlacementGroup) -> None:

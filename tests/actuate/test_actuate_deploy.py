@@ -82,8 +82,14 @@ def test_hub_role_covers_every_catalog_kind_and_nothing_cluster_wide(workload_re
     lease_rules = [r for r in rules if "leases" in r["resources"]]
     assert {"get", "update", "patch"} <= {v for r in lease_rules if r.get("resourceNames") == ["placer-daemon"]
                                           for v in r["verbs"]}
-    (cluster_role,) = by_kind("rbac.yaml", "ClusterRole")
-    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in cluster_role["rules"])
+    roles = {r["metadata"]["name"]: r for r in by_kind("rbac.yaml", "ClusterRole")}
+    assert set(roles) == {"placer-definitions-reader", "placer-fleetquotas"}
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in roles["placer-definitions-reader"]["rules"])
+    quota_rules = roles["placer-fleetquotas"]["rules"]        # issue 23: the one cluster-wide write is a status
+    assert allowed(quota_rules, "placer.dev", "fleetquotas") == {"get", "list", "watch"}
+    assert allowed(quota_rules, "placer.dev", "fleetquotas/status") == {"get", "update", "patch"}
+    bindings = {b["roleRef"]["name"] for b in by_kind("rbac.yaml", "ClusterRoleBinding")}
+    assert {"placer-definitions-reader", "placer-fleetquotas"} <= bindings
 
 
 def test_the_hub_shape_role_reads_one_lease_only():
