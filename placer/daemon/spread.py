@@ -190,9 +190,6 @@ class SpreadKeeper:
             if clusters & changed:
                 self.bench.queue.add(ref, now)
 
-    def in_flight(self, ref: WorkloadRef) -> bool:
-        return any(r == ref for r, _ in self.bench.book.spreading)
-
     def lost(self, record: Mapping[str, int | None], copies: Mapping[str, dict]) -> dict[str, str]:
         """cluster -> why, for each recorded share that is gone."""
         out = {}
@@ -229,6 +226,9 @@ class SpreadKeeper:
             self.bench.executor.perform([Delete(c, ref, why),
                                          Record(ref, NORMAL, STALE_COPY_DELETED, f"deleted the copy on {c}: {why}")])
         lost = self.lost(record, held)
+        usable = set(self.bench.targets.usable())
+        if any(c not in usable and not self.away(c) for c in record):
+            self.bench.queue.add(ref, self.bench.clock.now() + 1.0)     # a cluster still listing: look again
         if lost and self.told.get(ref) != frozenset(lost):
             self.told[ref] = frozenset(lost)
             self.bench.book.pending.pop(ref, None)       # news: planned again in the next round, not at the retry
@@ -284,7 +284,9 @@ class SpreadKeeper:
 
     def for_planning(self, ref: WorkloadRef, staging: dict, w: Workload) -> tuple[Workload, frozenset[str]] | None:
         """What a round plans for `ref`: the whole spread when nothing is recorded; else the
-        lost shares (and the clusters they may not go to); None when nothing is lost."""
+        lost shares (and the clusters they may not go to: those away, and for `duplicate` those
+        holding a copy); None when nothing is lost. A cluster that answers and lost its copy
+        (deleted, or its create failed) may have it again."""
         spec = is_spread(w)
         record = read_shares(ann_of(staging))
         if spec is None or not record:
@@ -293,6 +295,9 @@ class SpreadKeeper:
         lost = self.lost(record, held)
         if not lost:
             return None
+        away = frozenset(c for c in lost if self.away(c))
+        if set(lost) == set(record):              # nothing left (a restart before any create): all of it again
+            return w, away
         obj = copy.deepcopy(dict(staging))
         ann = obj.setdefault("metadata", {}).setdefault("annotations", {})
         if spec.mode == DIVIDE and w.scaling is not None:
@@ -303,9 +308,14 @@ class SpreadKeeper:
             ann = obj["metadata"]["annotations"]
             for name in (ANN_SPREAD_WEIGHTS, ANN_SPREAD_CLUSTERS, ANN_SPREAD_MIN_REPLICAS):
                 ann.pop(name, None)          # the lost replicas, anywhere that is left, as few clusters as hold them
-            return renamed(self.interpret(obj, str(ref))), frozenset(lost)
+            return renamed(self.interpret(obj, str(ref))), away
         ann[ANN_SPREAD_CLUSTERS] = str(len(lost))
-        return renamed(self.interpret(obj, str(ref))), frozenset(record) | frozenset(lost)
+        return renamed(self.interpret(obj, str(ref))), frozenset(c for c in record if c not in lost) | away
+
+    def away(self, cluster: str) -> bool:
+        """Not in the clusters file, or failing (degraded, refusing, not answering)."""
+        cache = self.bench.targets.caches.get(cluster)
+        return cluster not in self.entries or cache is None or bool(cache.error)
 
     def claim(self, creates: Sequence[Create]) -> list[Create]:
         """A round's creates of shares, recorded on their staging objects before they start
