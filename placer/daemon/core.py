@@ -50,6 +50,7 @@ from placer.daemon.planning import Planner
 from placer.daemon.quotas import HubQuotas
 from placer.daemon.reconcile import Reconciler
 from placer.daemon.reschedule import Rescheduler
+from placer.daemon.spread import SpreadKeeper
 from placer.daemon.staging import HubWriter
 from placer.daemon.state import GVK, ApiErrors, Book, Creating, DaemonConfig
 from placer.daemon.sweep import Sweeper
@@ -127,8 +128,10 @@ class Daemon:
         self.creator = Creator(bench, self.entries, self.catalogs, self.interpret, self.metrics, self.health.degraded)
         self.sweeper = Sweeper(bench, self.inbox)
         self.rescheduler = Rescheduler(bench, self.config.reschedule_after, tuple(self.entries), self.metrics)
+        # a cluster failing this long has its spread shares placed elsewhere (the failure window)
+        self.spread = SpreadKeeper(bench, self.entries, self.interpret, max(2.0, 2 * self.config.watch_retry + 1))
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
-                                     self.rescheduler, self.workers, self.notices)
+                                     self.rescheduler, self.workers, self.spread, self.notices)
         self.quotas = HubQuotas(self.config.quotas, self.view, self.book, self.targets, self.interpret)
         self.planner = Planner(self.config, self.catalogs, self.interpret, bench, self.reconciler, self.creator,
                                self.metrics, self.quotas)
@@ -261,6 +264,7 @@ class Daemon:
                 self._next_resync = now + self.config.resync_interval
                 self._enqueue_all(now)
                 self.interpret.sweep()           # bounded even when no round reads the fleet
+            self.spread.tick(now)
             keys = self.queue.pop_due(now)
             for key in keys:
                 if not self.leader.is_leader:

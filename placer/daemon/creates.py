@@ -19,6 +19,7 @@ from placer.daemon.health import timed_out
 from placer.daemon.leadership import NotLeader
 from placer.daemon.messages import Created
 from placer.daemon.metrics import Metrics
+from placer.daemon.spread import share_create
 from placer.daemon.state import Creating, Remote, origin_of
 from placer.daemon.targets import Interpret
 from placer.daemon.workbench import Workbench
@@ -32,12 +33,14 @@ log = logging.getLogger("placer.daemon")
 
 
 def prepare(group: PlacementGroup, entry: Any, catalog: Catalog, cluster: str, plan_id: str,
-            topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None) -> list[dict]:
+            topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None,
+            shares: Mapping[WorkloadRef, int] | None = None) -> list[dict]:
     """The group's copies for `cluster` (its clusters-file `entry`); `topology`: the domains
-    chosen per workload, handed to the cluster's scheduler (placer.actuate.topology)."""
+    chosen per workload, handed to the cluster's scheduler (placer.actuate.topology);
+    `shares`: a divided workload's replicas there, written through its scale path."""
     objects = A.prepare_objects(group, entry, catalog, plan_id=plan_id,
                                 origin=lambda obj: origin_of(WorkloadRef.of(obj)), cluster=cluster,
-                                topology=topology)
+                                topology=topology, shares=shares)
     by_name = {(w.kind, w.name): w for w in group.workloads}
     for obj in objects:
         meta = obj["metadata"]
@@ -75,18 +78,30 @@ class Creator:
     def start(self, c: Create, planning: PlacementGroup, plan_id: str) -> None:
         if c.cluster not in self.bench.targets.caches:     # never a cluster outside the clusters file
             return
+        share = share_create(c)
         for ref in c.members:
-            self.bench.book.creating[ref] = Creating(c.cluster, planning, c.members)
+            if share:                             # a spread share: one create per cluster
+                self.bench.book.spreading[(ref, c.cluster)] = Creating(c.cluster, planning, c.members)
+            else:
+                self.bench.book.creating[ref] = Creating(c.cluster, planning, c.members)
 
         def create() -> Any:
             return self.create_group(c, plan_id)
 
         def done(result: Any) -> None:
             self.bench.executor.inbox.put(Created(c, result))
-        if not self.bench.executor.submit(c.cluster, ("create", c.group), create, done):
-            for ref in c.members:
-                self.bench.book.creating.pop(ref, None)
+        if not self.bench.executor.submit(c.cluster, ("create", c.group) + ((c.cluster,) if share else ()),
+                                          create, done):
+            self._settle(c)
             self.bench.book.open_window(self.bench.clock.now())     # planned again next round
+
+    def _settle(self, c: Create) -> None:
+        """The create is no longer in flight."""
+        for ref in c.members:
+            if share_create(c):
+                self.bench.book.spreading.pop((ref, c.cluster), None)
+            else:
+                self.bench.book.creating.pop(ref, None)
 
     def create_group(self, c: Create, plan_id: str) -> Any:
         """On the cluster's queue: the group's copies, made from the staging objects as they
@@ -95,23 +110,24 @@ class Creator:
         if failing:                               # queued behind a failure: go back to planning now
             raise Unreachable(f"{c.cluster} is failing ({failing})", cluster=c.cluster)
         sources = []
+        shares = A.shares_on(c.placements, c.cluster)
         for ref in c.members:
-            if self.bench.targets.copies_of(ref):
-                return "placed meanwhile"         # adopted: never a second copy
+            held = [cl for cl, _ in self.bench.targets.copies_of(ref)]
+            if (held and not share_create(c)) or (c.cluster in held and ref not in shares):
+                return "placed meanwhile"         # adopted: never a second copy (a divided share there grows)
             staging = self.bench.view.staged(ref)
             if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp"):
                 return "deleted meanwhile"
             sources.append(self.interpret(staging, str(ref)))
         group = PlacementGroup(c.group, tuple(sources), tuple(self.bench.view.companions_of(c.group)))
         objects = prepare(group, self.entries[c.cluster], self.catalogs.current, c.cluster, plan_id,
-                          topology=choices_by_workload(c.placements))
+                          topology=choices_by_workload(c.placements), shares=shares)
         applied = A.apply_group(self.bench.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
                                 pod_security=A.handoff_of(self.entries[c.cluster]).pod_security)
         return objects, applied
 
     def created(self, c: Create, result: Any) -> None:
-        for ref in c.members:
-            self.bench.book.creating.pop(ref, None)
+        self._settle(c)
         now = self.bench.clock.now()
         if isinstance(result, (NotLeader, str)):
             # fenced (the next leader, or this one again, plans it) or overtaken (adopted,
@@ -136,6 +152,11 @@ class Creator:
         if gvk is not None:
             meta = {**obj["metadata"], "resourceVersion": ap.after or "0", "uid": ap.uid, "generation": 1}
             self.bench.targets.caches[c.cluster].copies[gvk].assume({**obj, "metadata": meta})
+        if share_create(c):                       # a share: the spread keeper reports it (daemon/spread.py)
+            self.metrics.inc("placer_placements_total")
+            self.bench.executor.perform([Record(ref, NORMAL, PLACED, c.messages.get(ref, f"placed on {c.cluster}"))])
+            self.bench.queue.add(ref, now)
+            return
         self.bench.book.placed[ref] = Remote(c.cluster, now)
         self.bench.book.pending.pop(ref, None)
         self.metrics.inc("placer_placements_total")
@@ -159,6 +180,13 @@ class Creator:
         log.warning("group %s: placing on %s failed: %s", c.group, c.cluster, e)
         if timed_out(e):            # it may have happened anyway: looked for when the cluster answers
             self.bench.book.suspects.setdefault(c.cluster, set()).update(c.members)
+        if share_create(c):         # the spread keeper finds the share missing and places it again
+            for ref in c.members:
+                if refused(e):
+                    self.bench.book.exclude(ref, c.cluster, self.entries, f"refused it: {e.message}")
+                self.bench.executor.do(Record(ref, WARNING, FAILED, f"placing on {c.cluster} failed: {e.message}"))
+                self.bench.queue.add(ref, self.bench.clock.now())
+            return
         degraded = self.degraded(c.cluster)
         if degraded:                # no answer within the deadline: moved, the next round goes elsewhere
             self.moved(c, degraded)

@@ -203,18 +203,18 @@ def _decision(plan: Plan, pending: Sequence[PendingGroup], plan_id: str, seconds
     members = {p.group.key: p.members for p in pending}
     said = {p.group.key: dict(p.why_excluded) for p in pending}
     actions: list[Create | Unplace] = []
-    by_group: dict[str, str] = {}
-    for pl in plan.placements:
-        by_group[pl.group] = pl.cluster
-    for gk, cluster in by_group.items():
+    # one Create per group and cluster: a spread group (placer.dev/spread) has one per share
+    where = list(dict.fromkeys((pl.group, pl.cluster) for pl in plan.placements))
+    for gk, cluster in where:
+        here = tuple(x for x in plan.placements if x.group == gk and x.cluster == cluster)
         msgs = {}
         for ref in members[gk]:
-            found: Any = next((x for x in plan.placements if x.group == gk and x.ref == ref), None)
+            found: Any = next((x for x in here if x.ref == ref), None)
             nodes = len(found.nodes) if found else 0
+            share = f" (a share of {found.replicas})" if found is not None and found.replicas is not None else ""
             msgs[ref] = f"placed on {cluster} by plan {plan_id}" + (
-                f": {plural(found.pods, 'pod')} on {plural(nodes, 'node')}" if found else "")
-        actions.append(Create(cluster, gk, members[gk], msgs,
-                              placements=tuple(x for x in plan.placements if x.group == gk)))
+                f": {plural(found.pods, 'pod')} on {plural(nodes, 'node')}{share}" if found else "")
+        actions.append(Create(cluster, gk, members[gk], msgs, placements=here))
     reasons: dict[str, str] = {}
     for u in plan.unplaced:
         if u.group not in reasons:

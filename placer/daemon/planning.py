@@ -15,6 +15,7 @@ from placer.daemon.definitions import CurrentCatalog
 from placer.daemon.metrics import Metrics
 from placer.daemon.quotas import HubQuotas
 from placer.daemon.reconcile import Reconciler
+from placer.daemon.spread import is_spread, share_create
 from placer.daemon.state import DaemonConfig, ann_of
 from placer.daemon.workbench import Workbench
 from placer.definitions.interpret import Interpreter
@@ -94,8 +95,10 @@ class Planner:
                  len(decision.creates), decision.groups, decision.seconds,
                  decision.plan.summary.status if decision.plan else "failed", took, len(snap.committed))
         groups = {p.group.key: p.group for p in pending}
-        for c in decision.creates:
-            self.creator.start(c, groups[c.group], decision.plan_id)
+        spread = self.reconciler.spread
+        for c in spread.claim(decision.creates):       # a spread's shares recorded before they start
+            self.creator.start(c, spread.share_group(groups[c.group], c) if share_create(c) else groups[c.group],
+                               decision.plan_id)
         self.bench.executor.perform(decision.unplaced)
 
     def with_quotas(self, snap: DC.Snapshot) -> DC.Snapshot:
@@ -127,6 +130,10 @@ class Planner:
 
     def arrivals(self, snap: DC.Snapshot, arrivals: list[DC.PendingGroup], plan_id: str) -> DC.Decision | None:
         """New arrivals placed incrementally; None: the full solve decides."""
+        if any(is_spread(w) for p in arrivals for w in p.group.workloads):
+            # the incremental placement knows no spread (its shares and copies are tied by the
+            # full model's constraints, placer.solve.spread): a round with one is a full solve
+            return None
         try:
             return DC.decide_arrivals(snap, arrivals, self.memory, plan_id=plan_id)
         except Exception:                        # a bug here must not stop planning: the full solve decides
@@ -139,11 +146,18 @@ class Planner:
         companions; a newcomer to a group already placed is pinned to the group's cluster."""
         by_group: dict[str, list[tuple[WorkloadRef, Workload]]] = {}
         pins: dict[str, str] = {}
+        keep_off: dict[WorkloadRef, frozenset[str]] = {}       # a spread's clusters its lost shares avoid
         for ref in sorted(self.bench.book.pending):
             found = self.plannable(ref)
             if found is None:
                 continue
             staging, w = found
+            if is_spread(w) is not None:             # what is planned: the whole spread, or its lost shares
+                planned = self.reconciler.spread.for_planning(ref, staging, w)
+                if planned is None:
+                    self.bench.book.pending.pop(ref, None)
+                    continue
+                w, keep_off[ref] = planned
             gk = self.bench.view.group_key(ref, staging)
             by_group.setdefault(gk, []).append((ref, w))
             for member, _ in self.bench.view.group_members(ref, staging):
@@ -157,6 +171,8 @@ class Planner:
                 continue
             refs = tuple(r for r, _ in items)
             why = self.bench.book.exclusions(refs)
+            for c in sorted(set().union(*(keep_off.get(r, frozenset()) for r in refs))):
+                why.setdefault(c, "holds a copy of it, or lost one")
             out.append(DC.PendingGroup(A.planning_view(g, self.catalogs.current), refs, frozenset(why), pins.get(gk),
                                        tuple(why.items())))
         return out
@@ -168,7 +184,7 @@ class Planner:
         if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp") or ref in self.bench.book.placed:
             self.bench.book.pending.pop(ref, None)
             return None
-        if ref in self.bench.book.creating:
+        if self.bench.book.in_flight(ref):
             return None
         where = ann_of(staging).get(PLACED_CLUSTER)
         if where and where in self.bench.targets.caches and where not in self.bench.targets.usable():

@@ -22,12 +22,13 @@ from placer.daemon.execute import ClusterWorkers
 from placer.daemon.executor import COMPANION_KINDS
 from placer.daemon.hub import Notices, controlled_note, controller_of
 from placer.daemon.reschedule import Rescheduler
+from placer.daemon.spread import SpreadKeeper, is_spread
 from placer.daemon.staging import HubWriter
 from placer.daemon.state import DaemonConfig, Remote, ann_of, origin_of
 from placer.daemon.targets import Interpret
 from placer.daemon.workbench import Workbench
 from placer.model.errors import InputError, NotFound, PlacerError
-from placer.model.names import ANN_SOURCE_GENERATION, ANN_SPREAD, FINALIZER, PLACED_CLUSTER
+from placer.model.names import ANN_SOURCE_GENERATION, FINALIZER, PLACED_CLUSTER
 from placer.model.workload import Phase, PlacementGroup, Workload, WorkloadRef
 
 log = logging.getLogger("placer.daemon")
@@ -48,16 +49,18 @@ class Reconciler:
     writer: HubWriter
     rescheduler: Rescheduler
     workers: ClusterWorkers
+    spread: SpreadKeeper
     notices: Notices = field(default_factory=Notices)
 
     def reconcile(self, ref: WorkloadRef) -> None:
-        if ref in self.bench.book.creating:
+        if self.bench.book.in_flight(ref):
             return                                    # its create's result brings it back
         staging = self.bench.view.staged(ref)
         copies = self.bench.targets.copies_of(ref)
         if staging is None:
             self.bench.executor.perform(DC.staging_gone(ref, [c for c, _ in copies]))
             self.bench.book.forget(ref)
+            self.spread.forget(ref)
             return
         if (staging.get("metadata") or {}).get("deletionTimestamp"):
             self.finalize(ref, staging, copies)
@@ -69,6 +72,17 @@ class Reconciler:
             return
         workload = self.interpret_staging(ref, staging)
         if workload is None:
+            return
+        spec = is_spread(workload)
+        if spec is not None:                          # one copy per share (daemon/spread.py)
+            self.writer.ensure_finalizer(ref, staging)
+            if self.spread.reconcile(ref, staging, workload, spec, copies):
+                now = self.bench.clock.now()
+                self.bench.book.make_pending(ref, now)
+                if not self.bench.book.pending[ref].message:     # not judged yet (a create's result may have
+                    self.bench.book.open_window(now)              # held it back): the next round plans it
+            else:
+                self.bench.book.pending.pop(ref, None)
             return
         if len(copies) > 1:
             keep, deletes = DC.keep_one(ref, ann_of(staging).get(PLACED_CLUSTER), copies)
@@ -100,9 +114,7 @@ class Reconciler:
         """The staging object's workload; a malformed one is annotated with why, and None."""
         try:
             w = self.interpret(staging, str(ref))
-            if any(k.startswith(ANN_SPREAD) for k in w.annotations):
-                raise InputError(f"annotation {ANN_SPREAD}: the daemon does not place spread workloads yet "
-                                 "(placer submit does)")
+            is_spread(w)                              # a bad spread annotation is bad input
             return w
         except InputError as e:
             self.bench.book.pending.pop(ref, None)
@@ -256,6 +268,7 @@ class Reconciler:
             self.bench.executor.perform(Delete(c, ref, "its staging object is being deleted", group) for c, _ in copies)
             return                                               # the deletions bring it back here
         self.bench.book.forget(ref)
+        self.spread.forget(ref)
         if self._release(ref, staging, retry_in=0.1):
             log.info("%s: copies deleted; finalizer removed", ref)
 

@@ -104,6 +104,7 @@ class Book:
         self.excluded: dict[WorkloadRef, set[str]] = {}
         self.why_excluded: dict[tuple[WorkloadRef, str], str] = {}   # (ref, cluster) -> what it said
         self.creating: dict[WorkloadRef, Creating] = {}
+        self.spreading: dict[tuple[WorkloadRef, str], Creating] = {}    # a spread share's create, per cluster
         self.deleting: dict[tuple[str, WorkloadRef], float] = {}
         self.checked: dict[tuple[str, WorkloadRef], str] = {}     # copy version found free of drift
         self.suspects: dict[str, set[WorkloadRef]] = {}          # cluster -> creates that timed out there
@@ -115,6 +116,10 @@ class Book:
     def open_window(self, now: float) -> None:
         if self.window_opened is None:
             self.window_opened = now
+
+    def in_flight(self, ref: WorkloadRef) -> bool:
+        """A create of `ref` (or of one of its shares) is in flight."""
+        return ref in self.creating or any(r == ref for r, _ in self.spreading)
 
     def make_pending(self, ref: WorkloadRef, now: float) -> None:
         if ref not in self.pending:

@@ -5,6 +5,7 @@ planning round decides on. Read only: writes go to a cluster's own queue (`execu
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Any, Callable, Mapping
 
 from placer import actuate as A
@@ -17,6 +18,17 @@ from placer.model.fleet import Fleet
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
 
 Interpret = Callable[[Mapping[str, Any], str], Workload]
+
+
+def apart(committed: list[tuple[PlacementGroup, str]]) -> list[tuple[PlacementGroup, str]]:
+    """A spread workload's copies (placer.dev/spread) are committed on several clusters under
+    one name: each named for its cluster, so the solver and its verifier tell them apart."""
+    seen = Counter(w.ref for g, _ in committed for w in g.workloads)
+    if all(n == 1 for n in seen.values()):
+        return committed
+    return [(dataclasses.replace(g, workloads=tuple(
+        dataclasses.replace(w, name=f"{w.name}@{cluster}") if seen[w.ref] > 1 else w for w in g.workloads)), cluster)
+        for g, cluster in committed]
 
 
 class Targets:
@@ -64,7 +76,10 @@ class Targets:
                 seen.add(c.group.key)
                 if not self._copied(c):
                     out.append((dataclasses.replace(c.group, key=f"creating:{c.group.key}"), c.cluster))
-        return out
+        for (_, cluster), c in self.book.spreading.items():       # a share: its own demand, per cluster
+            if not self._copied(c):
+                out.append((dataclasses.replace(c.group, key=f"creating:{c.group.key}@{cluster}"), cluster))
+        return apart(out)
 
     def _copied(self, c: Creating) -> bool:
         """Every copy of an in-flight create already in its cluster's cache (its watch event

@@ -27,3 +27,7 @@ FINALIZER = "placer.dev/cleanup"
 ANN_PHASE = "placer.dev/phase"
 ANN_MESSAGE = "placer.dev/message"
 ANN_SOURCE_GENERATION = "placer.dev/source-generation"
+# a spread workload (placer.dev/spread): its clusters, "a,b,c" (duplicate) or "a=7,b=5" (divide
+# replicas), in place of PLACED_CLUSTER; and its copies one by one (JSON: cluster, replicas, ready, phase)
+PLACED_SHARES = "placer.dev/placed-shares"
+SHARES_STATUS = "placer.dev/shares-status"

@@ -1,7 +1,8 @@
 """What `placer plan` plans with no files: the pending objects of the hub's staging namespace.
 
 Read through `placer.kube` (every catalog kind the hub serves, in the staging namespace),
-skipping objects the daemon already placed (annotation `placer.dev/placed-cluster`; a
+skipping objects the daemon already placed (annotation `placer.dev/placed-cluster`, or
+`placer.dev/placed-shares` for a spread workload; a
 user's pin `placer.dev/cluster` does not mean placed); definitions
 registered on the hub override the catalog's. Objects sharing `placer.dev/group` form one
 placement group (`<namespace>/<group>`, as the daemon keys them); every other object is
@@ -18,14 +19,16 @@ from placer.fleetview.registry import with_cluster_definitions
 from placer.inputs.grouping import group
 from placer.inputs.priority import read_classes, with_priorities
 from placer.model.errors import NotFound
-from placer.model.names import ANN_GROUP, PLACED_CLUSTER
+from placer.model.names import ANN_GROUP, PLACED_CLUSTER, PLACED_SHARES
 from placer.model.workload import PlacementGroup, Workload
 from placer.ops.context import Context, Say
 
 
 def _pending(obj: dict) -> bool:
     meta = obj.get("metadata") or {}
-    return not (meta.get("annotations") or {}).get(PLACED_CLUSTER) and not meta.get("deletionTimestamp")
+    ann = meta.get("annotations") or {}
+    # a spread workload the daemon placed records its shares instead of one cluster
+    return not ann.get(PLACED_CLUSTER) and not ann.get(PLACED_SHARES) and not meta.get("deletionTimestamp")
 
 
 def group_objects(workloads: Sequence[Workload]) -> list[PlacementGroup]:

@@ -166,6 +166,9 @@ def test_no_files_plans_the_hub_staging_namespace(make_fleet, tmp_path):
             {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}})
     hub.seed([_job("solo", "placer-staging", 4, pods=2),
               _job("done", "placer-staging", 8, annotations={"placer.dev/placed-cluster": "sim"}),   # placed already
+              # a spread workload the daemon placed: its shares recorded, no single cluster (issue 21)
+              _job("spreaded", "placer-staging", 1, annotations={"placer.dev/spread": "duplicate",
+                                                                 "placer.dev/placed-shares": "sim"}),
               # a user's pin is a request, not a placement (issue 12, defect 2): still planned
               _job("pinned", "placer-staging", 2, annotations={"placer.dev/cluster": "sim"}),
               _job("c1", "placer-staging", 2, annotations={"placer.dev/group": "pair"}),
@@ -183,6 +186,7 @@ def test_no_files_plans_the_hub_staging_namespace(make_fleet, tmp_path):
                    "placer-staging/c1": ("placer-staging/pair", 2), "placer-staging/c2": ("placer-staging/pair", 2),
                    "placer-staging/w1": ("placer-staging/w1", 2),
                    "placer-staging/pinned": ("placer-staging/pinned", 2)}
+    assert "spreaded" not in r.stdout
     assert "planning the pending objects of namespace placer-staging on hub context hub" in r.stderr
 
 

@@ -189,13 +189,18 @@ def test_a_name_taken_by_someone_else_sends_the_workload_to_another_cluster(env)
     assert [n for c, n in _all_copies(env) if n == "taken"] == ["taken", "taken"]  # theirs + ours
 
 
-def test_spread_workload_is_refused_not_copied_whole(env):
-    """placer.dev/spread is not the daemon's yet (issue 21): refused with why, never copied whole."""
+def test_bad_spread_is_refused_not_copied_whole(env):
+    """A spread the workload cannot have (an unknown mode; divide on a kind without scalable
+    replicas) is refused with why, never copied whole (issue 21: the daemon places good ones)."""
     d = env.daemon()
-    spread = jobset("spread", pods=1, gpus=1)
-    spread["metadata"].setdefault("annotations", {})["placer.dev/spread"] = "duplicate"
-    env.create(spread)
+    unknown = jobset("unknown", pods=1, gpus=1)
+    unknown["metadata"].setdefault("annotations", {})["placer.dev/spread"] = "triplicate"
+    divide = jobset("divide", pods=1, gpus=1)
+    divide["metadata"].setdefault("annotations", {})["placer.dev/spread"] = "divide"
+    env.create(unknown)
+    env.create(divide)
     assert d.wait_idle(10)
-    ann = env.annotations(spread)
-    assert ann[D.ANN_PHASE] == D.PHASE_INVALID and "does not place spread workloads" in ann[D.ANN_MESSAGE]
+    for obj, words in ((unknown, "is not duplicate or divide"), (divide, "has no scalable replicas")):
+        ann = env.annotations(obj)
+        assert ann[D.ANN_PHASE] == D.PHASE_INVALID and words in ann[D.ANN_MESSAGE], ann
     assert _all_copies(env) == []
