@@ -330,6 +330,15 @@ def svg(results: dict[str, list[tuple[float, int]]], capacity: int, title: str) 
     return "\n".join(out) + "\n"
 
 
+def redraw(source: Path, target: Path) -> int:
+    data = json.loads(source.read_text())
+    arrived = [Arrival(**a) for a in data["arrivals"]]
+    lines = {k: [tuple(p) for p in o["series"]] for k, o in data["systems"].items()}
+    target.write_text(svg(lines | {"demand (no wait)": offered(arrived)}, data["capacity"],
+                          f"GPUs held over time: {len(arrived)} trace tasks on {data['capacity']} GPUs"))
+    return 0
+
+
 # --- driver ------------------------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
@@ -352,7 +361,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--svg", help="the picture of GPUs held over time")
     ap.add_argument("--dir", help="where the environments go (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--redraw", metavar="JSON", help="only draw --svg again from a run's --out file")
     args = ap.parse_args(argv)
+    if args.redraw:
+        return redraw(Path(args.redraw), Path(args.svg or "replay.svg"))
     workers = [f"w{i}" for i in range(args.workers)]
     scenario = peers.trace(workers, random.Random(args.seed), 1 / args.fleet_every)
     scenario.name = "replay"

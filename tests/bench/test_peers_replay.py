@@ -4,6 +4,7 @@ and GPUs-held counting the replay reports (the cluster runs themselves are bench
 from __future__ import annotations
 
 import dataclasses
+import json
 import xml.etree.ElementTree as ET
 
 from benchmarks import peers_replay as pr
@@ -99,3 +100,15 @@ def test_demand_without_wait_by_hand():
     assert (demand[0.0], demand[1.0], demand[20.0], demand[30.0], demand[40.0], demand[80.0], demand[90.0]) == \
         (3, 1, 9, 8, 12, 4, 0)
     assert max(demand) == 91.0
+
+
+def test_redraw_draws_each_system_and_the_demand_from_a_runs_json(tmp_path):
+    arrived = replay()
+    source = tmp_path / "replay.json"
+    source.write_text(json.dumps({"capacity": 8, "arrivals": [a.__dict__ for a in arrived],
+                                                "systems": {"placer": {"series": [[0, 0], [5, 3]]},
+                                                            "multikueue": {"series": [[0, 0], [9, 1]]}}}))
+    assert pr.redraw(source, tmp_path / "r.svg") == 0
+    root = ET.parse(tmp_path / "r.svg").getroot()
+    names = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"placer", "multikueue", "demand (no wait)", "fleet 8"} <= set(names)
