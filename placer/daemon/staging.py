@@ -26,10 +26,20 @@ def status_patch(have: Mapping[str, Any] | None, want: Mapping[str, Any] | None)
     patch only adds, so what the copy no longer reports is nulled out."""
     if want == have or (not want and not have):
         return None
-    status: dict[str, Any] = dict(want or {})
-    for k in (have or {}):
-        status.setdefault(k, None)
-    return status
+    return _nulling(have or {}, want or {})
+
+
+def _nulling(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, Any]:
+    """`want`, with every key of `have` it lacks set to None, at every depth where both hold an
+    object: a merge patch merges nested objects, so a Job's finished status
+    (`uncountedTerminatedPods: {}`) would otherwise keep the uids it held before and be refused."""
+    out: dict[str, Any] = {}
+    for k, v in want.items():
+        old = have.get(k)
+        out[k] = _nulling(old, v) if isinstance(v, Mapping) and isinstance(old, Mapping) else v
+    for k in have:
+        out.setdefault(k, None)
+    return out
 
 
 class HubWriter:
