@@ -178,6 +178,35 @@ def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     return True
 
 
+def holds(st: ClusterState, g: GroupInfo) -> bool | None:
+    """Whether all the pods of a group of one pod kind without topology fit the state at once,
+    exactly, without placing them (None: the group is not of that form). Pods of one kind
+    on independent nodes: node i holds min over resources of free // request of them, and
+    they fit iff those counts add up to the pods (best fit finds a place for each then, so
+    the answer is the one placing would give; issue 24: reasons placed and gave back every
+    pod of every unplaced group on every cluster, up to three times)."""
+    if g.units or len(g.parts) != 1:
+        return None
+    p = g.parts[0]
+    need = p.pods
+    if g.gpus > st.free_gpus:
+        return False
+    demand = [(r, v) for r, v in p.demand.items() if v > 0]
+    floors = [r for r, v in p.demand.items() if v <= 0]      # fits only while free >= request
+    for k in st.info.compat(p):
+        for level, nodes in st.buckets[k].items():
+            if level < p.gpu:
+                continue
+            for i in nodes:
+                f = st.free[i]
+                if any(f.get(r, 0) < p.demand[r] for r in floors):
+                    continue
+                need -= max(0, min((f.get(r, 0) // v for r, v in demand), default=need))
+                if need <= 0:
+                    return True
+    return need <= 0
+
+
 def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     """Place every pod of the group on this cluster or nothing (state unchanged then). Best
     fit is deterministic, so pods of the same shape that found no room on this content find
