@@ -232,16 +232,27 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     if any(not c for c in compat):
         return None
     done: PodAssign = []
+    last = (-1, -1)
     for j in expand(g):
         part = g.parts[j]
-        i = state.best_node(part.demand, part.gpu, compat[j])
+        i = last[1] if last[0] == j and _still_fits(state, part, last[1]) else \
+            state.best_node(part.demand, part.gpu, compat[j])
         if i is None:
             for jj, ii in reversed(done):
                 state.give(ii, g.parts[jj].demand)
             return None
         state.take(i, part.demand)
         done.append((j, i))
+        last = (j, i)
     return done
+
+
+def _still_fits(state: ClusterState, part, i: int) -> bool:
+    """The node that was the best fit for the pod before this one, of the same kind, is still
+    the best when one more pod fits it: it was the least (free GPUs, class position, node)
+    among the nodes where the pod fits, and only it lost capacity since (issue 24: a
+    group's pods asked `best_node` again for each pod)."""
+    return state.gpu[i] >= part.gpu and fits_resources(part.demand, state.free[i])
 
 
 def undo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
