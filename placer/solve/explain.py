@@ -37,7 +37,7 @@ from placer.solve.scheduling import (
     matches_node_selector,
     untolerated_taints,
 )
-from placer.solve.state import ClusterState, PodAssign, may_fit, try_place, undo
+from placer.solve.state import ClusterState, PodAssign, holds, may_fit, try_place, undo
 from placer.solve.topology import domain_reason
 
 
@@ -148,6 +148,10 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     known = st.recall(key)
     if known is not None:
         return bool(known)
+    held = holds(st, g)
+    if held is not None:
+        st.remember(key, held)
+        return held
     mark = st.mark()
     assign = try_place(st, g)
     if assign is not None:

@@ -178,6 +178,35 @@ def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     return True
 
 
+def holds(st: ClusterState, g: GroupInfo) -> bool | None:
+    """Whether all the pods of a group of one pod kind without topology fit the state at once,
+    exactly, without placing them (None: the group is not of that form). Pods of one kind
+    on independent nodes: node i holds min over resources of free // request of them, and
+    they fit iff those counts add up to the pods (best fit finds a place for each then, so
+    the answer is the one placing would give; issue 24: reasons placed and gave back every
+    pod of every unplaced group on every cluster, up to three times)."""
+    if g.units or len(g.parts) != 1:
+        return None
+    p = g.parts[0]
+    need = p.pods
+    if g.gpus > st.free_gpus:
+        return False
+    demand = [(r, v) for r, v in p.demand.items() if v > 0]
+    floors = [r for r, v in p.demand.items() if v <= 0]      # fits only while free >= request
+    for k in st.info.compat(p):
+        for level, nodes in st.buckets[k].items():
+            if level < p.gpu:
+                continue
+            for i in nodes:
+                f = st.free[i]
+                if any(f.get(r, 0) < p.demand[r] for r in floors):
+                    continue
+                need -= max(0, min((f.get(r, 0) // v for r, v in demand), default=need))
+                if need <= 0:
+                    return True
+    return need <= 0
+
+
 def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     """Place every pod of the group on this cluster or nothing (state unchanged then). Best
     fit is deterministic, so pods of the same shape that found no room on this content find
@@ -203,16 +232,27 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     if any(not c for c in compat):
         return None
     done: PodAssign = []
+    last = (-1, -1)
     for j in expand(g):
         part = g.parts[j]
-        i = state.best_node(part.demand, part.gpu, compat[j])
+        i = last[1] if last[0] == j and _still_fits(state, part, last[1]) else \
+            state.best_node(part.demand, part.gpu, compat[j])
         if i is None:
             for jj, ii in reversed(done):
                 state.give(ii, g.parts[jj].demand)
             return None
         state.take(i, part.demand)
         done.append((j, i))
+        last = (j, i)
     return done
+
+
+def _still_fits(state: ClusterState, part, i: int) -> bool:
+    """The node that was the best fit for the pod before this one, of the same kind, is still
+    the best when one more pod fits it: it was the least (free GPUs, class position, node)
+    among the nodes where the pod fits, and only it lost capacity since (issue 24: a
+    group's pods asked `best_node` again for each pod)."""
+    return state.gpu[i] >= part.gpu and fits_resources(part.demand, state.free[i])
 
 
 def undo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:

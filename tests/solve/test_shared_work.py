@@ -49,3 +49,19 @@ def test_plans_with_shared_work_are_judged_exact():
     assert plan.unplaced, "the instance must be contested"
     assert O.false_reasons(fl, gs, plan) == []
     assert O.strict_priority_violations(fl, gs, plan) == []
+
+
+def test_best_fit_keeps_filling_the_node_it_just_used(monkeypatch):
+    calls = []
+    best_node = ST.ClusterState.best_node
+    monkeypatch.setattr(ST.ClusterState, "best_node", lambda self, *a: calls.append(1) or best_node(self, *a))
+    # two 8-GPU nodes, one 3 GPUs used: best fit fills the partly used node first
+    fl = fleet("c0: 1x8 | 1x8 used=3")
+    gs = groups(wl("ml/eight", "8x1"))
+    problem = S.prepare(fl, gs)
+    placed = S.greedy(problem, problem.state())
+    nodes = problem.infos[0].nodes
+    plan = sorted(nodes[i].name for _, i in placed[0][1])
+    assert plan == ["c0-0-0"] * 3 + ["c0-1-0"] * 5
+    # one search per node used, not one per pod (8 on the old code)
+    assert len(calls) <= 2
