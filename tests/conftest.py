@@ -32,26 +32,46 @@ def pytest_configure(config) -> None:
 
 # Real control planes are about 0.5 GiB a cluster. The session's sets (real_kube: hub, east and west;
 # real_operators: east and west with the operators) are stopped after the last test that uses them,
-# and the tests of real_operators run after every other test, so the two sets are never up together.
+# and the tests of real_operators run after every other real test, so the two sets are never up together.
 # They cannot be one set: tests on `real` rely on no operator acting on what they create there.
 LATE = ("real_operators",)
 
 
-@pytest.hookimpl(tryfirst=True)        # before pytest-xdist reads the groups
-def pytest_itemcollected(item) -> None:
-    """Every real-control-plane test runs on one xdist worker, in collection order: the sets are
-    session fixtures shared and stopped by the rules above, and two sets at once would double
-    the memory. The other tests spread over the remaining workers."""
-    if item.get_closest_marker("kube"):
-        item.add_marker(pytest.mark.xdist_group("kube"))
+# Every real-control-plane test runs in one pytest-xdist lane, in collection order: the sets
+# are session fixtures started and stopped by the rules above, and two lanes would each start
+# their own (double the memory, and ports raced). The other tests spread over the other lanes.
+# The lane is chosen by file, since xdist's scheduler sees node ids, not markers (and its
+# `xdist_group` marker is lost under pytest 9); `pytest_collection_modifyitems` below refuses a
+# `kube` test outside these files.
+KUBE_FILES = ("tests/real/", "tests/kube/test_kube_env.py")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class KubeLane(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "kube" if nodeid.startswith(KUBE_FILES) else nodeid
+
+    return KubeLane(config, log)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    late = [i for i in items if any(n in getattr(i, "fixturenames", ()) for n in LATE)]
-    if late:
-        ids = {id(i) for i in late}
-        items[:] = [i for i in items if id(i) not in ids] + late
+    stray = [i.nodeid for i in items if i.get_closest_marker("kube") and not i.nodeid.startswith(KUBE_FILES)]
+    if stray:
+        raise pytest.UsageError(f"{stray[0]}: a kube test outside {', '.join(KUBE_FILES)} (tests/conftest.py "
+                                "KUBE_FILES): it would start its own control planes in another xdist lane")
+    # the kube lane's tests first (xdist hands out work in this order: the longest lane starts at
+    # once), the users of a LATE set last among them
+    kube = [i for i in items if i.nodeid.startswith(KUBE_FILES)]
+    late = [i for i in kube if any(n in getattr(i, "fixturenames", ()) for n in LATE)]
+    first = {id(i) for i in kube}
+    ids = {id(i) for i in late}
+    items[:] = [i for i in kube if id(i) not in ids] + late + [i for i in items if id(i) not in first]
 
 
 def pytest_collection_finish(session) -> None:
