@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from placer import actuate as A
+from placer.actuate.steer import nodes_by_workload
 from placer.actuate.topology import choices_by_workload
 from placer.daemon.actions import Annotate, Create, Record
 from placer.daemon.definitions import CurrentCatalog
@@ -32,12 +33,14 @@ log = logging.getLogger("placer.daemon")
 
 
 def prepare(group: PlacementGroup, entry: Any, catalog: Catalog, cluster: str, plan_id: str,
-            topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None) -> list[dict]:
+            topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None,
+            nodes: Mapping[WorkloadRef, Mapping[str, Sequence[str]]] | None = None) -> list[dict]:
     """The group's copies for `cluster` (its clusters-file `entry`); `topology`: the domains
-    chosen per workload, handed to the cluster's scheduler (placer.actuate.topology)."""
+    chosen per workload, handed to the cluster's scheduler (placer.actuate.topology); `nodes`:
+    the planned nodes per pod template, steered to (placer.actuate.steer)."""
     objects = A.prepare_objects(group, entry, catalog, plan_id=plan_id,
                                 origin=lambda obj: origin_of(WorkloadRef.of(obj)), cluster=cluster,
-                                topology=topology)
+                                topology=topology, nodes=nodes)
     by_name = {(w.kind, w.name): w for w in group.workloads}
     for obj in objects:
         meta = obj["metadata"]
@@ -104,7 +107,8 @@ class Creator:
             sources.append(self.interpret(staging, str(ref)))
         group = PlacementGroup(c.group, tuple(sources), tuple(self.bench.view.companions_of(c.group)))
         objects = prepare(group, self.entries[c.cluster], self.catalogs.current, c.cluster, plan_id,
-                          topology=choices_by_workload(c.placements))
+                          topology=choices_by_workload(c.placements),
+                          nodes=nodes_by_workload(c.placements, c.cluster))
         applied = A.apply_group(self.bench.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
                                 pod_security=A.handoff_of(self.entries[c.cluster]).pod_security)
         return objects, applied
