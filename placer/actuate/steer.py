@@ -33,6 +33,7 @@ chosen for the old one, and the cluster's scheduler then places the new pods uns
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from typing import Any, Iterable, Mapping, Sequence
@@ -42,7 +43,7 @@ from placer.actuate.topology import _get, _set
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import definition_for, interpret, object_name, target_path, template_paths
 from placer.definitions.program import NOT_A_PATH
-from placer.model.workload import Workload, WorkloadRef
+from placer.model.workload import PlacementGroup, Workload, WorkloadRef
 
 STEER_REQUIRED, STEER_PREFERRED, STEER_OFF = "required", "preferred", "off"
 STEER_MODES = (STEER_REQUIRED, STEER_PREFERRED, STEER_OFF)
@@ -165,3 +166,26 @@ def steer_to_nodes(obj: Mapping[str, Any], catalog: Catalog, nodes: Steering, *,
             _set(out, path, affinity)
     out.setdefault("metadata", {}).setdefault("annotations", {})[ANN_NODES] = annotation_value(nodes, planned_for)
     return out
+
+
+def pinned(group: PlacementGroup, nodes: Mapping[WorkloadRef, Steering]) -> PlacementGroup:
+    """`group` as its steered copies will be scheduled: each instance's pods held to its
+    planned nodes (their required node affinity ANDed as `with_required_nodes` writes it). The
+    daemon counts a create still in flight this way, so a round planned before the copy shows
+    up on its cluster plans around exactly the nodes its pods will take."""
+    def pin(w: Workload) -> Workload:
+        planned = nodes.get(w.ref)
+        if not planned:
+            return w
+        instances = []
+        for inst in w.instances:
+            on = planned.get(inst.key)
+            if on:
+                affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [dict(t) for t in inst.pod.affinity_terms]}}}
+                terms = with_required_nodes(affinity, on)["nodeAffinity"][
+                    "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                inst = dataclasses.replace(inst, pod=dataclasses.replace(inst.pod, affinity_terms=tuple(terms)))
+            instances.append(inst)
+        return dataclasses.replace(w, instances=tuple(instances))
+    return dataclasses.replace(group, workloads=tuple(pin(w) for w in group.workloads))

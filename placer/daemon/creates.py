@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from placer import actuate as A
-from placer.actuate.steer import nodes_by_workload
+from placer.actuate.steer import STEER_REQUIRED, nodes_by_workload, pinned
 from placer.actuate.topology import choices_by_workload
 from placer.daemon.actions import Annotate, Create, Record
 from placer.daemon.definitions import CurrentCatalog
@@ -78,6 +78,9 @@ class Creator:
     def start(self, c: Create, planning: PlacementGroup, plan_id: str) -> None:
         if c.cluster not in self.bench.targets.caches:     # never a cluster outside the clusters file
             return
+        if A.handoff_of(self.entries[c.cluster]).steer == STEER_REQUIRED:
+            # counted as its steered copies will be scheduled (issue 22): held to its nodes
+            planning = pinned(planning, nodes_by_workload(c.placements, c.cluster))
         for ref in c.members:
             self.bench.book.creating[ref] = Creating(c.cluster, planning, c.members)
 

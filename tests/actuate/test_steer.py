@@ -148,3 +148,22 @@ def test_nodes_of_a_copy_without_or_with_a_broken_annotation():
 def test_an_unknown_steer_value_is_bad_input_naming_the_field():
     with pytest.raises(InputError, match=r"clusters\[0\]\.steer"):
         parse_clusters({"clusters": [{"name": "east", "context": "east", "steer": "always"}]}, "c.yaml")
+
+
+def test_a_create_in_flight_counts_on_its_planned_nodes():
+    """The daemon counts a create still in flight as committed demand (`pinned`): an arrival
+    planned before the copy reaches its cluster's cache must not be put on the node the copy's
+    pods are steered to. Unpinned, the solver is free to re-place the committed pod and puts
+    the arrival on the very node the copy will take (the trace run's 2 unbound pods)."""
+    from placer.actuate.steer import pinned
+    from placer.solve import solve
+    from tests.builders import cluster, fleet, group, groups, wl
+
+    f = fleet(cluster("east", "2x8"))
+    first, second = (n.name for n in f.clusters[0].nodes)
+    a, b = wl("t/a", "1x8"), wl("t/b", "1x8")
+    in_flight = pinned(group(a), {a.ref: {a.instances[0].key: (second,)}})
+    assert in_flight.workloads[0].instances[0].pod.affinity_terms == (
+        {"matchFields": [by_name(second)]},)
+    (p,) = solve(f, groups(b), committed=[(in_flight, "east")], workers=1).placements
+    assert list(p.nodes) == [first]
