@@ -274,10 +274,13 @@ class Run:
             factor = "1" if self.system == "multikueue" else "100"
             kube_env("multikueue", "--dir", str(self.dir), "--manager", HUB, "--namespace", self.ns,
                      "--manager-quota", factor, *self.workers, timeout=600)
-        elif self.system == "placer":
+        elif self.system.startswith("placer"):
+            # placer-unsteered / placer-preferred: the clusters' `steer` off / preferred (issue 22)
+            steer = {"placer-unsteered": {"steer": "off"}, "placer-preferred": {"steer": "preferred"}}
             clusters = self.dir / "clusters.yaml"
             clusters.write_text(json.dumps({"hub": {"context": HUB, "stagingNamespace": self.ns},
-                                            "clusters": [{"name": w, "context": w} for w in self.workers]}))
+                                            "clusters": [{"name": w, "context": w, **steer.get(self.system, {})}
+                                                         for w in self.workers]}))
             log = open(self.dir / "daemon.log", "w")
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "placer", "daemon", "--clusters", str(clusters), "--kubeconfig",
@@ -285,7 +288,7 @@ class Run:
                 env={**os.environ, "PYTHONPATH": str(REPO)}))
 
     def rss_pids(self) -> list[int]:
-        if self.system == "placer":
+        if self.system.startswith("placer"):
             return [p.pid for p in self.procs]
         if self.system.startswith("multikueue"):
             state = json.loads((self.dir / "state.json").read_text())
@@ -454,8 +457,10 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
     ap.add_argument("--system", nargs="+", default=["placer", "multikueue", "aggregate"],
-                    choices=["placer", "multikueue", "multikueue-open", "aggregate"],
-                    help="multikueue-open: the manager's quotas 100x the workers' (every workload dispatched)")
+                    choices=["placer", "placer-unsteered", "placer-preferred", "multikueue", "multikueue-open",
+                             "aggregate"],
+                    help="multikueue-open: the manager's quotas 100x the workers' (every workload dispatched); "
+                         "placer-unsteered / placer-preferred: placer with `steer: off` / `preferred`")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--trace-scale", type=float, default=0.1, help="share of the trace's nodes and GPU tasks")

@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from placer.actuate.generated import strip_generated
 from placer.actuate.podsecurity import object_violations
-from placer.actuate.topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, annotation_value, hand_off_topology
+from placer.actuate.steer import STEER_OFF, STEER_REQUIRED, fingerprint, steer_to_nodes
+from placer.actuate.topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, HANDOFF_KUEUE, annotation_value, hand_off_topology
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import patch_pod_templates
 from placer.definitions.scale import share_object
@@ -76,6 +77,7 @@ class Handoff:
     pod_security: str = DEFAULT_POD_SECURITY      # the level enforced where placer creates namespaces
     topology: str = HANDOFF_AFFINITY              # how chosen domains reach the cluster (affinity | kueue)
     levels: tuple[str, ...] = ()                  # the entry's topology levels, widest first
+    steer: str = STEER_REQUIRED                   # pods to their planned nodes (placer.actuate.steer)
 
 
 def _plain(v: Any) -> Any:
@@ -97,7 +99,17 @@ def handoff_of(entry: Any) -> Handoff:
                    object_labels=dict(obj_patch.get("labels") or {}),
                    object_annotations=dict(obj_patch.get("annotations") or {}),
                    suspend=str(suspend), pod_security=entry.podSecurity or DEFAULT_POD_SECURITY,
-                   topology=entry.topologyHandoff or HANDOFF_AFFINITY, levels=tuple(entry.topology or ()))
+                   topology=entry.topologyHandoff or HANDOFF_AFFINITY, levels=tuple(entry.topology or ()),
+                   steer=_steer_of(entry))
+
+
+def _steer_of(entry: Any) -> str:
+    """The entry's `steer`; by default `required`, but `off` where Kueue's TAS chooses the
+    nodes (`topologyHandoff: kueue`): its assignment would not know the plan's."""
+    given = getattr(entry, "steer", None)
+    if given:
+        return str(given)
+    return STEER_OFF if entry.topologyHandoff == HANDOFF_KUEUE else STEER_REQUIRED
 
 
 # --- preparing a group for one cluster ---------------------------------------------------
@@ -121,7 +133,8 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
                     origin: str | Callable[[Mapping[str, Any]], str] | None = None,
                     cluster: str | None = None,
                     topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None,
-                    shares: Mapping[WorkloadRef, int] | None = None) -> list[dict[str, Any]]:
+                    shares: Mapping[WorkloadRef, int] | None = None,
+                    nodes: Mapping[WorkloadRef, Mapping[str, Sequence[str]]] | None = None) -> list[dict[str, Any]]:
     """The objects to create for `group` on the cluster of `cluster_entry`: companions
     first (ConfigMaps and Secrets before what mounts them), then workloads. Each is a copy
     without server-set fields, labelled and annotated for placer, namespaced, with the
@@ -130,7 +143,9 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     workload's own source file (companions then take the group key). `topology`: the
     domains the plan chose per workload (`handoff_topology.choices_by_workload`), handed
     to the cluster as node affinity or Kueue annotations (`placer.actuate.topology`). `shares`:
-    a divided workload's replicas on this cluster (`shares_on`), written through its scale path."""
+    a divided workload's replicas on this cluster (`shares_on`), written through its scale path.
+    `nodes`: per workload, the nodes the plan chose for each pod template on this cluster
+    (`placer.actuate.steer.nodes_by_workload`), steered to as the entry's `steer` says."""
     cluster = cluster or (as_entry(cluster_entry).name if cluster_entry is not None else "")
     handoff = handoff_of(cluster_entry)
     if not group.workloads:
@@ -158,6 +173,10 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
             obj = hand_off_topology(obj, catalog, choices, mode=handoff.topology, levels=handoff.levels,
                                     workload_label=(WORKLOAD, workload_label(w.ref)), source=w.source)
             obj["metadata"].setdefault("annotations", {})[ANN_TOPOLOGY] = annotation_value(choices)
+        steered = (nodes or {}).get(w.ref)
+        if steered:
+            obj = steer_to_nodes(obj, catalog, steered, mode=handoff.steer, source=w.source,
+                                 planned_for=fingerprint(w))
         _check_pod_security(obj, handoff.pod_security, cluster, w.source)
         _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(w.ref)},
                {**handoff.object_annotations, **common_ann, WORKLOAD: key,

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from placer import actuate as A
 from placer.actuate.compare import demand
+from placer.actuate.steer import nodes_of
 from placer.actuate.topology import choices_of
 from placer.daemon import decide as DC
 from placer.daemon.actions import Check, Delete
@@ -195,10 +196,12 @@ class Reconciler:
     def desired(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str, plan_id: str,
                 remote: dict) -> dict:
         """The copy as placer would write it now; the topology domains it was placed with stay
-        (recorded on the copy), so neither a forward nor a drift correction drops them."""
+        (recorded on the copy), so neither a forward nor a drift correction drops them; so do
+        the nodes it was steered to, unless the edit changed its demand (placer.actuate.steer)."""
         group = PlacementGroup(self.bench.view.group_key(ref, staging), (workload,))
         return prepare(group, self.entries[cluster], self.catalogs.current, cluster, plan_id,
-                       topology={workload.ref: choices_of(remote)})[-1]
+                       topology={workload.ref: choices_of(remote)},
+                       nodes={workload.ref: nodes_of(remote, workload)})[-1]
 
     def forward_or_correct(self, ref: WorkloadRef, staging: dict, workload: Workload, cluster: str,
                            remote: dict) -> None:

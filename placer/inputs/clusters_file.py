@@ -181,6 +181,9 @@ class ClusterEntry(_Strict):
     # how a chosen domain reaches the cluster: `affinity` (default) writes a node affinity
     # into the pod templates; `kueue` leaves Kueue's podset annotations for Kueue's TAS
     topologyHandoff: Literal["affinity", "kueue"] | None = None
+    # steering (issue 22): each pod template of a copy gets a node affinity to the nodes the
+    # plan chose for its pods, `required` (default), `preferred`, or `off`
+    steer: Literal["required", "preferred", "off"] | None = None
     # a simulated cluster's StorageClasses (claims are checked against them); absent: not
     # known, claims are not checked. A live cluster's are read from it.
     storageClasses: Annotated[list[StorageClassSpec], AfterValidator(_storage_classes)] | None = None
@@ -274,7 +277,7 @@ def context_entry(context: str) -> ClusterEntry:
     return ClusterEntry.model_construct(name=context, context=context, labels={}, nodes=None,
                                         podTemplatePatch=None, objectPatch=None, suspend=None,
                                         podSecurity=DEFAULT_POD_SECURITY, topology=None, topologyHandoff=None,
-                                        storageClasses=None, preference=None, cost=None)
+                                        steer=None, storageClasses=None, preference=None, cost=None)
 
 
 def as_entry(value: Any) -> ClusterEntry:

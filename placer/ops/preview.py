@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any, Mapping, Sequence
 
 from placer.actuate import prepare_objects, shares_on
+from placer.actuate.steer import nodes_by_workload
 from placer.actuate.topology import choices_by_workload
 from placer.kube import run_concurrently
 from placer.model.errors import KubeError, PlacerError
@@ -63,7 +64,8 @@ def preview_objects(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], 
         out.setdefault(p.cluster, []).extend(
             prepare_objects(by_key[p.group], by_name[p.cluster], ctx.catalog, plan_id=plan_id, cluster=p.cluster,
                             topology=choices_by_workload(plan.placements, p.cluster),
-                            shares=shares_on(plan.placements, p.cluster)))
+                            shares=shares_on(plan.placements, p.cluster),
+                            nodes=nodes_by_workload(plan.placements, p.cluster)))
     return out
 
 

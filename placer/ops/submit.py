@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from placer import actuate as A
 from placer.actuate.compare import contains, demand
+from placer.actuate.steer import nodes_by_workload, nodes_of
 from placer.actuate.topology import choices_by_workload, choices_of
 from placer.definitions.interpret import interpret
 from placer.fleetview.view import (
@@ -197,8 +198,9 @@ def _placed_groups(ctx: Context, groups: Sequence[PlacementGroup], view: FleetVi
         cluster = refs[0].cluster
         # the domains chosen when it was placed stay (recorded on each copy)
         kept = {w.ref: choices_of(r.object) for w, r in zip(g.workloads, refs) if r is not None}
+        steered = {w.ref: nodes_of(r.object, w) for w, r in zip(g.workloads, refs) if r is not None}
         objects = A.prepare_objects(g, entries[cluster], ctx.catalog, plan_id=refs[0].plan or "",
-                                    cluster=cluster, topology=kept)
+                                    cluster=cluster, topology=kept, nodes=steered)
         have = {WorkloadRef.of(r.object): r.object for r in refs}
         changed = demand_changed = False
         for obj in objects:
@@ -247,7 +249,8 @@ def submit(ctx: Context, request: SubmitRequest, *, progress: Say | None = None)
     def act(stop: threading.Event) -> tuple[list[Created], list[Failed], list[Updated], list[Failed]]:
         created, failed = apply_plan(ctx, plan, pending, plan_id, stop=stop) if plan else ([], [])
         done, failed_updates = _apply_updates(ctx, apply_now, move, plan_id,
-                                              choices_by_workload(plan.placements) if plan else {}, stop=stop)
+                                              choices_by_workload(plan.placements) if plan else {}, stop=stop,
+                                              placements=plan.placements if plan else ())
         return created, failed, done, failed_updates
     (created, failed, done, failed_updates), interrupted = uninterrupted(act)
     done_refs = {u.workload for u in done}
@@ -342,9 +345,10 @@ def _decide(placed_groups: Sequence[_PlacedGroup], plan: Plan | None, replace: b
 
 def _apply_updates(ctx: Context, apply_now: Sequence[_PlacedGroup], move: Sequence[tuple[_PlacedGroup, str]],
                    plan_id: str, chosen: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None,
-                   stop: threading.Event | None = None) -> tuple[list[Updated], list[Failed]]:
-    """Server-side apply of new versions where they live; moves: delete there, create anew.
-    `stop` set: no further group is started."""
+                   stop: threading.Event | None = None, placements: Sequence[Placement] = ()
+                   ) -> tuple[list[Updated], list[Failed]]:
+    """Server-side apply of new versions where they live; moves: delete there, create anew
+    (steered to the nodes of `placements` on the target). `stop` set: no further group is started."""
     by_name, kube = _by_name(ctx), ctx.kube
     done, failed = [], []
     stopped = stop.is_set if stop is not None else (lambda: False)
@@ -370,7 +374,7 @@ def _apply_updates(ctx: Context, apply_now: Sequence[_PlacedGroup], move: Sequen
             remove_objects(A.client_for(kube, by_name[pg.cluster]), pg.objects, group_key=pg.group.key)
             ensure_brought(A.client_for(kube, by_name[target]), pg.group)
             objects = A.prepare_objects(pg.group, by_name[target], ctx.catalog, plan_id=plan_id, cluster=target,
-                                        topology=chosen)
+                                        topology=chosen, nodes=nodes_by_workload(placements, target))
             A.apply_group(A.client_for(kube, by_name[target]), objects, group_key=pg.group.key,
                           pod_security=A.handoff_of(by_name[target]).pod_security)
         except PlacerError as e:
@@ -407,7 +411,8 @@ def apply_plan(ctx: Context, plan: Plan, groups: Sequence[PlacementGroup], plan_
                 ensure_brought(client, g)
                 objects = A.prepare_objects(g, entry, ctx.catalog, plan_id=plan_id, cluster=cluster,
                                             topology=choices_by_workload(placements.get(key, ()), cluster),
-                                            shares=A.shares_on(placements.get(key, ()), cluster))
+                                            shares=A.shares_on(placements.get(key, ()), cluster),
+                                            nodes=nodes_by_workload(placements.get(key, ()), cluster))
                 applied = A.apply_group(client, objects, group_key=key,
                                         pod_security=A.handoff_of(entry).pod_security)
             except PlacerError as e:

@@ -239,6 +239,9 @@ def test_submit_hands_the_plans_domain_to_the_real_scheduler(real, tmp_path, mon
     created = real.client("east").get("jobs", "train", ns)
     terms = created["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": RACK, "operator": "In", "values": [rack]}]}]
+    # the rack in every term; steering (issue 22) copies the term once per planned node
+    assert terms == [{"matchExpressions": [{"key": RACK, "operator": "In", "values": [rack]}],
+                      "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                     for node in sorted(placement["nodes"])]
     pods = real.wait_bound("east", ns, 3)
     assert {p["spec"]["nodeName"][:2] for p in pods} == {rack}

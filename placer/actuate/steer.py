@@ -1,0 +1,191 @@
+"""Steering a copy's pods to the nodes the plan chose for them (issue 22). Pure.
+
+The plan is node level (`Placement.nodes`: node -> "<component>/<instance>" -> pods), but
+the cluster's own scheduler binds the pods. The default kube-scheduler scores
+LeastAllocated and spreads, so the pods of a workload created earlier can take the nodes the
+plan kept for a later gang, which then stays Pending (`Insufficient nvidia.com/gpu`).
+Steering writes, into each pod template through the definition's paths (the same mechanism
+as the topology hand-off), a node affinity to the nodes the plan chose for that template's
+pods, by node name (`matchFields: metadata.name In [node]`, what the DaemonSet controller
+uses: exact whatever the nodes' hostname labels say; the API server takes one value per
+such field selector, so one term per node), merged with the user's own affinity:
+
+- `required` (default): each required nodeSelectorTerm the template already has (they are
+  ORed) is ANDed with each planned node, a copy per node (one term per node when it has
+  none), so the template's pods can bind only there, and only where the user's terms allow;
+- `preferred`: a preferred term of weight 100 per planned node (the scheduler still binds
+  elsewhere when the planned nodes are full);
+- `off`: nothing written.
+
+A template whose pods the plan put on several nodes gets all of them: its pods are
+identical, so any of them may take any of those nodes; the plan's per-node accounting keeps
+the sum of every copy's pods on a node within the node, so a set can be over-filled only
+when sets of several templates overlap and the scheduler pairs pods and nodes differently
+from the plan (docs/planning.md, Steering). Templates the plan gave no pod (a worker group at
+0 replicas) are left as they are, and so are templates whose definition gives no path to
+their affinity. The nodes are recorded on the copy (`placer.dev/nodes`) with a fingerprint of
+the demand they were planned for (`placer.actuate.compare.demand` of the source), so
+re-applying the same demand (a drift put back, `submit` again, an edit that changes no
+request) keeps them, and an edit that changes the demand drops them: the plan's nodes were
+chosen for the old one, and the cluster's scheduler then places the new pods unsteered.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+from typing import Any, Iterable, Mapping, Sequence
+
+from placer.actuate.compare import demand
+from placer.actuate.topology import _get, _set
+from placer.definitions.catalog import Catalog
+from placer.definitions.interpret import definition_for, interpret, object_name, target_path, template_paths
+from placer.definitions.program import NOT_A_PATH
+from placer.model.workload import PlacementGroup, Workload, WorkloadRef
+
+STEER_REQUIRED, STEER_PREFERRED, STEER_OFF = "required", "preferred", "off"
+STEER_MODES = (STEER_REQUIRED, STEER_PREFERRED, STEER_OFF)
+PREFERRED_WEIGHT = 100
+ANN_NODES = "placer.dev/nodes"
+NODE_NAME_FIELD = "metadata.name"
+
+# "<component>/<instance>" -> the nodes the plan chose for that template's pods
+Steering = Mapping[str, Sequence[str]]
+
+
+def nodes_by_workload(placements: Iterable[Any], cluster: str | None = None
+                      ) -> dict[WorkloadRef, dict[str, tuple[str, ...]]]:
+    """WorkloadRef -> per pod template the planned nodes, for `prepare_objects`; only the
+    placements on `cluster` when given (a duplicated workload has one per cluster)."""
+    out: dict[WorkloadRef, dict[str, tuple[str, ...]]] = {}
+    for p in placements:
+        if p.ref is None or (cluster is not None and p.cluster != cluster):
+            continue
+        per: dict[str, set[str]] = {}
+        for node, members in p.nodes.items():
+            for member, count in members.items():
+                if count > 0:
+                    per.setdefault(member, set()).add(node)
+        if per:
+            out[p.ref] = {m: tuple(sorted(ns)) for m, ns in sorted(per.items())}
+    return out
+
+
+def fingerprint(w: Workload) -> str:
+    """A short digest of what placement depends on (pods, requests, node constraints)."""
+    return hashlib.sha256(repr(demand(w)).encode()).hexdigest()[:16]
+
+
+def annotation_value(nodes: Steering, planned_for: str | None = None) -> str:
+    return json.dumps({"demand": planned_for, "templates": {m: list(ns) for m, ns in nodes.items()}},
+                      separators=(",", ":"), sort_keys=True)
+
+
+def nodes_of(obj: Mapping[str, Any] | None, source: Workload | None = None) -> dict[str, tuple[str, ...]]:
+    """The nodes a placed copy was steered to (its `placer.dev/nodes` annotation), when they
+    were planned for the demand of `source` (the workload about to be re-applied); {} when it
+    has none, it cannot be read, or the demand changed (then nothing is steered again)."""
+    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(ANN_NODES)
+    try:
+        data = json.loads(text) if isinstance(text, str) else {}
+        if source is not None and data.get("demand") != fingerprint(source):
+            return {}
+        return {str(m): tuple(str(n) for n in ns) for m, ns in (data.get("templates") or {}).items()
+                if isinstance(ns, list)}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _requirement(node: str) -> dict[str, Any]:
+    # the API server takes one value for a node field selector with `In`: one term per node
+    return {"key": NODE_NAME_FIELD, "operator": "In", "values": [node]}
+
+
+def _steered(term: Mapping[str, Any], nodes: Sequence[str]) -> bool:
+    """The term already names one of `nodes` by node name (written before: kept once)."""
+    return any(f.get("key") == NODE_NAME_FIELD and f.get("operator") == "In" and list(f.get("values") or ()) in
+               ([n] for n in nodes) for f in term.get("matchFields") or ())
+
+
+def with_required_nodes(affinity: Mapping[str, Any] | None, nodes: Sequence[str]) -> dict[str, Any]:
+    """`affinity` whose required nodeSelectorTerms (ORed) are each ANDed with `metadata.name
+    In [node]`, one copy of the term per node (one term per node when there is none): a pod
+    may bind on one of `nodes` that also meets one of the user's terms. The user's terms,
+    expressions and fields all stay."""
+    out = copy.deepcopy(dict(affinity or {}))
+    required = out.setdefault("nodeAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = []
+    for term in required.get("nodeSelectorTerms") or [{}]:
+        if _steered(term, nodes):
+            terms.append(term)
+            continue
+        for node in nodes:
+            one = copy.deepcopy(term)
+            one["matchFields"] = [*(one.get("matchFields") or ()), _requirement(node)]
+            terms.append(one)
+    required["nodeSelectorTerms"] = terms
+    return out
+
+
+def with_preferred_nodes(affinity: Mapping[str, Any] | None, nodes: Sequence[str]) -> dict[str, Any]:
+    """A preferred term of weight 100 per node (a node matches one of them)."""
+    out = copy.deepcopy(dict(affinity or {}))
+    preferred = out.setdefault("nodeAffinity", {}).setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    for node in nodes:
+        term = {"weight": PREFERRED_WEIGHT, "preference": {"matchFields": [_requirement(node)]}}
+        if term not in preferred:
+            preferred.append(term)
+    return out
+
+
+def steer_to_nodes(obj: Mapping[str, Any], catalog: Catalog, nodes: Steering, *, mode: str = STEER_REQUIRED,
+                   source: str | None = None, planned_for: str | None = None) -> dict[str, Any]:
+    """A copy of `obj` whose pod templates carry a node affinity to their planned `nodes`
+    (see the module's docstring), and the `placer.dev/nodes` annotation recording them with
+    `planned_for`, the `fingerprint` of the demand they were planned for."""
+    if mode == STEER_OFF or not nodes:
+        return dict(obj)
+    compiled = definition_for(obj, catalog, source)
+    name = object_name(obj)
+    w = interpret(obj, catalog, source=source)
+    rows = template_paths(compiled, obj, name, source)[:-1]
+    out = copy.deepcopy(dict(obj))
+    for k, comp in enumerate(compiled.definition.components):
+        for inst, row in zip(w.instances_of(comp.name), rows[k]):
+            planned = nodes.get(inst.key)
+            if not planned:
+                continue
+            path = target_path(row, "affinity")
+            if path is None or NOT_A_PATH in path:
+                continue                  # the definition gives no path: left to the scheduler
+            affinity = _get(out, path)
+            affinity = (with_required_nodes(affinity, planned) if mode == STEER_REQUIRED
+                        else with_preferred_nodes(affinity, planned))
+            _set(out, path, affinity)
+    out.setdefault("metadata", {}).setdefault("annotations", {})[ANN_NODES] = annotation_value(nodes, planned_for)
+    return out
+
+
+def pinned(group: PlacementGroup, nodes: Mapping[WorkloadRef, Steering]) -> PlacementGroup:
+    """`group` as its steered copies will be scheduled: each instance's pods held to its
+    planned nodes (their required node affinity ANDed as `with_required_nodes` writes it). The
+    daemon counts a create still in flight this way, so a round planned before the copy shows
+    up on its cluster plans around exactly the nodes its pods will take."""
+    def pin(w: Workload) -> Workload:
+        planned = nodes.get(w.ref)
+        if not planned:
+            return w
+        instances = []
+        for inst in w.instances:
+            on = planned.get(inst.key)
+            if on:
+                affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [dict(t) for t in inst.pod.affinity_terms]}}}
+                terms = with_required_nodes(affinity, on)["nodeAffinity"][
+                    "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                inst = dataclasses.replace(inst, pod=dataclasses.replace(inst.pod, affinity_terms=tuple(terms)))
+            instances.append(inst)
+        return dataclasses.replace(w, instances=tuple(instances))
+    return dataclasses.replace(group, workloads=tuple(pin(w) for w in group.workloads))
