@@ -151,19 +151,23 @@ def steer_to_nodes(obj: Mapping[str, Any], catalog: Catalog, nodes: Steering, *,
     name = object_name(obj)
     w = interpret(obj, catalog, source=source)
     rows = template_paths(compiled, obj, name, source)[:-1]
-    out = copy.deepcopy(dict(obj))
+    # instances that share one template (a LeaderWorkerSet without a leader template: its
+    # leaders and workers both come from workerTemplate) get the union of their nodes, written
+    # once: steering the template per instance would AND one's nodes with the other's
+    by_path: dict[tuple[Any, ...], set[str]] = {}
     for k, comp in enumerate(compiled.definition.components):
         for inst, row in zip(w.instances_of(comp.name), rows[k]):
-            planned = nodes.get(inst.key)
-            if not planned:
-                continue
-            path = target_path(row, "affinity")
+            planned = nodes.get(inst.key) or ()
+            path = target_path(row, "affinity") if planned else None
             if path is None or NOT_A_PATH in path:
-                continue                  # the definition gives no path: left to the scheduler
-            affinity = _get(out, path)
-            affinity = (with_required_nodes(affinity, planned) if mode == STEER_REQUIRED
-                        else with_preferred_nodes(affinity, planned))
-            _set(out, path, affinity)
+                continue                  # no pod, or the definition gives no path: left to the scheduler
+            by_path.setdefault(tuple(path), set()).update(planned)
+    out = copy.deepcopy(dict(obj))
+    for at, on in by_path.items():
+        affinity = _get(out, at)
+        affinity = (with_required_nodes(affinity, sorted(on)) if mode == STEER_REQUIRED
+                    else with_preferred_nodes(affinity, sorted(on)))
+        _set(out, at, affinity)
     out.setdefault("metadata", {}).setdefault("annotations", {})[ANN_NODES] = annotation_value(nodes, planned_for)
     return out
 

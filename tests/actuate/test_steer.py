@@ -167,3 +167,15 @@ def test_a_create_in_flight_counts_on_its_planned_nodes():
         {"matchFields": [by_name(second)]},)
     (p,) = solve(f, groups(b), committed=[(in_flight, "east")], workers=1).placements
     assert list(p.nodes) == [first]
+
+
+def test_instances_sharing_one_template_get_the_union_of_their_nodes(cat):
+    """A LeaderWorkerSet without a leader template makes its leaders from workerTemplate too:
+    steered per instance, the workers' nodes were ANDed with the leaders' (a term naming two
+    nodes, which no node meets), and the real LWS controller's pods stayed Pending."""
+    lws = example("LeaderWorkerSet")
+    lws["spec"]["leaderWorkerTemplate"].pop("leaderTemplate")
+    out = prepare(cat, lws, {"leader/leader": ("n-1",), "worker/worker": ("n-1", "n-2")})
+    template = out["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert required_terms(template) == [{"matchFields": [by_name("n-1")]}, {"matchFields": [by_name("n-2")]}]
+    assert "leaderTemplate" not in out["spec"]["leaderWorkerTemplate"]

@@ -301,21 +301,3 @@ def test_broken_or_missing_kubeconfig_is_one_line_and_exit_2(tmp_path, content, 
     result = runner.invoke(app, ["plan", "-f", str(tmp_path / "job.yaml"), "--kubeconfig", str(kubeconfig)])
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     one_line_exit_2(result, "kc: " + expected)
-
-
-def test_a_daemon_given_quotas_refuses_them_rather_than_ignore_them(tmp_path):
-    # issue 23's quotas bound plan and submit; the daemon does not enforce them yet and must say so
-    c = tmp_path / "c.yaml"
-    c.write_text(yaml.safe_dump({
-        "hub": {"context": "hub", "stagingNamespace": "placer-staging"},
-        "clusters": [{"name": "east", "context": "east"}],
-        "quotas": [{"name": "research", "members": {"namespaces": ["research"]},
-                    "nominal": {"nvidia.com/gpu": 8}}]}))
-    kc = tmp_path / "kubeconfig"
-    kc.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "hub",
-        "clusters": [{"name": n, "cluster": {"server": "https://127.0.0.1:1"}} for n in ("hub", "east")],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": n, "context": {"cluster": n, "user": "u"}} for n in ("hub", "east")]}))
-    one_line_exit_2(runner.invoke(app, ["daemon", "--clusters", str(c), "--kubeconfig", str(kc)]),
-                    "quotas: not enforced by the daemon yet")

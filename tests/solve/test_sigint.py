@@ -7,6 +7,7 @@ must get a KeyboardInterrupt, not die of the signal."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,5 +31,11 @@ except KeyboardInterrupt:
 def test_ctrl_c_after_a_solve_is_a_keyboard_interrupt_not_death(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PLACER_CLUSTERS")}
     p = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True,
-                       env={**env, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+                       env={**env, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}, preexec_fn=_sigint_default)
     assert p.returncode == 0 and p.stdout.strip() == "KeyboardInterrupt", (p.returncode, p.stdout, p.stderr)
+
+
+def _sigint_default() -> None:
+    """SIGINT's default action in the child whatever this process inherited: an xdist worker
+    and a background job of a non-interactive shell both ignore SIGINT, which exec passes on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
