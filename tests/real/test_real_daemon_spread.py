@@ -120,11 +120,7 @@ def setup(real, tmp_path):
         real.namespace(c, STAGING)
     real.nodes("east", count=1, prefix="e", gpus=8)
     real.nodes("west", count=1, prefix="w", gpus=8)
-    hub = real.client("hub")
-    res = hub.resource_for(*JOBSET)
-    for o in hub.list(res, STAGING).items:
-        hub.patch(res, o["metadata"]["name"], {"metadata": {"finalizers": None}}, STAGING)
-        hub.delete(res, o["metadata"]["name"], STAGING, missing_ok=True)
+    real.purge("hub", JOBSET, STAGING)
     kubeconfig, relays = relayed_kubeconfig(real, tmp_path / "kubeconfig", CLUSTERS)
     config = DaemonConfig(staging_namespace=STAGING, clusters=tuple(ClusterEntry(name=c, context=c) for c in CLUSTERS),
                           hub_context="hub", batch_window=0.05, retry_interval=30.0, resync_interval=60.0,
@@ -139,6 +135,7 @@ def setup(real, tmp_path):
     d.stop()
     for relay in relays.values():
         relay.close()
+    real.purge("hub", JOBSET, STAGING)         # the hub is never wiped: leave no staged work behind
 
 
 def test_duplicate_copy_is_re_placed_when_its_cluster_goes_away_and_deleted_when_it_returns(real, setup):

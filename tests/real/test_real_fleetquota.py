@@ -61,6 +61,7 @@ def test_fleetquota_crd_refuses_bad_objects_and_bounds_the_daemon_live(real):
     real.nodes("east", count=1, prefix="e", gpus=8)
     real.nodes("west", count=1, prefix="w", gpus=8)
     real.namespace("hub", STAGING)
+    real.purge("hub", JOBSET, STAGING)           # an earlier test's staged work would be placed too
     hub = real.client("hub")
     res = hub.resource_for(*JOBSET)
     for what, (spec, field) in BAD.items():
