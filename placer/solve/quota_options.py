@@ -22,7 +22,7 @@ from placer.model.quota import Quotas, add_usage, capacity, headroom, pool, viol
 from placer.model.reasons import OverQuota
 from placer.model.workload import PlacementGroup
 from placer.solve.changes import Option, Victim
-from placer.solve.fits import add_demand
+from placer.solve.fits import add_demand, first_true
 from placer.solve.minimal import Cand, minimal_removal
 from placer.solve.resolve import HeldPlan, Resolver, Stop, loaded_cluster
 from placer.solve.scheduling import pod_demand
@@ -206,10 +206,4 @@ def _least(lo: int, hi: int, ok) -> int | None:
         return next((v for v in range(lo, hi + 1) if ok(v)), None)
     if not ok(hi):
         return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    return first_true(lo, hi, ok)
