@@ -20,7 +20,14 @@ from typing import Any, Callable, Mapping, Sequence
 from placer.actuate.generated import strip_generated
 from placer.actuate.podsecurity import object_violations
 from placer.actuate.steer import STEER_OFF, STEER_REQUIRED, fingerprint, steer_to_nodes
-from placer.actuate.topology import ANN_TOPOLOGY, HANDOFF_AFFINITY, HANDOFF_KUEUE, annotation_value, hand_off_topology
+from placer.actuate.topology import (
+    ANN_TOPOLOGY,
+    HANDOFF_AFFINITY,
+    HANDOFF_KUEUE,
+    annotation_value,
+    hand_off_topology,
+    templates_of,
+)
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import patch_pod_templates
 from placer.definitions.scale import share_object
@@ -169,14 +176,17 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
         obj = set_suspend(obj, catalog, handoff.suspend)
         obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(w.ref), w.source)
         choices = (topology or {}).get(w.ref)
+        steered = (nodes or {}).get(w.ref)
+        # the templates read once (jq) for both hand-offs: neither moves a template
+        templates = templates_of(obj, catalog, w.source) if choices and steered else None
         if choices:
             obj = hand_off_topology(obj, catalog, choices, mode=handoff.topology, levels=handoff.levels,
-                                    workload_label=(WORKLOAD, workload_label(w.ref)), source=w.source)
+                                    workload_label=(WORKLOAD, workload_label(w.ref)), source=w.source,
+                                    templates=templates)
             obj["metadata"].setdefault("annotations", {})[ANN_TOPOLOGY] = annotation_value(choices)
-        steered = (nodes or {}).get(w.ref)
         if steered:
             obj = steer_to_nodes(obj, catalog, steered, mode=handoff.steer, source=w.source,
-                                 planned_for=fingerprint(w))
+                                 planned_for=fingerprint(w), templates=templates)
         _check_pod_security(obj, handoff.pod_security, cluster, w.source)
         _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(w.ref)},
                {**handoff.object_annotations, **common_ann, WORKLOAD: key,

@@ -39,9 +39,9 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from placer.actuate.compare import demand
-from placer.actuate.topology import _get, _set
+from placer.actuate.topology import Templates, _get, _set, templates_of
 from placer.definitions.catalog import Catalog
-from placer.definitions.interpret import definition_for, interpret, object_name, target_path, template_paths
+from placer.definitions.interpret import target_path
 from placer.definitions.program import NOT_A_PATH
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
 
@@ -141,27 +141,24 @@ def with_preferred_nodes(affinity: Mapping[str, Any] | None, nodes: Sequence[str
 
 
 def steer_to_nodes(obj: Mapping[str, Any], catalog: Catalog, nodes: Steering, *, mode: str = STEER_REQUIRED,
-                   source: str | None = None, planned_for: str | None = None) -> dict[str, Any]:
+                   source: str | None = None, planned_for: str | None = None,
+                   templates: Templates | None = None) -> dict[str, Any]:
     """A copy of `obj` whose pod templates carry a node affinity to their planned `nodes`
     (see the module's docstring), and the `placer.dev/nodes` annotation recording them with
     `planned_for`, the `fingerprint` of the demand they were planned for."""
     if mode == STEER_OFF or not nodes:
         return dict(obj)
-    compiled = definition_for(obj, catalog, source)
-    name = object_name(obj)
-    w = interpret(obj, catalog, source=source)
-    rows = template_paths(compiled, obj, name, source)[:-1]
+    t = templates or templates_of(obj, catalog, source)
     # instances that share one template (a LeaderWorkerSet without a leader template: its
     # leaders and workers both come from workerTemplate) get the union of their nodes, written
     # once: steering the template per instance would AND one's nodes with the other's
     by_path: dict[tuple[Any, ...], set[str]] = {}
-    for k, comp in enumerate(compiled.definition.components):
-        for inst, row in zip(w.instances_of(comp.name), rows[k]):
-            planned = nodes.get(inst.key) or ()
-            path = target_path(row, "affinity") if planned else None
-            if path is None or NOT_A_PATH in path:
-                continue                  # no pod, or the definition gives no path: left to the scheduler
-            by_path.setdefault(tuple(path), set()).update(planned)
+    for inst, row in t.members.values():
+        planned = nodes.get(inst.key) or ()
+        path = target_path(row, "affinity") if planned else None
+        if path is None or NOT_A_PATH in path:
+            continue                  # no pod, or the definition gives no path: left to the scheduler
+        by_path.setdefault(tuple(path), set()).update(planned)
     out = copy.deepcopy(dict(obj))
     for at, on in by_path.items():
         affinity = _get(out, at)

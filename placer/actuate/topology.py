@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from placer.definitions.catalog import Catalog
@@ -35,7 +36,7 @@ from placer.definitions.interpret import definition_for, interpret, object_name,
 from placer.definitions.program import NOT_A_PATH
 from placer.model.errors import InputError
 from placer.model.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, TopologyChoice
-from placer.model.workload import Instance, WorkloadRef
+from placer.model.workload import Instance, Workload, WorkloadRef
 
 PREFERRED_WEIGHT = 100
 HANDOFF_AFFINITY, HANDOFF_KUEUE = "affinity", "kueue"
@@ -168,23 +169,43 @@ Wanted = dict[tuple[str, str], dict[tuple[str, bool], dict[str, tuple[str, ...]]
 Members = dict[tuple[str, str], tuple[Instance, Mapping[str, Any]]]
 
 
-def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequence[TopologyChoice], *,
-                      mode: str = HANDOFF_AFFINITY, workload_label: tuple[str, str] | None = None,
-                      levels: Sequence[str] = (), source: str | None = None) -> dict[str, Any]:
-    """A copy of `obj` whose pod templates carry `choices` (see the module's docstring).
-    `workload_label`: a label every pod template of the object carries (placer's own
-    workload label), used to select the workload's pods in a pod affinity. `levels`: the
-    cluster's levels, widest first (Kueue takes one annotation per pod set: the narrowest)."""
-    if not choices:
-        return dict(obj)
+@dataclass(frozen=True)
+class Templates:
+    """An object's pod templates as its definition reads them (jq, run once): each member
+    (component, instance) with its instance and its paths program row. What the hand-offs
+    write (affinity) moves no template, so one reading serves topology and steering alike."""
+
+    compiled: Any
+    name: str
+    workload: Workload
+    members: Members
+
+
+def templates_of(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> Templates:
     compiled = definition_for(obj, catalog, source)
     name = object_name(obj)
     w = interpret(obj, catalog, source=source)
     rows = template_paths(compiled, obj, name, source)[:-1]
-    by_member: Members = {}
+    members: Members = {}
     for k, comp in enumerate(compiled.definition.components):
         for inst, row in zip(w.instances_of(comp.name), rows[k]):
-            by_member[(inst.component, inst.instance)] = (inst, row)
+            members[(inst.component, inst.instance)] = (inst, row)
+    return Templates(compiled, name, w, members)
+
+
+def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequence[TopologyChoice], *,
+                      mode: str = HANDOFF_AFFINITY, workload_label: tuple[str, str] | None = None,
+                      levels: Sequence[str] = (), source: str | None = None,
+                      templates: Templates | None = None) -> dict[str, Any]:
+    """A copy of `obj` whose pod templates carry `choices` (see the module's docstring).
+    `workload_label`: a label every pod template of the object carries (placer's own
+    workload label), used to select the workload's pods in a pod affinity. `levels`: the
+    cluster's levels, widest first (Kueue takes one annotation per pod set: the narrowest).
+    `templates`: `templates_of(obj)` when the caller has it."""
+    if not choices:
+        return dict(obj)
+    t = templates or templates_of(obj, catalog, source)
+    compiled, name, w, by_member = t.compiled, t.name, t.workload, t.members
     gangs = {g.name: g for g in w.gangs}
     out = copy.deepcopy(dict(obj))
     gang_label = getattr(compiled.definition, "gangPodLabel", None)
