@@ -62,6 +62,7 @@ class Eligible:
     placed_at: float                          # the caller's clock: larger is younger
     frees: Mapping[str, Mapping[str, int]]
     promise: str | None = None
+    promises: tuple[str, ...] = ()            # more committed keys (a group of several workloads)
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ class _Search:
                 for q, u in group_use(self.quotas, g).items():
                     add_usage(self.usage, q, u)
             for e in self.eligible.values():
-                if e.promise not in promised:
+                if not promised & {e.promise, *e.promises}:
                     for q, u in group_use(self.quotas, e.group).items():
                         add_usage(self.usage, q, u)
         placed = {p.group for p in plan.placements}
@@ -187,8 +188,8 @@ class _Search:
         out: dict[str, dict[str, int]] = {}
         for node, d in e.frees.items():
             add_demand(out, node, d)
-        if e.promise:
-            for node, d in self.hold.held.get(e.promise, {}).get(e.cluster, {}).items():
+        for key in dict.fromkeys((e.promise, *e.promises)):
+            for node, d in self.hold.held.get(key or "", {}).get(e.cluster, {}).items():
                 add_demand(out, node, d)
         return out
 
