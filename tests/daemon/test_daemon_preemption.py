@@ -287,3 +287,81 @@ def test_two_daemons_preempt_once_and_a_crash_mid_way_preempts_no_more(env, tmp_
     victim = deleted(env)[0]
     obj = job(victim, gpus=8)
     assert not placed(env, obj) and env.annotations(obj)[D.ANN_PHASE] == "Pending"
+
+
+def test_sigkill_mid_preemption_leaves_a_consistent_fleet(make_fleet, tmp_path):
+    """`placer daemon --preemption within-quota` (the real CLI in a subprocess) is killed with
+    SIGKILL right after each of two preemptions starts deleting, and restarted: in the end both
+    arrivals run, each of the two victims is pending with no copy (nothing lost), no workload
+    ever had two copies, and no third job was preempted."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.daemon.daemon_helpers import gpu_nodes
+    from tests.daemon.test_daemon_sigkill import _clusters_file, _expire_leases
+
+    fleet = make_fleet(names=("hub", *TARGETS), bookmark_interval=0.5)
+    fleet["alpha"].seed(gpu_nodes("a", 2))
+    fleet["beta"].seed(gpu_nodes("b", 2))
+    env = Env(fleet)
+    clusters = _clusters_file(tmp_path / "clusters.yaml")
+    rng = random.Random(23)
+    procs: list[subprocess.Popen] = []
+
+    def start(run_: int) -> subprocess.Popen:
+        kubeconfig = token_kubeconfig(fleet, tmp_path / f"run{run_}.kubeconfig", f"run-{run_}")
+        log = open(tmp_path / f"run{run_}.log", "wb")
+        proc = subprocess.Popen([sys.executable, "-m", "placer", "daemon", "--clusters", clusters,
+                                 "--kubeconfig", str(kubeconfig), "--batch-window", "0.1", "--time-limit", "1",
+                                 "--preemption", "within-quota", "--min-run-time", "0s"],
+                                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        procs.append(proc)
+        return proc
+
+    try:
+        proc = start(0)
+        low = [job(f"low-{i}", gpus=8, prio=0) for i in range(4)]
+        for obj in low:
+            env.create(obj)
+        wait_for(lambda: all(placed(env, o) for o in low), timeout=120, what="the fleet filled")
+        for obj in low:
+            run(env, obj, gpus=8)
+        high = [job(f"high-{i}", gpus=8, prio=10) for i in range(2)]
+        for obj in high:
+            env.create(obj)
+        for kill in range(2):
+            wait_for(lambda: len(deleted(env)) > kill or proc.poll() is not None, timeout=120,
+                     what=f"preemption {kill} under way", interval=0.01)
+            assert proc.poll() is None, (tmp_path / f"run{kill}.log").read_text()[-2000:]
+            time.sleep(rng.uniform(0.0, 0.2))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            _expire_leases(fleet)
+            proc = start(kill + 1)
+            wait_for(lambda: reap(env) or placed(env, high[kill]) or proc.poll() is not None, timeout=120,
+                     what=f"high-{kill} placed after the restart", interval=0.05)
+        wait_for(lambda: reap(env) or all(placed(env, o) for o in high), timeout=120, what="both arrivals placed")
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        victims = deleted(env)
+        assert len(victims) == 2 and all(v.startswith("low-") for v in victims), victims
+        assert never_two(env) == {}
+        for obj in [*low, *high]:                 # nothing lost: placed with its one copy, or pending with none
+            name = obj["metadata"]["name"]
+            where = placed(env, obj)
+            if name in victims:
+                assert where is None and env.copies(obj) == {}, name
+                assert env.annotations(obj)[D.ANN_PHASE] == "Pending", name
+            else:
+                assert list(env.copies(obj)) == [where], name
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        env.stop()
