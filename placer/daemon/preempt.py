@@ -220,9 +220,12 @@ class Preempter:
                 ex.on_error("hub", e)
             self.recent.append(now)
             self.metrics.inc("placer_preemptions_total", labels={"policy": self.config.preemption})
+        waiting = f"preempting {names} on {p.cluster} ({p.rule}); created once their pods are gone"
         for ref in pg.members:
-            ex.perform([Record(ref, NORMAL, PREEMPTING,
-                               f"preempting {names} on {p.cluster} ({p.rule}); created once their pods are gone")])
+            try:
+                ex.perform([Record(ref, NORMAL, PREEMPTING, waiting), Annotate(ref, {ANN_MESSAGE: waiting[:1000]})])
+            except PlacerError as e:
+                ex.on_error("hub", e)
         self.in_flight[p.preemptor] = InFlight(p, pg.members, tuple(victims), now)
         book.open_window(now)                     # the victims are planned again like arrivals
         log.info("preemption (%s): %s", self.config.preemption, p.reason)

@@ -158,6 +158,8 @@ def test_reclaim_must_show(env):
     d.clock.advance(5)                            # rounds again while the victim's pods still run
     d.wait_idle(10)
     assert not [n for n in created(env) if n.startswith("b-")], "created before its victim's pods went"
+    waiting = [message(env, o) for o in b if message(env, o).startswith("preempting ")]
+    assert len(waiting) == 1 and "created once their pods are gone" in waiting[0], [message(env, o) for o in b]
     reaped: set[str] = set()
 
     def progress() -> bool:
