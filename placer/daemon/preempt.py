@@ -40,7 +40,7 @@ from placer.daemon.actions import Annotate, Condition, Delete, Record
 from placer.daemon.events import NORMAL, WARNING
 from placer.daemon.metrics import Metrics
 from placer.daemon.spread import is_spread
-from placer.daemon.state import Creating, DaemonConfig, Pending
+from placer.daemon.state import Creating, DaemonConfig, Pending, ann_of
 from placer.daemon.workbench import Workbench
 from placer.definitions.interpret import Interpreter
 from placer.inputs.priority import with_priorities
@@ -126,8 +126,9 @@ class Preempter:
         for ref, remote in list(book.placed.items()):
             staging = view.staged(ref)
             if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp") \
-                    or book.in_flight(ref) or (remote.cluster, ref) in book.deleting:
-                continue
+                    or book.in_flight(ref) or (remote.cluster, ref) in book.deleting \
+                    or ann_of(staging).get(ANN_PHASE) in DC.FINISHED:
+                continue                          # gone, moving, or finished (it holds nothing)
             try:
                 w = self.interpret(staging, str(ref))
                 if is_spread(w):
