@@ -320,11 +320,22 @@ class Run:
         r.placed = len(bound_names)
         r.bound_gpus = sum(loads[n].total_gpus for n in bound_names)
         r.unbound_pods = sum(1 for p in pods if not p["spec"].get("nodeName"))
+        if r.unbound_pods:
+            self.evidence(pods)
         r.waiting = len(loads) - r.placed
         r.seconds = last_bound_at - t0 if r.placed else 0.0
         pids = self.rss_pids()
         r.rss_mib = sum(vm_hwm(p) for p in pids) / 1024 if pids else None
         return r
+
+    def evidence(self, pods: list[dict]) -> None:
+        """Beside the run's directory (removed at the end): every pod of the run, the nodes' pods
+        and the daemon's log, to tell why a pod stayed unbound."""
+        target = self.dir.parent / f"{self.dir.name}.evidence"
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "pods.json").write_text(json.dumps(pods, indent=1, default=str))
+        if (self.dir / "daemon.log").exists():
+            shutil.copy(self.dir / "daemon.log", target / "daemon.log")
 
     def close(self, keep: bool) -> None:
         for p in self.procs:

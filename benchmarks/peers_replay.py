@@ -241,9 +241,18 @@ def submit_aggregate(run: peers.Run, arrived: list[Arrival], t0: float, obs: Obs
         kube.close()
 
 
+def over(now: float, arrived: list[Arrival], bound_at: dict[str, float], held: int, last_bound: float,
+         settle: float) -> bool:
+    """The run is over: every workload was bound and no GPU is held any more (every pod finished;
+    or `settle` s after the last of them should have finished: a pod KWOK never completed); or
+    some workload is not bound and nothing was bound for `settle` s after the last arrival."""
+    if len(bound_at) == len(arrived):
+        return held == 0 or now > max(bound_at[a.name] + a.run_for for a in arrived) + settle
+    return now > max(max(a.at for a in arrived), last_bound) + settle
+
+
 def observe(run: peers.Run, arrived: list[Arrival], t0: float, settle: float, obs: Observed) -> None:
     names = {a.name for a in arrived}
-    last_arrival = max(a.at for a in arrived)
     last_bound = 0.0
     while True:
         pods = [p for w in run.workers for p in run.env.pods(w, run.ns)]
@@ -256,7 +265,7 @@ def observe(run: peers.Run, arrived: list[Arrival], t0: float, settle: float, ob
                 obs.unschedulable.add(p["metadata"]["name"])
         held = held_gpus(pods)
         obs.series.append((round(now, 2), held))
-        if (len(obs.bound_at) == len(names) and held == 0) or now > max(last_arrival, last_bound) + settle:
+        if over(now, arrived, obs.bound_at, held, last_bound, settle):
             obs.end = now
             return
         time.sleep(0.5)

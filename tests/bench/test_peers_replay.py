@@ -156,3 +156,18 @@ def test_aggregate_round_uses_capacity_freed_by_a_finished_pod():
     busy["w1"][0]["status"]["phase"] = "Succeeded"                                               # w1: 10
     assert [(x.name, w) for x, w in agg.round_of(waiting, agg.free_now(POOLS, busy, {}), ["w0", "w1"],
                                                  pr.load_of)] == [("t9", "w1")]
+
+
+def test_the_run_ends_when_every_task_finished_not_a_settle_after_the_last_placement():
+    arrived = replay()        # arrivals at 0, 0, 20, 40; runs 30, 1, 60, 50 s
+    bound_at = {"t0000": 2.0, "t0001": 5.0, "t0002": 21.5, "t0003": 45.0}
+    # all bound at 45 s, t0002 runs until 81.5 s: settle 10 after the last placement is no end
+    assert not pr.over(56.0, arrived, bound_at, held=12, last_bound=45.0, settle=10)
+    assert pr.over(82.0, arrived, bound_at, held=0, last_bound=45.0, settle=10)
+    # a pod never completed: 10 s after the last should have finished (t0003 at 95 s)
+    assert not pr.over(104.0, arrived, bound_at, held=4, last_bound=45.0, settle=10)
+    assert pr.over(105.5, arrived, bound_at, held=4, last_bound=45.0, settle=10)
+    # t0003 never bound: settle after the last arrival (40 s) and the last placement (21.5 s)
+    partial = {k: v for k, v in bound_at.items() if k != "t0003"}
+    assert not pr.over(49.0, arrived, partial, held=9, last_bound=21.5, settle=10)
+    assert pr.over(50.5, arrived, partial, held=9, last_bound=21.5, settle=10)
