@@ -245,10 +245,11 @@ def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run, 
     for name, order in contenders:
         if time.monotonic() >= run.search_end:
             break
-        other = greedy(problem, problem.state(), order=order)
+        states = problem.state()
+        other = greedy(problem, states, order=order)
         if not searched and name in BASELINES and rank.lex(other) <= rank.lex(result):
             continue                    # the plan is already at least this baseline
-        other = repair(problem, other, run.search_end)
+        other = repair(problem, other, run.search_end, states)    # the greedy's capacity, not rebuilt
         # at equal GPUs, the plan whose preferred topology requests span fewer domains
         if rank.key(other) > rank.key(result):
             best_name, result = name, other

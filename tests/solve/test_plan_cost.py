@@ -97,3 +97,33 @@ def test_a_small_models_polish_stages_are_searched(monkeypatch):
     ran = _stages_run(monkeypatch)
     S.solve(fl, gs, time_limit=60)
     assert "fragmentation" in ran
+
+
+def test_a_baselines_repair_starts_from_its_greedys_capacity(monkeypatch):
+    import sys
+    repair_mod = sys.modules["placer.solve.repair"]
+    fl, gs = _contested()
+    problem = S.prepare(fl, gs)
+    rank = S._Rank(problem, {g.index: g for g in problem.groups}, len(problem.groups) + 1)
+    run = S._Run(float("inf"), float("inf"), 2, 0, 1.0, None)
+    seed = S.greedy(problem, problem.state())
+    rebuilt = []
+    states_of = repair_mod.states_of
+    monkeypatch.setattr(repair_mod, "states_of", lambda *a, **k: rebuilt.append(1) or states_of(*a, **k))
+    S._best_baseline(problem, seed, rank, run, True)
+    # the seed's states serve the model's hint, so only its repair rebuilds them (3 on the old code)
+    assert len(rebuilt) == 1
+
+
+def test_a_repair_from_the_greedys_capacity_is_the_repair_from_scratch():
+    rng = random.Random(3)
+    for case in range(6):
+        fl = fleet(*(f"c{c}: {rng.randint(2, 5)}x8 used={rng.randint(0, 6)} | {rng.randint(1, 3)}x4"
+                     for c in range(3)))
+        gs = groups(*(wl(f"ml/w{i:02d}", f"{rng.randint(1, 4)}x{rng.choice([1, 2, 4, 8])}", prio=rng.choice([0, 5, 9]))
+                      for i in range(rng.randint(10, 30))))
+        problem = S.prepare(fl, gs)
+        for name, order in S.BASELINES.items():
+            states = problem.state()
+            plan = S.greedy(problem, states, order=order)
+            assert S.repair(problem, plan, None, states) == S.repair(problem, plan), (case, name)
