@@ -12,6 +12,7 @@ from placer.solve import stages as STG
 from placer.solve import state as ST
 from placer.solve.groups import MANY_CLASSES
 from tests.builders import fleet, groups, wl
+from tests.solve import oracle as O
 
 
 def test_best_fit_sorts_no_levels_per_pod(monkeypatch):
@@ -127,3 +128,35 @@ def test_a_repair_from_the_greedys_capacity_is_the_repair_from_scratch():
             states = problem.state()
             plan = S.greedy(problem, states, order=order)
             assert S.repair(problem, plan, None, states) == S.repair(problem, plan), (case, name)
+
+
+def test_effort_by_gap_is_an_option_off_by_default(monkeypatch):
+    fl, gs = _contested()
+    monkeypatch.setattr(STG, "lp_bound", lambda *a: (_ for _ in ()).throw(AssertionError("LP solved")))
+    plan = S.solve(fl, gs, time_limit=60)
+    assert plan.summary.gpus_placed > 0
+
+
+def test_the_stages_lp_bound_bounds_the_exact_optimum(monkeypatch):
+    # one priority level: the stage is GPUs x (groups + 1) + 1 per group placed
+    fl = fleet("c0: 3x8 used=3 | 2x8", "c1: 2x8 used=5 | 1x4")
+    gs = groups(*(wl(f"ml/a{i:02d}", f"{1 + i % 3}x{2 + 2 * (i % 2)}") for i in range(10)),
+                *(wl(f"ml/b{i:02d}", "1x3") for i in range(5)))
+    bounds: list[tuple[str, float | None]] = []
+    real = STG.lp_bound
+    monkeypatch.setattr(STG, "lp_bound", lambda m, terms: bounds.append(("", real(m, terms))) or bounds[-1][1])
+    said: list[str] = []
+    plan = S.solve(fl, gs, time_limit=60, effort_by_gap=True, progress=said.append)
+    assert plan.unplaced, "the instance must be contested"
+    assert len(bounds) == 1 and bounds[0][1] is not None
+    (gpus, placed), = O.optimum(fl, gs)
+    assert bounds[0][1] >= gpus * (len(gs) + 1) + placed - 1e-6
+    assert any("LP bound" in m for m in said)
+
+
+def test_a_stage_gets_its_share_by_its_gap():
+    assert STG.scaled(1.0, 99, 100.0) == 1.0                # 1% below the bound: the whole share
+    assert STG.scaled(0.5, 80, 100.0) == 0.5
+    assert abs(STG.scaled(1.0, 995, 1000.0) - 0.5) < 1e-9   # 0.5%: half
+    assert STG.scaled(1.0, 1000, 1000.0) == 0.1             # at the bound: the least share
+    assert STG.scaled(1.0, None, 1000.0) == 1.0 and STG.scaled(1.0, 5, None) == 1.0
