@@ -24,6 +24,8 @@ if TYPE_CHECKING:                 # placer.ops.plan brings the Kubernetes client
     from placer.ops.plan import PlanResult
 
 MAX_NODES_SHOWN = 4
+GAP_HELP = ("Give each contested priority level effort by its gap to the LP bound: less CPU where the greedy "
+            "plans are near it, and possibly a different plan (benchmarks/RESULTS.md).")
 
 
 @app.command()
@@ -48,6 +50,7 @@ def plan(
     workers: Optional[int] = typer.Option(None, "--workers", help="Solver threads (the plan does not depend on it)."),
     effort: Optional[float] = typer.Option(None, "--effort", help="Search effort in CP-SAT deterministic seconds "
                                            "(default 1.0): the same input gives the same plan."),
+    effort_by_gap: bool = typer.Option(False, "--effort-by-gap", help=GAP_HELP),
     timings: bool = typer.Option(False, "--timings", help="Print per-phase seconds on stderr."),
     explain: bool = typer.Option(False, "--explain", help="Also search what would make each unplaced workload "
                                  "fit (preempt, wait, add nodes, relax), each proven by re-solving; JSON: options."),
@@ -69,8 +72,8 @@ def plan(
                               all_contexts=all_contexts, time_limit=time_limit,
                               notice=lambda m: err.print(f"note: {m}", markup=False, highlight=False),
                               catalog_dirs=catalog, gpu=gpu_resources(gpu),
-                              workers=workers, effort=effort, namespace=namespace, explain=explain,
-                              announce=lambda m: err.print(escape(m), style="dim"), progress=update)
+                              workers=workers, effort=effort, effort_by_gap=effort_by_gap, namespace=namespace,
+                              explain=explain, announce=lambda m: err.print(escape(m), style="dim"), progress=update)
 
     result = run(go)
     t = time.monotonic()

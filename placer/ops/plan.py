@@ -65,6 +65,7 @@ class PlanRequest:
     # also search what would make each unplaced group fit (--explain): a search of its own that
     # can cost more than the plan, so a plan that was not asked for it pays nothing for it
     explain: bool = False
+    effort_by_gap: bool = False          # --effort-by-gap (placer.solve.gap)
 
 
 @dataclass(frozen=True)
@@ -80,12 +81,14 @@ def plan_files(files: Sequence[str], *, clusters: str | None = None, kubeconfig:
                time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: Sequence[str] | None = None,
                gpu: tuple[str, ...] | None = None, workers: int | None = None,
                effort: float | None = None, announce: Say | None = None, progress: Say | None = None,
-               notice: Say | None = None, namespace: str | None = None, explain: bool = False) -> PlanResult:
+               notice: Say | None = None, namespace: str | None = None, explain: bool = False,
+               effort_by_gap: bool = False) -> PlanResult:
     """The use case of `placer plan`: check the numbers, build the Context once, plan."""
     check_number("--time-limit", time_limit)
     check_number("--effort", effort)
     check_number("--workers", workers, minimum=1, inclusive=True)
-    request = PlanRequest(tuple(files), namespace, time_limit, workers, effort, explain=explain)
+    request = PlanRequest(tuple(files), namespace, time_limit, workers, effort, explain=explain,
+                          effort_by_gap=effort_by_gap)
     hooks = Hooks(announce or _quiet, progress)
     scope = Scope(clusters, kubeconfig, tuple(contexts), all_contexts, tuple(catalog_dirs or ()),
                   *([tuple(gpu)] if gpu else []))
@@ -186,6 +189,7 @@ def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups:
     left = max(MIN_SOLVE_SECONDS, request.time_limit - (time.monotonic() - request.started))
     plan = plan_groups(view, pending, ctx.catalog, solve=solve, gpu_resources=ctx.gpu_resources, time_limit=left,
                        workers=request.workers or DEFAULT_WORKERS, effort=request.effort or DEFAULT_EFFORT,
+                       effort_by_gap=request.effort_by_gap,
                        progress=hooks.progress)
     if not plan.unplaced or not request.explain:
         return plan

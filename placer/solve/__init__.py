@@ -120,14 +120,16 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
           workers: int = DEFAULT_WORKERS, seed: int = 0,
           committed: Sequence[tuple[PlacementGroup, str]] = (),
           progress: Progress | None = None, use_solver: bool = True,
-          effort: float = DEFAULT_EFFORT, gpu_resources: Sequence[str] = GPU_RESOURCES) -> Plan:
+          effort: float = DEFAULT_EFFORT, gpu_resources: Sequence[str] = GPU_RESOURCES,
+          effort_by_gap: bool = False) -> Plan:
     """Plan `groups` onto `fleet`. `committed` groups are already placed on the named
     cluster but their pods are not bound yet: they take their capacity first.
     `effort` bounds the search in CP-SAT deterministic time (the same plan for the same
     input, whatever `workers` or the machine's load); `time_limit` (wall seconds) bounds
     the whole solve, explanations included: a search it cuts short says so
     (`summary.timeLimitHit`) and may vary.
-    `use_solver=False` returns the greedy plan (a baseline for benchmarks)."""
+    `use_solver=False` returns the greedy plan (a baseline for benchmarks); `effort_by_gap`:
+    placer.solve.gap (an option: it may change the plan)."""
     t0 = time.monotonic()
     clock = _Clock(t0)
     given, (groups, families) = groups, spread_expand(fleet, groups)
@@ -140,7 +142,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     rank = _Rank(problem, {g.index: g for g in problem.groups}, len(problem.groups) + 1, tuple(families))
     # the search ends early enough to leave explanations and verification their share
     limit = max(0.05, time_limit)
-    run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress)
+    run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress, effort_by_gap)
     work = problem.state()
     seed_plan = greedy(problem, work)
     candidates = [g for g in problem.groups if g.eligible]
@@ -191,6 +193,7 @@ class _Run:
     seed: int
     effort: float
     progress: Progress | None
+    by_gap: bool = False
 
 
 @dataclass(frozen=True)
@@ -245,10 +248,11 @@ def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run, 
     for name, order in contenders:
         if time.monotonic() >= run.search_end:
             break
-        other = greedy(problem, problem.state(), order=order)
+        states = problem.state()
+        other = greedy(problem, states, order=order)
         if not searched and name in BASELINES and rank.lex(other) <= rank.lex(result):
             continue                    # the plan is already at least this baseline
-        other = repair(problem, other, run.search_end)
+        other = repair(problem, other, run.search_end, states)    # the greedy's capacity, not rebuilt
         # at equal GPUs, the plan whose preferred topology requests span fewer domains
         if rank.key(other) > rank.key(result):
             best_name, result = name, other
@@ -288,7 +292,7 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     spread_hint(agg, hint)
     clock.lap("model")
     sol = solve_stages(agg, problem, candidates, hint, run.search_end, run.workers, run.seed, run.progress,
-                       effort=run.effort)
+                       effort=run.effort, by_gap=run.by_gap)
     clock.lap("cpsat")
     if sol is None:
         timed_out = time.monotonic() >= run.search_end

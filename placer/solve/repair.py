@@ -165,7 +165,8 @@ def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodA
     return assign
 
 
-def repair(problem: Problem, result: Result, deadline: float | None = None) -> Result:
+def repair(problem: Problem, result: Result, deadline: float | None = None,
+           states: dict[int, ClusterState] | None = None) -> Result:
     """Every unplaced group that fits beside the plan is placed; then, highest priority first,
     each unplaced group may take a cluster from strictly lower-priority work. A group displaced
     so is placed again wherever it fits beside the plan, and if it fits nowhere, gets its own
@@ -173,9 +174,10 @@ def repair(problem: Problem, result: Result, deadline: float | None = None) -> R
     to get no turn, so it could stay out while lower-priority work held what it needed). The
     turns go in greedy order, so the priority of the group on turn never rises: the work of
     at least its priority on each cluster only grows, and a group that found no cluster on
-    its turn never would later."""
+    its turn never would later. `states`: the free capacity the result leaves, when the caller
+    has it (a greedy plan's own states; the repair then changes them), else computed."""
     result = dict(result)
-    states = states_of(problem, result)
+    states = states_of(problem, result) if states is None else states
     by_idx = {g.index: g for g in problem.groups}
     _fill(problem, result, states, deadline)
     on = _Placed(result, by_idx)

@@ -38,6 +38,10 @@ class ClusterState:
         self.levels: dict[int, list[int]] = {}
         for i, lv in enumerate(self.gpu):
             self.levels.setdefault(lv, []).append(i)
+        # the levels of each class's buckets and of `levels`, kept sorted (issue 24: best fit
+        # sorted every class's levels for every pod)
+        self.keys = [sorted(b) for b in self.buckets]
+        self.level_keys = sorted(self.levels)
         self._allowed: dict[tuple[int, ...], frozenset[int]] = {}
         # the state's content changes with `version`; what a group's pods (its `shape`) gave
         # on this content is remembered (issue 24: the greedy passes, the repair and the
@@ -56,6 +60,8 @@ class ClusterState:
         new.gpu = list(self.gpu)
         new.buckets = [{lv: list(ns) for lv, ns in b.items()} for b in self.buckets]
         new.levels = {lv: list(ns) for lv, ns in self.levels.items()}
+        new.keys = [list(ks) for ks in self.keys]
+        new.level_keys = list(self.level_keys)
         new.free_gpus = self.free_gpus
         new.version = new.grown = next(_STAMPS)
         new.memo, new.no_fit = {}, {}
@@ -98,16 +104,17 @@ class ClusterState:
         if len(classes) > MANY_CLASSES:
             return self._best_node_many(demand, gpu, classes)
         best: tuple[int, int, int] | None = None
+        free = self.free
+        need = list(demand.items())
         for pos, k in enumerate(classes):
-            b = self.buckets[k]
-            for level in sorted(lv for lv in b if lv >= gpu):
-                if best is not None and level > best[0]:
-                    break
-                hit = next((i for i in b[level] if fits_resources(demand, self.free[i])), None)
+            b, keys = self.buckets[k], self.keys[k]
+            for n in range(bisect.bisect_left(keys, gpu), len(keys)):
+                level = keys[n]
+                if best is not None and level >= best[0]:
+                    break               # a later class wins only with fewer free GPUs left
+                hit = next((i for i in b[level] if _fits(need, free[i])), None)
                 if hit is not None:
-                    cand = (level, pos, hit)
-                    if best is None or cand < best:
-                        best = cand
+                    best = (level, pos, hit)
                     break
         return None if best is None else best[2]
 
@@ -120,8 +127,9 @@ class ClusterState:
 
     def _best_node_many(self, demand: Mapping[str, int], gpu: int, classes: Sequence[int]) -> int | None:
         ok = self.allowed(classes)
-        for level in sorted(lv for lv in self.levels if lv >= gpu):
-            for i in self.levels[level]:
+        keys = self.level_keys
+        for n in range(bisect.bisect_left(keys, gpu), len(keys)):
+            for i in self.levels[keys[n]]:
                 if self.node_class[i] in ok and fits_resources(demand, self.free[i]):
                     return i
         return None
@@ -129,13 +137,20 @@ class ClusterState:
     def _move(self, i: int, new_gpu: int) -> None:
         old = self.gpu[i]
         if old != new_gpu:
-            for index in (self.buckets[self.node_class[i]], self.levels):
+            k = self.node_class[i]
+            for index, keys in ((self.buckets[k], self.keys[k]), (self.levels, self.level_keys)):
                 lst = index[old]
                 lst.remove(i)
                 if not lst:
                     del index[old]
-                # keep node order inside a bucket for deterministic first fit
-                bisect.insort(index.setdefault(new_gpu, []), i)
+                    del keys[bisect.bisect_left(keys, old)]
+                got = index.get(new_gpu)
+                if got is None:
+                    index[new_gpu] = [i]
+                    bisect.insort(keys, new_gpu)
+                else:
+                    # keep node order inside a bucket for deterministic first fit
+                    bisect.insort(got, i)
             self.free_gpus += new_gpu - old
             self.gpu[i] = new_gpu
 
@@ -144,14 +159,26 @@ class ClusterState:
         f = self.free[i]
         for r, v in demand.items():
             f[r] = f.get(r, 0) - v
-        self._move(i, gpus_of(f, self.info.gpu_names))
+        self._move(i, self._gpus(f))
 
     def give(self, i: int, demand: Mapping[str, int]) -> None:
         self.version = self.grown = next(_STAMPS)
         f = self.free[i]
         for r, v in demand.items():
             f[r] = f.get(r, 0) + v
-        self._move(i, gpus_of(f, self.info.gpu_names))
+        self._move(i, self._gpus(f))
+
+    def _gpus(self, f: Mapping[str, int]) -> int:
+        names = self.info.gpu_names
+        return f.get(names[0], 0) if len(names) == 1 else gpus_of(f, names)
+
+
+def _fits(need: Sequence[tuple[str, int]], free: Mapping[str, int]) -> bool:
+    """`fits_resources` for a demand given as its items (the same answer, without a generator)."""
+    for r, v in need:
+        if v > free.get(r, 0):
+            return False
+    return True
 
 
 PodAssign = list[tuple[int, int]]          # (part index in group, node index in cluster)
