@@ -1,0 +1,201 @@
+"""Teams with bursts on a 20-cluster fleet (issue 23, Must-show 3): per team, GPU-hours received
+against its fair share, preemptions, time to placement p50/p95; placer against a FIFO-per-team
+greedy, in one seeded discrete-event simulation (benchmarks/quotas_sim.py says what is simulated
+and how each figure is counted).
+
+placer's rounds are the daemon's: every round plans all waiting work with
+`placer.daemon.decide.decide` (the entry the daemon's full rounds use: `placer.solve.solve`)
+on a Fleet whose nodes carry what runs as used (bound pods, held where they are) and whose
+quotas count it (`Quotas.counted`, as the daemon counts its placed copies). The baseline,
+FIFO per team with first fit by node, is written in quotas_sim.py apart from placer's code.
+
+    python3 benchmarks/quotas.py [--seed 1] [--teams 5] [--clusters 20] [--nodes 16] [--hours 24]
+        [--tick 120] [--bursts 6] [--durations lognormal|alibaba] [--time-limit 20] [--quick] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from benchmarks import quotas_sim as S  # noqa: E402
+from placer.daemon.decide import PendingGroup, Snapshot, decide  # noqa: E402
+from placer.model.fleet import Cluster, Fleet, Node  # noqa: E402
+from placer.model.quota import Quota, Quotas  # noqa: E402
+from placer.model.workload import Gang, Instance, Phase, PlacementGroup, PodShape, Workload  # noqa: E402
+
+GI = 2**30
+
+
+def workload(job: S.Job) -> Workload:
+    """A job as a pending JobSet-like workload in its team's namespace: one gang of its pods."""
+    req = {S.GPU: job.per_pod, "cpu": 1000 * S.CPU_PER_GPU * job.per_pod, "memory": S.MEM_GI_PER_GPU * job.per_pod * GI}
+    inst = Instance("workers", "0", job.pods, 1, job.pods, PodShape(requests=req), job.per_pod)
+    gang = Gang(job.id, (("workers", "0", job.pods),), job.pods, job.pods, job.gpus)
+    return Workload("jobset.x-k8s.io/v1alpha2", "JobSet", job.team, job.id, "jobset", Phase.PENDING, "", "",
+                    (inst,), (gang,))
+
+
+def quotas(teams: Sequence[S.Team]) -> Quotas:
+    return Quotas(tuple(Quota(t.name, {S.GPU: t.nominal}, namespaces=frozenset({t.name}),
+                              borrowing_limit=None if t.limit is None else {S.GPU: t.limit},
+                              cohort=S.COHORT, weight=t.weight) for t in teams))
+
+
+def fleet(state: S.State, q: Quotas) -> Fleet:
+    """The fleet as the daemon's caches would show it: what runs is bound pods on their nodes,
+    and each quota's running work counted."""
+    alloc = {S.GPU: state.shape.gpus, "cpu": 1000 * S.NODE_CPU, "memory": S.NODE_MEM_GI * GI, "pods": S.NODE_PODS}
+    pods: dict[tuple[str, str], int] = {}
+    for r in state.running.values():
+        for n, g in r.nodes.items():
+            pods[(r.cluster, n)] = pods.get((r.cluster, n), 0) + g // r.job.per_pod
+    clusters = []
+    for c, nodes in state.used.items():
+        clusters.append(Cluster(c, {}, tuple(
+            Node(n, alloc, {S.GPU: g, "cpu": 1000 * S.CPU_PER_GPU * g, "memory": S.MEM_GI_PER_GPU * g * GI,
+                            "pods": pods.get((c, n), 0)} if g else {})
+            for n, g in nodes.items())))
+    counted = {t.name: {S.GPU: u} for t, u in zip(state.teams, state.team_use().values())}
+    return Fleet(tuple(clusters), quotas=Quotas(q.entries, counted=counted))
+
+
+class Placer:
+    """placer's daemon round: all waiting work planned by `decide` against what runs."""
+
+    name = "placer"
+
+    def __init__(self, teams: Sequence[S.Team], time_limit: float = 20.0):
+        self.quotas = quotas(teams)
+        self.time_limit = time_limit
+        self.workloads: dict[str, Workload] = {}
+        self.limit_hit = 0
+        self.statuses: dict[str, int] = {}
+
+    def round(self, state: S.State, now: float) -> tuple[list[S.Start], list[str]]:
+        pending = []
+        for j in state.pending:
+            w = self.workloads.get(j.id) or self.workloads.setdefault(j.id, workload(j))
+            pending.append(PendingGroup(PlacementGroup(w.key, (w,)), (w.ref,)))
+        d = decide(Snapshot(fleet(state, self.quotas)), pending, now, time_limit=self.time_limit)
+        if d.error:
+            raise SystemExit(f"placer's round failed: {d.error}")
+        assert d.plan is not None
+        self.limit_hit += d.plan.summary.time_limit_hit
+        self.statuses[d.plan.summary.status] = self.statuses.get(d.plan.summary.status, 0) + 1
+        by_name = {j.id: j for j in state.pending}
+        starts = []
+        for c in d.creates:
+            for p in c.placements:
+                job = by_name[p.ref.name if p.ref else p.workload.rpartition("/")[2]]
+                starts.append(S.Start(job.id, c.cluster, {n: sum(per.values()) * job.per_pod
+                                                          for n, per in p.nodes.items()}))
+        return starts, []
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+def fmt(x: float, digits: int = 0) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
+
+
+def team_table(outs: Sequence[S.Outcome], jobs: Sequence[S.Job]) -> Table:
+    t = Table(title="per team (GPU-hours over the run; waits from arrival to first start, minutes)")
+    for col in ("team", "nominal", "weight", "limit", "asked GPU-h", "system", "received", "entitled",
+                "recv/entitled", "preempted", "wait p50", "wait p95", "never started"):
+        t.add_column(col, justify="left" if col in ("team", "system") else "right")
+    asked = {}
+    for j in jobs:
+        asked[j.team] = asked.get(j.team, 0.0) + j.gpus * j.duration / 3600
+    for team in outs[0].teams:
+        for i, o in enumerate(outs):
+            w = o.waits[team.name]
+            head = (team.name, str(team.nominal), str(team.weight), "-" if team.limit is None else str(team.limit),
+                    fmt(asked.get(team.name, 0.0))) if i == 0 else ("", "", "", "", "")
+            t.add_row(*head, o.system, fmt(o.received[team.name]), fmt(o.entitled[team.name]),
+                      fmt(o.ratio(team.name), 2), str(o.preempted[team.name]),
+                      fmt(S.percentile(w, 50) / 60, 1), fmt(S.percentile(w, 95) / 60, 1), str(o.never[team.name]),
+                      end_section=i == len(outs) - 1)
+    return t
+
+
+def system_table(outs: Sequence[S.Outcome]) -> Table:
+    t = Table(title="per system")
+    for col in ("system", "utilisation", "GPU-hours", "Jain (recv/entitled)", "min ratio", "wait p50 min",
+                "wait p95 min", "never started", "preemptions", "rounds", "round s p50", "round s max"):
+        t.add_column(col, justify="left" if col == "system" else "right")
+    for o in outs:
+        waits = [w for ws in o.waits.values() for w in ws]
+        ratios = [o.ratio(x.name) for x in o.teams if o.entitled[x.name] > 0]
+        t.add_row(o.system, f"{o.utilisation:.1%}", fmt(sum(o.received.values())), fmt(o.jain(), 3),
+                  fmt(min(ratios), 2), fmt(S.percentile(waits, 50) / 60, 1), fmt(S.percentile(waits, 95) / 60, 1),
+                  str(sum(o.never.values())), str(sum(o.preempted.values())), str(o.rounds),
+                  fmt(S.percentile(o.round_seconds, 50), 2), fmt(max(o.round_seconds, default=float("nan")), 2))
+    return t
+
+
+def as_json(o: S.Outcome) -> dict:
+    return {"system": o.system, "utilisation": o.utilisation, "jain": o.jain(), "rounds": o.rounds,
+            "teams": {t.name: {"received": o.received[t.name], "entitled": o.entitled[t.name],
+                               "ratio": o.ratio(t.name), "preempted": o.preempted[t.name],
+                               "wait_p50_s": S.percentile(o.waits[t.name], 50),
+                               "wait_p95_s": S.percentile(o.waits[t.name], 95), "never": o.never[t.name]}
+                      for t in o.teams}, "notes": o.notes}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--teams", type=int, default=5)
+    ap.add_argument("--clusters", type=int, default=20)
+    ap.add_argument("--nodes", type=int, default=16, help="8-GPU nodes per cluster")
+    ap.add_argument("--hours", type=float, default=24.0)
+    ap.add_argument("--tick", type=float, default=120.0, help="seconds between scheduling rounds (at most one per tick)")
+    ap.add_argument("--bursts", type=float, default=6.0, help="bursts per team per day")
+    ap.add_argument("--durations", choices=("lognormal", "alibaba"), default="lognormal")
+    ap.add_argument("--time-limit", type=float, default=20.0, help="placer's solve time limit per round (wall s)")
+    ap.add_argument("--system", nargs="+", default=["placer", "fifo-per-team"], choices=("placer", "fifo-per-team"))
+    ap.add_argument("--quick", action="store_true", help="4 clusters x 8 nodes, 3 teams, 12 hours")
+    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--width", type=int, default=170, help="table width (characters)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.clusters, args.nodes, args.teams, args.hours = 4, 8, 3, 12.0
+    shape = S.Shape(args.clusters, args.nodes)
+    teams = S.make_teams(args.teams, shape.capacity)
+    jobs = S.make_jobs(teams, args.hours, args.seed, S.trace_durations() if args.durations == "alibaba" else None,
+                       args.bursts)
+    console = Console(width=args.width)
+    console.print(f"fleet {shape.clusters} clusters x {shape.nodes} nodes x {shape.gpus} GPUs = {shape.capacity} GPUs; "
+                  f"{len(teams)} teams in cohort {S.COHORT} (nominal {sum(t.nominal for t in teams)}, pool "
+                  f"{shape.capacity - sum(t.nominal for t in teams)}); {len(jobs)} jobs, "
+                  f"{sum(j.gpus * j.duration for j in jobs) / 3600:,.0f} GPU-hours asked over {args.hours:g} h; "
+                  f"durations {args.durations}; rounds every {args.tick:g} s; seed {args.seed}")
+    outs = []
+    for name in args.system:
+        sched = Placer(teams, args.time_limit) if name == "placer" else S.FifoPerTeam()
+        t0 = time.perf_counter()
+        o = S.simulate(sched, shape, teams, jobs, args.hours, args.tick, clock=time.perf_counter)
+        if isinstance(sched, Placer):
+            o.notes.append(f"solve statuses {sched.statuses}; time limit hit in {sched.limit_hit} rounds")
+        o.notes.append(f"simulated in {time.perf_counter() - t0:.0f} s")
+        outs.append(o)
+        console.print(f"{name}: " + "; ".join(o.notes))
+    console.print(team_table(outs, jobs))
+    console.print(system_table(outs))
+    if args.json:
+        Path(args.json).write_text(json.dumps([as_json(o) for o in outs], indent=1))
+
+
+if __name__ == "__main__":
+    main()
