@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from placer.model.fleet import Cluster
 from placer.solve.changes import NewNode, Victim
@@ -40,11 +40,18 @@ class Cand:
         return max(v.priority for v in self.victims)
 
 
+def removal_order(s: Sequence[Cand]) -> tuple:
+    """Fewest GPUs, then fewest workloads, then the lowest priorities (as the kube-scheduler
+    picks victims), then names."""
+    return (sum(c.gpus for c in s), len(s), sorted((c.priority for c in s), reverse=True), [c.name for c in s])
+
+
 def minimal_removal(cands: Sequence[Cand], cheap: Check, works: Check,
-                    model: Callable[[], tuple[list[Cand] | None, Cut]]) -> tuple[Sequence[Cand] | None, Cut]:
+                    model: Callable[[], tuple[list[Cand] | None, Cut]],
+                    order: Callable[[Sequence[Cand]], Any] = removal_order) -> tuple[Sequence[Cand] | None, Cut]:
     """The smallest removal set that re-solves: the node-level model's pick, proven by
-    one re-solve; failing that, exactly over every subset (few candidates), else by
-    shrinking the set of all. A `Stop` proving the set of all is not caught."""
+    one re-solve; failing that, exactly over every subset (few candidates, the first by
+    `order`), else by shrinking the set of all. A `Stop` proving the set of all is not caught."""
     try:
         pick, cut = model()
         if pick and cheap(pick) and works(pick):
@@ -54,17 +61,16 @@ def minimal_removal(cands: Sequence[Cand], cheap: Check, works: Check,
     if not works(cands):
         return None, None
     if len(cands) <= EXACT_MAX_CANDIDATES:
-        return _exact(cands, cheap, works)
+        return _exact(cands, cheap, works, order)
     return _shrunk(cands, cheap, works)
 
 
-def _exact(cands: Sequence[Cand], cheap: Check, works: Check) -> tuple[Sequence[Cand], Cut]:
-    """The first subset that works, fewest GPUs, then fewest workloads, then the lowest
-    priorities (as the kube-scheduler picks victims), then names; else all of them. A
-    budget cut keeps the proven set, said incomplete."""
+def _exact(cands: Sequence[Cand], cheap: Check, works: Check,
+           order: Callable[[Sequence[Cand]], Any] = removal_order) -> tuple[Sequence[Cand], Cut]:
+    """The first subset by `order` that works; else all of them. A budget cut keeps the
+    proven set, said incomplete."""
     subsets = [s for k in range(1, len(cands)) for s in itertools.combinations(cands, k)]
-    subsets.sort(key=lambda s: (sum(c.gpus for c in s), len(s), sorted((c.priority for c in s), reverse=True),
-                                [c.name for c in s]))
+    subsets.sort(key=order)
     try:
         for s in subsets:
             if cheap(s) and works(s):

@@ -140,17 +140,7 @@ class _Engine:
         return searches
 
     def _parts(self, group: PlacementGroup, cl: Cluster, extra: Sequence[Node] = ()) -> list[PodKind]:
-        out = []
-        for w in group.workloads:
-            for inst in w.instances:
-                if inst.pods <= 0:
-                    continue
-                shape = admitted(inst.pod, cl.runtime_classes)
-                nodes = frozenset() if shape is None else frozenset(
-                    n.name for n in (*cl.nodes, *extra) if mismatch(shape, n) is None)
-                d = demand_on(inst, cl)
-                out.append(PodKind(d, inst.pods, gpus_of(d, self.gpu_names), nodes))
-        return out
+        return pod_kinds(group, cl, self.gpu_names, extra)
 
     def _entries(self, cl: Cluster, parts: Sequence[PodKind], load: Mapping[str, Mapping[str, int]],
                  usable: Mapping[str, frozenset[int]] | None = None) -> list[Entry]:
@@ -293,6 +283,23 @@ class _Engine:
         return out
 
 
+def pod_kinds(group: PlacementGroup, cl: Cluster, gpu_names: Sequence[str], extra: Sequence[Node] = ()
+              ) -> list[PodKind]:
+    """The group's pods on `cl` as the arithmetic sees them: per instance, its demand there
+    and the nodes (of `cl` and `extra`) its predicates allow."""
+    out = []
+    for w in group.workloads:
+        for inst in w.instances:
+            if inst.pods <= 0:
+                continue
+            shape = admitted(inst.pod, cl.runtime_classes)
+            nodes = frozenset() if shape is None else frozenset(
+                n.name for n in (*cl.nodes, *extra) if mismatch(shape, n) is None)
+            d = demand_on(inst, cl)
+            out.append(PodKind(d, inst.pods, gpus_of(d, gpu_names), nodes))
+    return out
+
+
 def _without(subset: Sequence[Cand], src: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
     """The loads `src` (copied) less what taking `subset` out frees."""
     load = {n: dict(d) for n, d in src.items()}
@@ -365,4 +372,5 @@ def with_options(plan: Plan, options: Mapping[str, Options]) -> Plan:
     return replace(plan, unplaced=unplaced)
 
 
-__all__ = ["NewNode", "Option", "Options", "Running", "Victim", "could_fit", "what_would_fit", "with_options"]
+__all__ = ["NewNode", "Option", "Options", "Running", "Victim", "could_fit", "pod_kinds", "what_would_fit",
+           "with_options"]
