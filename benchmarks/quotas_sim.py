@@ -11,14 +11,16 @@ workloads on a GPU fleet, a discrete-event simulation on a simulated clock, and 
   U(1.5, 3) x the team's nominal GPUs in gangs of 1-32 GPUs (SIZES; over 8 GPUs: pods of 8),
   arriving uniformly over 20 minutes; each runs for a duration drawn from a log-normal (median
   1.5 h, sigma 0.8, clipped to [10 min, 8 h]) or from the Alibaba GPU trace v2023's GPU tasks
-  (deletion - scheduled, clipped the same way).
+  (deletion - scheduled, clipped the same way); a seeded `high_share` of them at priority 100
+  (`placer.dev/priority`), the rest at 0.
 - **Simulation**: arrivals and completions are events at their exact times; scheduling rounds
   happen on a grid of `tick` seconds (a round at the first grid point at or after an event,
   as the daemon's batch window does), only when something changed and work is waiting. A round
   is one call of the scheduler with the state; it returns jobs to start (cluster, GPUs per
   node) and running jobs to stop (preempted: requeued in arrival order, restarting from zero;
-  the GPU-hours they ran still count as received). The simulation only advances time, starts,
-  finishes and counts.
+  the GPU-hours they ran still count as received). A round that stopped something asks for
+  the next round one tick later (the preemptor is placed once its victims are gone, as the
+  daemon does). The simulation only advances time, starts, finishes and counts.
 - **Accounting** over [0, hours): per team GPU-hours received (GPUs x time running before the
   end), entitlement (below), preemptions suffered, time to placement (arrival to first start;
   jobs never started by the end are counted apart), fleet utilisation, Jain's index over the
@@ -50,6 +52,7 @@ COHORT = "lab"
 TEAMS = (("team-a", 0.30, 2, None), ("team-b", 0.20, 1, 0.10), ("team-c", 0.15, 1, None),
          ("team-d", 0.10, 1, 0.05), ("team-e", 0.05, 1, None), ("team-f", 0.05, 1, None))
 MIN_RUN, MAX_RUN = 600.0, 8 * 3600.0
+HIGH = 100                      # the high priority
 TRACE = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 
 
@@ -85,6 +88,7 @@ class Job:
     gpus: int
     arrival: float              # seconds
     duration: float             # seconds of running to finish
+    priority: int = 0
 
     @property
     def per_pod(self) -> int:
@@ -110,7 +114,7 @@ def trace_durations() -> list[float]:
 
 
 def make_jobs(teams: Sequence[Team], hours: float, seed: int, durations: Sequence[float] | None = None,
-              bursts_per_day: float = 6.0) -> list[Job]:
+              bursts_per_day: float = 6.0, high_share: float = 0.0) -> list[Job]:
     """Seeded bursts per team (module docstring); `durations`: draw from these instead of the
     log-normal. In arrival order (ties by id)."""
     rnd = random.Random(seed)
@@ -124,8 +128,9 @@ def make_jobs(teams: Sequence[Team], hours: float, seed: int, durations: Sequenc
             while asked < want:
                 g = rnd.choices(SIZES, SIZE_WEIGHTS)[0]
                 d = rnd.choice(durations) if durations else math.exp(math.log(5400) + 0.8 * rnd.gauss(0, 1))
+                prio = HIGH if rnd.random() < high_share else 0
                 jobs.append(Job(f"{t.name}-b{b}-{k:03d}", t.name, g, start + rnd.uniform(0, 1200),
-                                min(MAX_RUN, max(MIN_RUN, d))))
+                                min(MAX_RUN, max(MIN_RUN, d)), prio))
                 asked, k = asked + g, k + 1
     return sorted(jobs, key=lambda j: (j.arrival, j.id))
 
@@ -191,6 +196,8 @@ class Outcome:
     preempted: dict[str, int]                    # team -> preemptions suffered
     waits: dict[str, list[float]]                # team -> seconds from arrival to first start
     never: dict[str, int]                        # team -> jobs never started before the end
+    lost: dict[str, float] = field(default_factory=dict)   # team -> GPU-hours of runs preempted (restarted)
+    high_waits: list[float] = field(default_factory=list)  # waits of the jobs at priority HIGH
     rounds: int = 0
     round_seconds: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -224,6 +231,7 @@ def simulate(scheduler: Scheduler, shape: Shape, teams: Sequence[Team], jobs: Se
     demand = dict.fromkeys(names, 0)
     first: dict[str, float] = {}
     last_t, dirty = 0.0, False
+    again = math.inf                              # a round asked for by the last one (it preempted)
 
     def advance(to: float) -> None:               # integrate the entitlement up to `to`
         nonlocal last_t
@@ -241,10 +249,12 @@ def simulate(scheduler: Scheduler, shape: Shape, teams: Sequence[Team], jobs: Se
 
     t = 0.0
     while t < horizon:
-        nxt = min(arrivals[ai].arrival if ai < len(arrivals) else math.inf, ends[0][0] if ends else math.inf)
+        nxt = min(arrivals[ai].arrival if ai < len(arrivals) else math.inf, ends[0][0] if ends else math.inf, again)
         if nxt == math.inf or nxt >= horizon:
             break
         t = math.ceil(nxt / tick) * tick if tick else nxt       # the round this event waits for
+        if nxt == again:
+            again, dirty = math.inf, True
         while True:                                             # every event up to the round, in time order
             na = arrivals[ai].arrival if ai < len(arrivals) else math.inf
             ne = ends[0][0] if ends else math.inf
@@ -282,7 +292,10 @@ def simulate(scheduler: Scheduler, shape: Shape, teams: Sequence[Team], jobs: Se
             run = state.running.pop(jid)
             finish(run, t)
             out.preempted[run.job.team] += 1
+            out.lost[run.job.team] = out.lost.get(run.job.team, 0.0) + run.job.gpus * (t - run.start) / 3600
             state.pending.append(run.job)
+        if stops:
+            again = t + (tick or 1.0)
         state.pending.sort(key=lambda j: (j.arrival, j.id))
         started = set()
         for s in starts:
@@ -298,6 +311,8 @@ def simulate(scheduler: Scheduler, shape: Shape, teams: Sequence[Team], jobs: Se
             if s.job not in first:
                 first[s.job] = t
                 out.waits[job.team].append(t - job.arrival)
+                if job.priority >= HIGH:
+                    out.high_waits.append(t - job.arrival)
         state.pending = [j for j in state.pending if j.id not in started]
     advance(horizon)
     for run in state.running.values():

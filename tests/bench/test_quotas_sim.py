@@ -72,18 +72,19 @@ class Scripted:
 
 def test_a_preempted_job_counts_what_it_ran_restarts_from_zero_and_keeps_its_first_wait():
     """a1 (8 GPUs, 1 h) starts at 0 and is preempted by the round at 600 s for b1 (4 GPUs, 1800 s,
-    arriving then); the next round (b1's end at 2400) restarts a1, which runs its full hour again:
-    received a = 8 x 600 s + 8 x 3600 s = 9.333 GPU-h, b = 4 x 0.5 h = 2; a's wait stays 0 (time
-    to first placement); rounds only where something happened."""
+    arriving then); the round a preemption asks for, one tick later (1200 s), restarts a1, which
+    runs its full hour again: received a = 8 x 600 s + 8 x 3600 s = 9.333 GPU-h, b = 4 x 0.5 h = 2;
+    a's wait stays 0 (time to first placement); no round at b1's end (nothing waits)."""
     jobs = [S.Job("a1", "a", 8, 0.0, 3600.0), S.Job("b1", "b", 4, 600.0, 1800.0)]
     n0, n1 = SHAPE.node_names("c00")
     script = {0.0: ([S.Start("a1", "c00", {n0: 8})], []),
               600.0: ([S.Start("b1", "c00", {n0: 4})], ["a1"]),
-              2400.0: ([S.Start("a1", "c00", {n1: 8})], [])}
+              1200.0: ([S.Start("a1", "c00", {n1: 8})], [])}
     o = S.simulate(Scripted(script), SHAPE, TEAMS, jobs, hours=3.0, tick=600.0)
     assert o.rounds == 3 and o.preempted == {"a": 1, "b": 0}
     assert o.received == pytest.approx({"a": 8 * (600 + 3600) / 3600, "b": 2.0})
     assert o.waits == {"a": [0.0], "b": [0.0]} and o.never == {"a": 0, "b": 0}
+    assert o.lost == pytest.approx({"a": 8 * 600 / 3600})       # the run taken out, done again
 
 
 def test_fifo_head_of_line_blocks_its_team_only_and_teams_take_turns():
