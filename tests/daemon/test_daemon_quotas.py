@@ -12,8 +12,9 @@ import yaml
 
 from placer import actuate as A
 from placer import daemon as D
+from placer.daemon import LeaseTiming
 from placer.model.workload import WorkloadRef
-from tests.daemon.daemon_helpers import STAGING, Env, created_copies, jobset, wait_for
+from tests.daemon.daemon_helpers import STAGING, Env, created_copies, jobset, token_kubeconfig, wait_for
 from tests.kubeapi.builders import bound_pod
 
 TARGETS = ("alpha", "beta")
@@ -263,3 +264,29 @@ def test_a_malformed_fleetquota_gets_one_warning_event_per_generation_not_per_ro
              what="the fixed FleetQuota applied")
     assert d.wait_idle(30)
     assert len(quota_events(env)) == 2 and hub.count(verb="patch", resource="events") == 0
+
+
+def test_only_the_leader_tells_a_malformed_fleetquota_and_a_new_leader_counts_on_the_same_event(env, tmp_path):
+    """Two daemons (each its own token, so the hub's request log tells them apart): the Event is
+    created once, by the one holding the Lease; when it stops, the other takes over and tells it
+    once more, counted on the same Event (count 2), never a second object."""
+    with_quota_crd(env)
+    apply_quota(env, quota("broken", "b", 4, borrowingLimit={"nvidia.com/gpu": 2}))
+    lease = LeaseTiming(duration=3.0, renew_deadline=2.0, retry_period=0.2)
+    a = env.daemon(kubeconfig=token_kubeconfig(env.fleet, tmp_path / "a.kubeconfig", "daemon-a"), identity="a",
+                   lease=lease)
+    b = env.daemon(kubeconfig=token_kubeconfig(env.fleet, tmp_path / "b.kubeconfig", "daemon-b"), identity="b",
+                   lease=lease)
+    wait_for(lambda: quota_events(env), timeout=60, what="the Warning Event")
+    assert a.wait_idle(30) and b.wait_idle(30)
+    hub = env.fleet["hub"].requests
+    writers = {r.token for r in hub.select(resource="events") if r.verb in ("create", "patch")}
+    assert len(writers) == 1, writers
+    leader_token = writers.pop()
+    leader, standby = (a, b) if leader_token == "daemon-a" else (b, a)
+    leader.stop(release=True)
+    wait_for(lambda: [e.get("count") for e in quota_events(env)] == [2], timeout=60,
+             what="the new leader's word counted on the same Event")
+    assert standby.wait_idle(30)
+    assert len([r for r in hub.created("events") if r.namespace == "default"]) == 1
+    assert {r.token for r in hub.select(resource="events", verb="patch")} == {"daemon-b" if leader is a else "daemon-a"}
