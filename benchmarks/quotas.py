@@ -9,7 +9,7 @@ on a Fleet whose nodes carry what runs as used (bound pods, held where they are)
 quotas count it (`Quotas.counted`, as the daemon counts its placed copies). The baseline,
 FIFO per team with first fit by node, is written in quotas_sim.py apart from placer's code.
 
-    python3 benchmarks/quotas.py [--seed 1] [--teams 5] [--clusters 20] [--nodes 16] [--hours 24]
+    python3 benchmarks/quotas.py [--seed 1] [--teams 5] [--clusters 20] [--nodes 8] [--hours 24]
         [--tick 120] [--bursts 6] [--durations lognormal|alibaba] [--high-share 0.25]
         [--preemption off reclaim priority] [--min-run 900] [--preempt-per-hour 30] [--time-limit 20]
         [--quick] [--json FILE]
@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--teams", type=int, default=5)
     ap.add_argument("--clusters", type=int, default=20)
-    ap.add_argument("--nodes", type=int, default=16, help="8-GPU nodes per cluster")
+    ap.add_argument("--nodes", type=int, default=8, help="8-GPU nodes per cluster")
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--tick", type=float, default=120.0, help="seconds between scheduling rounds (at most one per tick)")
     ap.add_argument("--bursts", type=float, default=6.0, help="bursts per team per day")
