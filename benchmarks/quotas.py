@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--preempt-per-hour", type=int, default=30, help="at most this many preemptions an hour")
     ap.add_argument("--quick", action="store_true", help="4 clusters x 8 nodes, 3 teams, 12 hours")
     ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--width", type=int, default=170, help="table width (characters)")
+    ap.add_argument("--width", type=int, default=200, help="table width (characters)")
     args = ap.parse_args(argv)
     if args.quick:
         args.clusters, args.nodes, args.teams, args.hours = 4, 8, 3, 12.0
