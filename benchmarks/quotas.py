@@ -95,6 +95,8 @@ class Placer:
         self.statuses: dict[str, int] = {}
         self.preempted_at: list[float] = []
         self.searches = self.search_seconds = 0.0
+        self.preemptors: dict[str, float] = {}     # job -> when its preemption was carried out
+        self.events = self.served = 0              # preemptions, and those whose preemptor started next round
 
     def group(self, job: S.Job) -> PlacementGroup:
         w = self.workloads.get(job.id) or self.workloads.setdefault(job.id, workload(job))
@@ -117,6 +119,9 @@ class Placer:
                 job = by_name[p.ref.name if p.ref else p.workload.rpartition("/")[2]]
                 starts.append(S.Start(job.id, c.cluster, {n: sum(per.values()) * job.per_pod
                                                           for n, per in p.nodes.items()}))
+                if self.preemptors.pop(job.id, None) is not None:
+                    self.served += 1
+        self.preemptors.clear()                    # not started by the round after its preemption
         return starts, self.preempt(state, snap, groups, d.plan, now)
 
     def preempt(self, state: S.State, snap: Snapshot, groups: list[PlacementGroup], plan, now: float) -> list[str]:
@@ -139,6 +144,8 @@ class Placer:
         if not got:
             return []
         self.preempted_at.append(now)
+        self.events += 1
+        self.preemptors[next(j.id for j in state.pending if self.group(j).key == got[0].preemptor)] = now
         keys = set(got[0].victims)
         return [r.job.id for r in state.running.values() if self.group(r.job).key in keys]
 
@@ -241,7 +248,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if isinstance(sched, Placer):
             o.notes.append(f"solve statuses {sched.statuses}; time limit hit in {sched.limit_hit} rounds")
             if policy != "off":
-                o.notes.append(f"{sched.searches:.0f} preemption searches, {sched.search_seconds:.0f} s")
+                o.notes.append(f"{sched.searches:.0f} preemption searches, {sched.search_seconds:.0f} s; "
+                               f"{sched.events} preemptions, {sched.served} of their preemptors started by "
+                               f"the next round")
         o.notes.append(f"simulated in {time.perf_counter() - t0:.0f} s")
         outs.append(o)
         console.print(f"{o.system}: " + "; ".join(o.notes))
