@@ -252,7 +252,9 @@ class Run:
     def submit(self) -> float:
         loads = self.scenario.loads
         if self.system == "aggregate":
-            targets = aggregate_choice(self.scenario, self.workers)
+            from benchmarks.peers_aggregate import choice  # it imports this module
+
+            targets = choice(self.scenario, self.workers)
             for w in set(targets.values()):
                 self.env.namespace(w, self.ns)
             t0 = time.monotonic()
@@ -318,11 +320,22 @@ class Run:
         r.placed = len(bound_names)
         r.bound_gpus = sum(loads[n].total_gpus for n in bound_names)
         r.unbound_pods = sum(1 for p in pods if not p["spec"].get("nodeName"))
+        if r.unbound_pods:
+            self.evidence(pods)
         r.waiting = len(loads) - r.placed
         r.seconds = last_bound_at - t0 if r.placed else 0.0
         pids = self.rss_pids()
         r.rss_mib = sum(vm_hwm(p) for p in pids) / 1024 if pids else None
         return r
+
+    def evidence(self, pods: list[dict]) -> None:
+        """Beside the run's directory (removed at the end): every pod of the run, the nodes' pods
+        and the daemon's log, to tell why a pod stayed unbound."""
+        target = self.dir.parent / f"{self.dir.name}.evidence"
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "pods.json").write_text(json.dumps(pods, indent=1, default=str))
+        if (self.dir / "daemon.log").exists():
+            shutil.copy(self.dir / "daemon.log", target / "daemon.log")
 
     def close(self, keep: bool) -> None:
         for p in self.procs:
@@ -378,34 +391,11 @@ def wait_until(predicate, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def aggregate_choice(scenario: Scenario, workers: list[str]) -> dict[str, str]:
-    """Cluster totals: each workload, in arrival order, onto the worker with the most free GPUs on
-    the nodes it may use (its product, its tolerations), when that total covers it."""
-    free = {(p.worker, p.product, p.taint): p.count * p.gpus - sum(p.used) for p in scenario.pools}
-    out = {}
-    for load in scenario.loads:
-        def usable(key, load=load) -> bool:
-            _, product, taint = key
-            return (load.product in (None, product)) and (taint is None or load.tolerate)
-        totals = {w: sum(v for k, v in free.items() if k[0] == w and usable(k)) for w in workers}
-        w = max(workers, key=lambda w: (totals[w], -workers.index(w)))
-        if totals[w] < load.total_gpus:
-            continue
-        out[load.name] = w
-        need = load.total_gpus
-        for k in sorted(free, key=lambda k: -free[k]):     # take from its usable pools, largest first
-            if k[0] == w and usable(k) and need:
-                take = min(need, free[k])
-                free[k] -= take
-                need -= take
-    return out
-
-
 # --- driver -------------------------------------------------------------------------------------
 
 def run_one(scenario: Scenario, system: str, workers: list[str], base: Path, settle: float, keep: bool) -> Result:
     directory = base / f"{scenario.name}-{system}"
-    started = time.monotonic()
+    started, load0 = time.monotonic(), os.getloadavg()[0]
     run = Run(scenario, system, workers, directory, settle)
     try:
         run.fleet()
@@ -417,7 +407,8 @@ def run_one(scenario: Scenario, system: str, workers: list[str], base: Path, set
     result.extra["wall"] = time.monotonic() - started
     print(f"  {scenario.name}/{system}: {result.bound_gpus}/{result.requested} GPUs bound, "
           f"{result.unbound_pods} pods unbound, {result.waiting} waiting, {result.seconds:.1f}s "
-          f"(run {result.extra['wall']:.0f}s)", file=sys.stderr, flush=True)
+          f"(run {result.extra['wall']:.0f}s, load average {load0:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end)", file=sys.stderr, flush=True)
     return result
 
 

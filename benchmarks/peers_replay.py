@@ -2,7 +2,7 @@
 on the same real clusters and KWOK nodes, tasks arriving over time and completing, counted from the
 workers' API servers (issue 22, the scenario benchmarks/peers.py left out).
 
-    python3 benchmarks/peers_replay.py [--system placer multikueue] [--workers 4] [--fleet-every 80]
+    python3 benchmarks/peers_replay.py [--system placer multikueue aggregate] [--workers 4] [--fleet-every 80]
         [--start 12689020] [--tasks 200] [--burst 40] [--arrival-factor 400] [--duration-factor 10]
         [--min-run 10] [--max-run 120] [--high-share 0.25] [--seed 1] [--settle 60]
         [--out replay.json] [--svg benchmarks/replay.svg] [--dir DIR] [--keep]
@@ -21,7 +21,9 @@ workers' API servers (issue 22, the scenario benchmarks/peers.py left out).
   the others `replay-normal` (0), both preemptionPolicy Never (an order, not an eviction: neither
   the worker's scheduler nor Kueue evicts a running task); created on the hub and every worker;
 - placer: the daemon on the hub's staging namespace; multikueue: `hack/kube-env multikueue` (Kueue
-  takes a Job's priority from its pod template's priorityClassName), queue-name label on the hub.
+  takes a Job's priority from its pod template's priorityClassName), queue-name label on the hub;
+  aggregate: the cluster-totals greedy (benchmarks/peers_aggregate.py) creating each task straight on
+  a worker once some worker's free GPUs, computed again from the workers' pods, cover it.
   Each system from a clean fleet (peers.Run: its own `hack/kube-env up`, torn down after).
 
 Counted from the workers' pods only (polled every 0.5 s): per workload its wait, from its arrival
@@ -50,7 +52,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks import peers  # noqa: E402
+from benchmarks import peers, peers_aggregate  # noqa: E402
 from tests.kubeenv import RETRY  # noqa: E402
 
 COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
@@ -204,9 +206,53 @@ def submit(run: peers.Run, arrived: list[Arrival], t0: float, obs: Observed, sto
         kube.close()
 
 
+def submit_aggregate(run: peers.Run, arrived: list[Arrival], t0: float, obs: Observed,
+                     stop: threading.Event) -> None:
+    """The aggregate greedy: arrived tasks queue in arrival order; every 0.5 s while any waits (and
+    at each arrival) it lists the workers' pods, computes each pool's free GPUs from them
+    (peers_aggregate.free_now) and creates, straight on the chosen worker and un-suspended, every
+    queued task peers_aggregate.round_of places; the worker's kube-scheduler binds its pod."""
+    from placer.kube import Kube
+
+    kube = Kube(str(run.env.kubeconfig), retry=RETRY, timeout=30)
+    clients = {w: kube.client(w) for w in run.workers}
+    upcoming, queue = list(arrived), []
+    created: dict[str, tuple[str, int]] = {}
+    try:
+        while upcoming or queue:
+            now = time.monotonic() - t0
+            while upcoming and upcoming[0].at <= now:
+                queue.append(upcoming.pop(0))
+            if queue:
+                pods = {w: list(c.list("pods", run.ns).items) for w, c in clients.items()}
+                free = peers_aggregate.free_now(run.scenario.pools, pods, created)
+                for a, worker in peers_aggregate.round_of(queue, free, run.workers, load_of):
+                    m = replay_manifest(a, run.ns, {})
+                    m["spec"]["suspend"] = False
+                    clients[worker].create("jobs", m, run.ns)
+                    created[a.name] = (worker, a.gpus)
+                    obs.created_late.append(time.monotonic() - t0 - a.at)
+                    queue.remove(a)
+            to_next = upcoming[0].at - (time.monotonic() - t0) if upcoming else 0.5
+            pause = min(0.5, to_next) if queue else to_next
+            if stop.wait(max(0.0, pause)):
+                return
+    finally:
+        kube.close()
+
+
+def over(now: float, arrived: list[Arrival], bound_at: dict[str, float], held: int, last_bound: float,
+         settle: float) -> bool:
+    """The run is over: every workload was bound and no GPU is held any more (every pod finished;
+    or `settle` s after the last of them should have finished: a pod KWOK never completed); or
+    some workload is not bound and nothing was bound for `settle` s after the last arrival."""
+    if len(bound_at) == len(arrived):
+        return held == 0 or now > max(bound_at[a.name] + a.run_for for a in arrived) + settle
+    return now > max(max(a.at for a in arrived), last_bound) + settle
+
+
 def observe(run: peers.Run, arrived: list[Arrival], t0: float, settle: float, obs: Observed) -> None:
     names = {a.name for a in arrived}
-    last_arrival = max(a.at for a in arrived)
     last_bound = 0.0
     while True:
         pods = [p for w in run.workers for p in run.env.pods(w, run.ns)]
@@ -219,7 +265,7 @@ def observe(run: peers.Run, arrived: list[Arrival], t0: float, settle: float, ob
                 obs.unschedulable.add(p["metadata"]["name"])
         held = held_gpus(pods)
         obs.series.append((round(now, 2), held))
-        if (len(obs.bound_at) == len(names) and held == 0) or now > max(last_arrival, last_bound) + settle:
+        if over(now, arrived, obs.bound_at, held, last_bound, settle):
             obs.end = now
             return
         time.sleep(0.5)
@@ -236,8 +282,12 @@ def run_system(system: str, arrived: list[Arrival], scenario: peers.Scenario, wo
         if system == "placer":      # as `kube-env multikueue` waits for Kueue: arrivals start once it leads
             peers.wait_until(lambda: "became leader" in (run.dir / "daemon.log").read_text(), 300,
                              "the daemon leads")
+        if system == "aggregate":   # it creates straight on the workers
+            for w in workers:
+                run.env.namespace(w, run.ns)
         t0 = time.monotonic()
-        thread = threading.Thread(target=submit, args=(run, arrived, t0, obs, stop), daemon=True)
+        target = submit_aggregate if system == "aggregate" else submit
+        thread = threading.Thread(target=target, args=(run, arrived, t0, obs, stop), daemon=True)
         thread.start()
         try:
             observe(run, arrived, t0, settle, obs)
@@ -275,9 +325,23 @@ def report(arrived: list[Arrival], results: dict[str, Observed], burst: int, cap
              ("s until the last placement", [fmt(max(o.bound_at.values(), default=None)) for o in results.values()]),
              ("p95 create lag after arrival, s", [fmt(percentile(o.created_late, 95), 2) for o in results.values()]),
              ("peak RSS, MiB", [fmt(o.rss_mib, 0) for o in results.values()])]
-    head = f"| {len(arrived)} workloads, fleet {capacity} GPUs | " + " | ".join(systems) + " |"
-    return "\n".join([head, "|---" * (len(systems) + 1) + "|"]
-                     + [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows])
+    both = {"placer", "multikueue"} <= set(systems)
+    head = f"| {len(arrived)} workloads, fleet {capacity} GPUs | " + " | ".join(systems) + \
+        (" | placer / multikueue |" if both else " |")
+    lines = [head, "|---" * (len(systems) + 1 + both) + "|"]
+    for label, cells in rows:
+        ratio = [quotient(cells[systems.index("placer")], cells[systems.index("multikueue")])] if both else []
+        lines.append(f"| {label} | " + " | ".join(cells + ratio) + " |")
+    return "\n".join(lines)
+
+
+def quotient(a: str, b: str) -> str:
+    """a / b of two cells of the table when both are numbers (the ratio column), else empty."""
+    try:
+        x, y = float(a.replace(",", "")), float(b.replace(",", ""))
+    except ValueError:
+        return ""
+    return f"{x / y:.2f}" if y else "-"
 
 
 def offered(arrived: list[Arrival], step: float = 1.0) -> list[tuple[float, int]]:
@@ -291,7 +355,7 @@ def gpu_seconds(series: list[tuple[float, int]]) -> float:
     return sum((t1 - t0) * g for (t0, g), (t1, _) in zip(series, series[1:]))
 
 
-COLOURS = {"placer": "#1f77b4", "multikueue": "#d62728", "multikueue-open": "#ff7f0e",
+COLOURS = {"placer": "#1f77b4", "multikueue": "#d62728", "multikueue-open": "#ff7f0e", "aggregate": "#2ca02c",
            "demand (no wait)": "#9a9a9a"}
 
 
@@ -343,8 +407,8 @@ def redraw(source: Path, target: Path) -> int:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--system", nargs="+", default=["placer", "multikueue"],
-                    choices=["placer", "multikueue", "multikueue-open"])
+    ap.add_argument("--system", nargs="+", default=["placer", "multikueue", "aggregate"],
+                    choices=["placer", "multikueue", "multikueue-open", "aggregate"])
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--fleet-every", type=int, default=80, help="every k-th GPU node of the trace, per model")
     ap.add_argument("--start", type=int, default=DEFAULT_START, help="trace second of the first task")

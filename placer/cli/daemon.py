@@ -30,6 +30,14 @@ def daemon(
         None, "--request-deadline",
         help="A target cluster that does not answer a request within this long (e.g. 3s) is degraded: "
              "planned around until it answers again (default: a third of the lease's renew deadline, 3.3s)."),
+    preemption: str = typer.Option(
+        "off", "--preemption",
+        help="Preempt placer's own lower-priority copies for what waits unplaced: off, within-quota (the same "
+             "quota), reclaim (also what other quotas borrow), priority (also lower priorities of any quota)."),
+    preemption_rate: int = typer.Option(10, "--preemption-rate",
+                                        help="At most this many workloads preempted per minute, fleet-wide."),
+    min_run_time: str = typer.Option("60s", "--min-run-time",
+                                     help="A copy placed less than this long ago (e.g. 60s, 5m) is never preempted."),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     prefer: str = typer.Option(
         "placer", "--prefer",
@@ -41,7 +49,7 @@ def daemon(
     delete copies when staging objects go. One active daemon per hub (Lease leader election)."""
     def go() -> None:
         from placer.daemon import config_from_file, parse_duration, run_daemon, setup_logging
-        from placer.daemon.config import check_request_deadline
+        from placer.daemon.config import check_preemption, check_request_deadline
         from placer.daemon.metrics import parse_address
         from placer.definitions.catalog import PREFERENCES, load_catalog
         from placer.model.errors import InputError
@@ -50,13 +58,16 @@ def daemon(
             raise InputError(f"--prefer {prefer!r}: expected one of {', '.join(PREFERENCES)}")
         check_number("--time-limit", time_limit)
         check_number("--batch-window", batch_window, inclusive=True)
+        min_run = parse_duration(min_run_time, "--min-run-time")
+        check_preemption(preemption, preemption_rate, min_run)
         setup_logging(log_format)
         addr = parse_address(metrics_addr) if metrics_addr else None
         after = parse_duration(reschedule_after) if reschedule_after else None
         deadline = check_request_deadline(parse_duration(request_deadline, "--request-deadline")) \
             if request_deadline is not None else None
         config = config_from_file(clusters_file, batch_window=batch_window, reschedule_after=after,
-                                  time_limit=time_limit, kubeconfig=kubeconfig, request_deadline=deadline)
+                                  time_limit=time_limit, kubeconfig=kubeconfig, request_deadline=deadline,
+                                  preemption=preemption, preemption_rate=preemption_rate, min_run_time=min_run)
         run_daemon(config, kubeconfig=kubeconfig, catalog=load_catalog(catalog, prefer=prefer), metrics_addr=addr,
                    prefer=prefer)
     run(go)

@@ -85,12 +85,14 @@ class Record:
 
 @dataclass(frozen=True)
 class Condition:
-    """placer's Placed condition on the staging object (where its status keeps conditions)."""
+    """placer's Placed condition on the staging object (where its status keeps conditions);
+    `type_` another of placer's (`Preempted`), `placed` then its status."""
 
     ref: WorkloadRef
     placed: bool
     reason: str
     message: str
+    type_: str = "Placed"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from placer.inputs.quotas import to_quotas
 from placer.inputs.targets import FROM_FILE, resolve_clusters
 from placer.kube import Kube, RetryPolicy
 from placer.model.errors import InputError
+from placer.solve.preemption import POLICIES
 
 log = logging.getLogger("placer.daemon")
 
@@ -62,9 +63,20 @@ def parse_duration(text: str, option: str = "--reschedule-after") -> float:
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
+def check_preemption(policy: str, rate: int, min_run_time: float) -> None:
+    """`--preemption`, `--preemption-rate` and `--min-run-time`, before anything starts."""
+    if policy not in POLICIES:
+        raise InputError(f"--preemption {policy!r}: expected one of {', '.join(POLICIES)}")
+    if isinstance(rate, bool) or not isinstance(rate, int) or rate < 1:
+        raise InputError(f"--preemption-rate {rate!r}: must be a whole number of preemptions per minute, at least 1")
+    if not min_run_time >= 0 or min_run_time == float("inf"):
+        raise InputError(f"--min-run-time {min_run_time!r}: must be a finite duration, at least 0")
+
+
 def config_from_file(clusters_file: str | None, *, batch_window: float, reschedule_after: float | None,
                      time_limit: float, kubeconfig: str | None = None,
-                     request_deadline: float | None = None) -> DaemonConfig:
+                     request_deadline: float | None = None, preemption: str = "off", preemption_rate: int = 10,
+                     min_run_time: float = 60.0) -> DaemonConfig:
     """The daemon's configuration from the clusters file's `hub:` section and live entries."""
     loaded = resolve_clusters(clusters_file, kubeconfig=kubeconfig)
     hub = loaded.hub
@@ -80,10 +92,12 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
                          source=loaded.description)
     if batch_window < 0:
         raise InputError(f"--batch-window {batch_window}: must not be negative")
+    check_preemption(preemption, preemption_rate, min_run_time)
     config = DaemonConfig(staging_namespace=hub.stagingNamespace, clusters=live, hub_context=hub.context,
                           secrets=hub.secrets, batch_window=batch_window, reschedule_after=reschedule_after,
                           time_limit=time_limit, request_deadline=request_deadline,
-                          quotas=to_quotas(getattr(loaded.file, "quotas", None)))   # with the hub's FleetQuotas
+                          quotas=to_quotas(getattr(loaded.file, "quotas", None)),   # with the hub's FleetQuotas
+                          preemption=preemption, preemption_rate=preemption_rate, min_run_time=min_run_time)
     if request_deadline is not None:
         check_request_deadline(request_deadline, config.lease)
     return config

@@ -106,11 +106,13 @@ class Recorder:
 
 
 def placed_condition(placed: bool, reason: str, message: str, at: datetime,
-                     previous: Mapping[str, Any] | None = None, generation: int | None = None) -> dict[str, Any]:
-    """The `Placed` condition; its transition time moves only when its status changes."""
+                     previous: Mapping[str, Any] | None = None, generation: int | None = None,
+                     type_: str = CONDITION) -> dict[str, Any]:
+    """The `Placed` condition (or another of placer's: `Preempted`); its transition time moves
+    only when its status changes."""
     status = "True" if placed else "False"
     since = (previous or {}).get("lastTransitionTime") if (previous or {}).get("status") == status else None
-    out = {"type": CONDITION, "status": status, "reason": reason, "message": message[:MAX_MESSAGE],
+    out = {"type": type_, "status": status, "reason": reason, "message": message[:MAX_MESSAGE],
            "lastTransitionTime": since or _stamp(at)}
     if generation is not None:
         out["observedGeneration"] = generation
@@ -123,12 +125,13 @@ def with_condition(status: Mapping[str, Any] | None, condition: Mapping[str, Any
     conditions = (status or {}).get("conditions")
     if not isinstance(conditions, list):
         return None
-    rest = [c for c in conditions if not (isinstance(c, dict) and c.get("type") == CONDITION)]
+    kind = condition.get("type", CONDITION)
+    rest = [c for c in conditions if not (isinstance(c, dict) and c.get("type") == kind)]
     return {**dict(status or {}), "conditions": rest + [dict(condition)]}
 
 
-def condition_of(status: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def condition_of(status: Mapping[str, Any] | None, type_: str = CONDITION) -> dict[str, Any] | None:
     for c in (status or {}).get("conditions") or ():
-        if isinstance(c, dict) and c.get("type") == CONDITION:
+        if isinstance(c, dict) and c.get("type") == type_:
             return c
     return None

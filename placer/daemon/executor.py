@@ -75,8 +75,10 @@ class Executor:
                 self.writer.mirror_status(ref, staging, status, cluster)
             case Record(ref, type_, reason, message):
                 self.writer.event(ref, staging, type_, reason, message)
-            case Condition(ref, placed, reason, message):
+            case Condition(ref, placed, reason, message, "Placed"):
                 self.writer.condition(ref, staging, placed=placed, reason=reason, message=message)
+            case Condition(ref, placed, reason, message, type_):
+                self.writer.condition(ref, staging, placed=placed, reason=reason, message=message, type_=type_)
 
     def unplace(self, ref: WorkloadRef, message: str) -> None:
         p = self.book.pending.get(ref)

@@ -84,6 +84,8 @@ class Metrics:
             "placer_solves_total": Counter("placer_solves", "Planning rounds: round=arrivals (new arrivals placed "
                                            "against the committed plan) or full (every pending group solved)",
                                            ["round"], registry=r),
+            "placer_preemptions_total": Counter("placer_preemptions", "Workloads preempted (issue 23), per policy",
+                                                ["policy"], registry=r),
             "placer_solve_seconds": Histogram("placer_solve_seconds", "Seconds per planning round's solve",
                                               buckets=SOLVE_BUCKETS, registry=r),
         }

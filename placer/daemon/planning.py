@@ -13,6 +13,7 @@ from placer.daemon import decide as DC
 from placer.daemon.creates import Creator
 from placer.daemon.definitions import CurrentCatalog
 from placer.daemon.metrics import Metrics
+from placer.daemon.preempt import Preempter
 from placer.daemon.quotas import HubQuotas
 from placer.daemon.reconcile import Reconciler
 from placer.daemon.spread import is_spread, share_create
@@ -41,6 +42,8 @@ class Planner:
         self.creator = creator
         self.metrics = metrics
         self.quotas = quotas                  # fleet-wide quotas in force, their use counted (issue 23)
+        # issue 23: preemption carried out, when --preemption is not off
+        self.preempter = Preempter(bench, config, interpret, metrics) if config.preemption != "off" else None
         self.memory = DC.Memory()             # what one round leaves the next (classes, capacity)
         self.warmed: int | None = None        # the term of leadership the memory was built in
 
@@ -100,6 +103,8 @@ class Planner:
             self.creator.start(c, spread.share_group(groups[c.group], c) if share_create(c) else groups[c.group],
                                decision.plan_id)
         self.bench.executor.perform(decision.unplaced)
+        if self.preempter is not None:
+            self.preempter.after_round(snap, pending, decision)
 
     def with_quotas(self, snap: DC.Snapshot) -> DC.Snapshot:
         """The snapshot with the quotas in force and what their placed work already uses."""
@@ -109,11 +114,12 @@ class Planner:
     def step(self, now: float, *, idle: bool, term: int) -> bool:
         """The leader's turn: a round when one is due, else (when the loop is idle) the memory
         warmed for this term of leadership. True when it did something."""
+        freed = self.preempter.step(now, term) if self.preempter is not None else False
         due = self.due()
         if due is not None and now >= due:
             self.plan_round()
             return True
-        return idle and self.warm(term)
+        return freed or (idle and self.warm(term))
 
     def warm(self, term: int) -> bool:
         """Once per term of leadership, while nothing is due: build the node classes and the

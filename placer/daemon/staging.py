@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from placer import actuate as A
 from placer.daemon.clock import TimeSource
-from placer.daemon.events import Recorder, condition_of, placed_condition, with_condition
+from placer.daemon.events import CONDITION, Recorder, condition_of, placed_condition, with_condition
 from placer.daemon.view import StagingView
 from placer.kube import KubeClient
 from placer.model.errors import Conflict, PlacerError
@@ -107,11 +107,12 @@ class HubWriter:
             updated = self.hub.patch(res, ref.name, {"status": dict(status)}, ref.namespace)
         self.view.assume(gvk, updated)
 
-    def condition(self, ref: WorkloadRef, staging: dict, *, placed: bool, reason: str, message: str) -> None:
-        """Set the Placed condition on a staging object whose status keeps conditions."""
+    def condition(self, ref: WorkloadRef, staging: dict, *, placed: bool, reason: str, message: str,
+                  type_: str = CONDITION) -> None:
+        """Set the Placed condition (or `type_`) on a staging object whose status keeps conditions."""
         have = staging.get("status")
-        old = condition_of(have)
-        cond = placed_condition(placed, reason, message, self.wall(), old)
+        old = condition_of(have, type_)
+        cond = placed_condition(placed, reason, message, self.wall(), old, type_=type_)
         if old and all(old.get(k) == cond[k] for k in ("status", "reason", "message")):
             return
         status = with_condition(have, cond)

@@ -37,6 +37,9 @@ class DaemonConfig:
     call_timeout: float | None = None         # per API call (connect, then answer); default renew_deadline / 3
     request_deadline: float | None = None     # a target silent this long is degraded; default: the call bound
     quotas: Any = None                        # the clusters file's quotas (placer.model.quota.Quotas; issue 23)
+    preemption: str = "off"                   # off | within-quota | reclaim | priority (placer.solve.preemption)
+    preemption_rate: int = 10                 # at most this many workloads preempted per minute, fleet-wide
+    min_run_time: float = 60.0                # a copy younger than this (seconds) is never preempted
 
     def __post_init__(self) -> None:
         if not self.identity:

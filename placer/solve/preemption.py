@@ -38,7 +38,7 @@ from placer.solve.accepts import refusal
 from placer.solve.changes import Victim
 from placer.solve.fits import PodKind, add_demand, could_fit, free_of, usable_nodes
 from placer.solve.groups import GPU_RESOURCES, gpus_of
-from placer.solve.minimal import Cand, minimal_removal
+from placer.solve.minimal import EXACT_MAX_CANDIDATES, Cand, minimal_removal
 from placer.solve.options import pod_kinds
 from placer.solve.policy import group_policy, policy_reason
 from placer.solve.quota_options import Use, group_use
@@ -46,6 +46,7 @@ from placer.solve.quotas import workload_demand
 from placer.solve.resolve import HeldPlan, Resolver, Stop, loaded_cluster
 
 POLICIES = ("off", "within-quota", "reclaim", "priority")
+CLUSTERS_PER_SEARCH = 3        # many candidates: the clusters searched on their own candidates first
 RULES = ("within-quota", "reclaim", "priority")         # each policy allows its rule and those before it
 
 
@@ -62,6 +63,7 @@ class Eligible:
     placed_at: float                          # the caller's clock: larger is younger
     frees: Mapping[str, Mapping[str, int]]
     promise: str | None = None
+    promises: tuple[str, ...] = ()            # more committed keys (a group of several workloads)
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class _Search:
         self.pools = pool(fleet, self.quotas) if self.quotas else {}
         self.usage: Use = {}
         self.uses: dict[str, Use] = {}
+        self.cand_keys: frozenset[str] = frozenset()
+        self.cand_use: Use = {}
         if self.quotas:
             self._count(plan, committed)
 
@@ -162,7 +166,7 @@ class _Search:
                 for q, u in group_use(self.quotas, g).items():
                     add_usage(self.usage, q, u)
             for e in self.eligible.values():
-                if e.promise not in promised:
+                if not promised & {e.promise, *e.promises}:
                     for q, u in group_use(self.quotas, e.group).items():
                         add_usage(self.usage, q, u)
         placed = {p.group for p in plan.placements}
@@ -176,23 +180,40 @@ class _Search:
     # -- the usage and the clusters with a subset taken out --
 
     def usage_less(self, keys: Iterable[str]) -> Use:
+        """The quotas' use with the eligible `keys` taken out. A set of most of the current
+        candidates (the shrinking search's) is counted from what it leaves in."""
+        names = set(keys)
         out: Use = {q: dict(u) for q, u in self.usage.items()}
-        for k in keys:
-            for q, u in self.uses.get(k, {}).items():
+        sign = -1
+        if len(names) * 2 > len(self.cand_keys) and names <= self.cand_keys:
+            for q, u in self.cand_use.items():
                 add_usage(out, q, u, -1)
+            names, sign = set(self.cand_keys - names), 1
+        for k in names:
+            for q, u in self.uses.get(k, {}).items():
+                add_usage(out, q, u, sign)
         return out
+
+    def candidates_are(self, cands: Sequence[Cand]) -> None:
+        """The candidates of the search under way, and their use together."""
+        self.cand_keys = frozenset(c.name for c in cands)
+        self.cand_use = {}
+        for k in self.cand_keys:
+            for q, u in self.uses.get(k, {}).items():
+                add_usage(self.cand_use, q, u)
 
     def contrib(self, e: Eligible) -> dict[str, dict[str, int]]:
         """What taking `e` out frees on its cluster: its bound pods and its promise."""
         out: dict[str, dict[str, int]] = {}
         for node, d in e.frees.items():
             add_demand(out, node, d)
-        if e.promise:
-            for node, d in self.hold.held.get(e.promise, {}).get(e.cluster, {}).items():
+        for key in dict.fromkeys((e.promise, *e.promises)):
+            for node, d in self.hold.held.get(key or "", {}).get(e.cluster, {}).items():
                 add_demand(out, node, d)
         return out
 
     def load_less(self, cl: Cluster, subset: Sequence[Cand]) -> dict[str, dict[str, int]]:
+        """`cl`'s load with the plan held, less what the candidates of `subset` free (those on `cl`)."""
         load = self.hold.loads(cl)
         for c in subset:
             if self.eligible[c.name].cluster == cl.name:
@@ -200,6 +221,11 @@ class _Search:
                     if node in load:
                         add_demand(load, node, d, -1)
         return load
+
+    def on_time(self) -> None:
+        """The arithmetic runs without re-solves: the deadline is checked here too."""
+        if self.resolver.deadline is not None and time.monotonic() >= self.resolver.deadline:
+            raise Stop("time limit")
 
     # -- one preemptor --
 
@@ -216,6 +242,7 @@ class _Search:
         cands = self._candidates(prio, policy, mine, usable, rules)
         if not cands:
             return None
+        self.candidates_are(cands)
         need = group_use(self.quotas, group) if self.quotas else {}
         cheap = self._cheap(policy, mine, need, allowed, parts, usable, rules)
         spent = [0, 0]
@@ -223,19 +250,12 @@ class _Search:
         def works(subset: Sequence[Cand]) -> bool:
             return self._place(group, allowed, subset, spent) is not None
 
-        if not cheap(cands):
-            return None
         try:
-            chosen, cut = minimal_removal(cands, cheap, works, lambda: (None, None), order=self._order)
+            chosen = self._search(cands, cheap, works, spent)
+            where = self._place(group, allowed, chosen, spent) if chosen is not None else None
         except Stop:
             return None
-        if chosen is None or cut is not None:
-            return None                           # nothing proven minimal
-        try:
-            where = self._place(group, allowed, chosen, spent)
-        except Stop:
-            return None
-        if where is None:
+        if chosen is None or where is None:
             return None
         if not self.within_nominal(mine, need, chosen):
             rules = {k: ("priority" if r == "reclaim" else r) for k, r in rules.items()}
@@ -263,30 +283,70 @@ class _Search:
             cands.append(Cand(victims, sum(v.gpus for v in victims), frozenset({e.key}), contrib, e.key))
         return cands
 
+    def _search(self, cands: Sequence[Cand], cheap: Callable[[Sequence[Cand]], bool],
+                works: Callable[[Sequence[Cand]], bool], spent: list[int]) -> Sequence[Cand] | None:
+        """The proven minimal set (minimal_removal): exact over every subset of few candidates;
+        of many, first the candidates of each of the CLUSTERS_PER_SEARCH first clusters where
+        the arithmetic lets it in by them alone (the best of those by `_order`), else all of
+        them together. A search cut short proves nothing: None."""
+        searches: list[Sequence[Cand]] = []
+        if len(cands) > EXACT_MAX_CANDIDATES:
+            by_cluster: dict[str, list[Cand]] = {}
+            for c in cands:
+                by_cluster.setdefault(self.eligible[c.name].cluster, []).append(c)
+            searches = [cs for cl in self.fleet.clusters if (cs := by_cluster.get(cl.name)) and cheap(cs)]
+            searches = searches[:CLUSTERS_PER_SEARCH]
+        best: Sequence[Cand] | None = None
+        for some in (*searches, None):
+            if some is None and best is not None:
+                break
+            some = cands if some is None else some
+            if not cheap(some):
+                continue
+            spent[1] = 0
+            chosen, cut = minimal_removal(some, cheap, works, lambda: (None, None), order=self._order)
+            if chosen is not None and cut is None and (best is None or self._order(chosen) < self._order(best)):
+                best = chosen
+        return best
+
     def _order(self, s: Sequence[Cand]) -> tuple:
         """Fewest GPUs, then fewest workloads, then the youngest, then names."""
         return (sum(c.gpus for c in s), len(s), sorted(-self.eligible[c.name].placed_at for c in s),
                 [c.name for c in s])
 
-    def within_nominal(self, mine: Quota | None, need: Use, subset: Sequence[Cand]) -> bool:
+    def within_nominal(self, mine: Quota | None, need: Use, subset: Sequence[Cand], usage: Use | None = None) -> bool:
         """The preemptor's quota within its nominal amounts once `subset` is out and it is in."""
         if mine is None:
             return False
-        usage = self.usage_less(c.name for c in subset)
+        usage = usage if usage is not None else self.usage_less(c.name for c in subset)
         return all(usage.get(mine.name, {}).get(r, 0) + need.get(mine.name, {}).get(r, 0) <= n
                    for r, n in mine.nominal.items())
 
     def _cheap(self, policy: str, mine: Quota | None, need: Use, allowed: Sequence[Cluster],
                parts: Mapping[str, list[PodKind]], usable: Mapping[str, Mapping[str, frozenset[int]]],
                rules: Mapping[str, str]) -> Callable[[Sequence[Cand]], bool]:
+        by_name = {cl.name: {n.name: n for n in cl.nodes} for cl in allowed}
+
+        def fits(cl: Cluster, subset: Sequence[Cand]) -> bool:
+            ps = parts[cl.name]
+            if any(not p.nodes for p in ps):
+                return False
+            load = self.load_less(cl, subset)
+            nodes = by_name[cl.name]
+            entries = [(free_of(nodes[n].allocatable, load[n]), 1, ok) for n, ok in usable[cl.name].items()]
+            return could_fit(ps, entries, self.gpu_names)
+
+        as_is = any(fits(cl, ()) for cl in allowed)      # a cluster no victim changes keeps its verdict
+
         def quota_ok(subset: Sequence[Cand]) -> bool:
+            self.on_time()
             if not self.quotas:
                 return True
             usage = self.usage_less(c.name for c in subset)
             # reclaim only while the preemptor's quota stays within its nominal amounts (the
             # priority policy takes such victims by priority alone)
             if policy == "reclaim" and any(rules[c.name] == "reclaim" for c in subset) \
-                    and not self.within_nominal(mine, need, subset):
+                    and not self.within_nominal(mine, need, subset, usage):
                 return False
             before = overs(self.quotas, usage, self.pools)
             for q, u in need.items():
@@ -294,16 +354,11 @@ class _Search:
             return not grows(before, overs(self.quotas, usage, self.pools))
 
         def room_ok(subset: Sequence[Cand]) -> bool:
-            for cl in allowed:
-                ps = parts[cl.name]
-                if any(not p.nodes for p in ps):
-                    continue
-                load = self.load_less(cl, subset)
-                by_name = {n.name: n for n in cl.nodes}
-                entries = [(free_of(by_name[n].allocatable, load[n]), 1, ok) for n, ok in usable[cl.name].items()]
-                if could_fit(ps, entries, self.gpu_names):
-                    return True
-            return False
+            if as_is:
+                return True
+            touched = {self.eligible[c.name].cluster for c in subset}
+            return any(fits(cl, [c for c in subset if self.eligible[c.name].cluster == cl.name])
+                       for cl in allowed if cl.name in touched)
 
         return lambda subset: quota_ok(subset) and room_ok(subset)
 

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import xml.etree.ElementTree as ET
 
+from benchmarks import peers_aggregate as agg
 from benchmarks import peers_replay as pr
 
 
@@ -112,3 +113,61 @@ def test_redraw_draws_each_system_and_the_demand_from_a_runs_json(tmp_path):
     root = ET.parse(tmp_path / "r.svg").getroot()
     names = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert {"placer", "multikueue", "demand (no wait)", "fleet 8"} <= set(names)
+
+
+# --- the aggregate greedy over time ------------------------------------------------------------
+
+POOLS = [agg.Pool("w0", "w0-a", 2, 4, "A"),      # w0: 2 nodes x 4 GPUs
+         agg.Pool("w1", "w1-b", 1, 8, "B"),      # w1: 1 node x 8 GPUs
+         agg.Pool("w1", "w1-c", 2, 1, "C")]      # and 2 nodes x 1 GPU
+
+
+def job_pod(job: str, node: str | None, phase: str, gpus: int) -> dict:
+    p = pod(node, phase, gpus)
+    p["metadata"] = {"labels": {"batch.kubernetes.io/job-name": job}}
+    return p
+
+
+def test_aggregate_free_counts_live_pods_pending_ones_and_creates_not_yet_listed():
+    pods = {"w0": [job_pod("t0", "w0-a-0", "Running", 3),      # w0-a: 8 - 3
+                   job_pod("t1", "w0-a-1", "Succeeded", 4),    # finished: frees its GPUs
+                   job_pod("t2", None, "Pending", 2)],         # unbound: from w0's largest pool, 5 - 2
+            "w1": [job_pod("t3", "w1-c-1", "Running", 1)]}     # w1-c: 2 - 1
+    created = {"t0": ("w0", 3), "t2": ("w0", 2), "t3": ("w1", 1),
+               "t4": ("w1", 6)}                                # created, no pod listed yet: w1-b 8 - 6
+    assert agg.free_now(POOLS, pods, created) == {("w0", "A", None): 3, ("w1", "B", None): 2,
+                                                       ("w1", "C", None): 1}
+
+
+def test_aggregate_round_places_in_arrival_order_onto_the_most_free_total_and_skips_what_fits_nowhere():
+    a = [pr.Arrival(f"t{i}", f"p{i}", 0.0, 10.0, g, 1000, 1024) for i, g in enumerate((4, 5, 3, 1, 1))]
+    free = {("w0", "A", None): 4, ("w0", "A2", None): 2, ("w1", "B", None): 5}
+    got = [(x.name, w) for x, w in agg.round_of(a, free, ["w0", "w1"], pr.load_of)]
+    # totals w0 6, w1 5: t0 (4) -> w0 (6 -> 2); t1 (5) -> w1 (5 -> 0); t2 (3) fits no total (2, 0):
+    # stays queued; t3 (1) -> w0 (2 -> 1); t4 (1) -> w0 (1 -> 0, w1 has 0)
+    assert got == [("t0", "w0"), ("t1", "w1"), ("t3", "w0"), ("t4", "w0")]
+    assert free == {("w0", "A", None): 0, ("w0", "A2", None): 0, ("w1", "B", None): 0}
+
+
+def test_aggregate_round_uses_capacity_freed_by_a_finished_pod():
+    waiting = [pr.Arrival("t9", "p9", 5.0, 10.0, 8, 1000, 1024)]
+    busy = {"w0": [job_pod("t6", "w0-a-0", "Running", 1)], "w1": [job_pod("t5", "w1-b-0", "Running", 8)]}
+    assert agg.round_of(waiting, agg.free_now(POOLS, busy, {}), ["w0", "w1"], pr.load_of) == []  # totals 7 and 2
+    busy["w1"][0]["status"]["phase"] = "Succeeded"                                               # w1: 10
+    assert [(x.name, w) for x, w in agg.round_of(waiting, agg.free_now(POOLS, busy, {}), ["w0", "w1"],
+                                                 pr.load_of)] == [("t9", "w1")]
+
+
+def test_the_run_ends_when_every_task_finished_not_a_settle_after_the_last_placement():
+    arrived = replay()        # arrivals at 0, 0, 20, 40; runs 30, 1, 60, 50 s
+    bound_at = {"t0000": 2.0, "t0001": 5.0, "t0002": 21.5, "t0003": 45.0}
+    # all bound at 45 s, t0002 runs until 81.5 s: settle 10 after the last placement is no end
+    assert not pr.over(56.0, arrived, bound_at, held=12, last_bound=45.0, settle=10)
+    assert pr.over(82.0, arrived, bound_at, held=0, last_bound=45.0, settle=10)
+    # a pod never completed: 10 s after the last should have finished (t0003 at 95 s)
+    assert not pr.over(104.0, arrived, bound_at, held=4, last_bound=45.0, settle=10)
+    assert pr.over(105.5, arrived, bound_at, held=4, last_bound=45.0, settle=10)
+    # t0003 never bound: settle after the last arrival (40 s) and the last placement (21.5 s)
+    partial = {k: v for k, v in bound_at.items() if k != "t0003"}
+    assert not pr.over(49.0, arrived, partial, held=9, last_bound=21.5, settle=10)
+    assert pr.over(50.5, arrived, partial, held=9, last_bound=21.5, settle=10)

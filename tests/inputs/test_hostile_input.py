@@ -253,6 +253,9 @@ def test_bad_plan_options(tmp_path, args, expected):
     (["--request-deadline", "20s"], "--request-deadline 20s: a target write's connect and answer (twice the "
                                     "deadline) must end inside the lease (10.5s after a renewal with this lease "
                                     "timing): at most 5.25s"),
+    (["--preemption", "always"], "--preemption 'always': expected one of off, within-quota, reclaim, priority"),
+    (["--preemption-rate", "0"], "--preemption-rate 0: must be a whole number of preemptions per minute, at least 1"),
+    (["--min-run-time", "soon"], "--min-run-time 'soon': expected a duration"),
 ])
 def test_bad_daemon_options(args, expected):
     one_line_exit_2(runner.invoke(app, ["daemon", *args]), expected)

@@ -192,3 +192,19 @@ def test_random_small_fleets_minimal_by_brute_force(seed):
     for p in got:
         g = next(a for a in arrivals if a.key == p.preemptor)
         assert all(e.priority < O.priority(g) for e in elig if e.key in p.victims)
+
+
+def test_many_candidates_are_searched_per_cluster_and_stay_minimal():
+    """24 running 2-GPU jobs on three clusters (more than the exact enumeration takes): a 4-GPU
+    arrival takes two jobs of one node; the oracle says those two let it in and no single job does."""
+    f = fleet("c0: 2x8", "c1: 2x8", "c2: 2x8")
+    victims = [group(wl(f"t/v{i:02d}", "1x2", prio=0)) for i in range(24)]
+    arrivals = [group(wl("t/big", "1x4", prio=10))]
+    loaded, vplan, elig, plan, got = _decide(f, [], victims, arrivals, "within-quota")
+    assert len(got) == 1 and len(got[0].victims) == 2 and got[0].gpus == 4, got
+    held = replace(vplan, placements=vplan.placements + plan.placements)
+    assert OQ.placeable(f, [], victims + arrivals, held, arrivals[0], without=list(got[0].victims))
+    assert not any(OQ.placeable(f, [], victims + arrivals, held, arrivals[0], without=[v.key])
+                   for v in victims[:8])            # one job frees 2 GPUs on a full node: never enough
+    nodes = {n for p in vplan.placements if p.group in got[0].victims for n in p.nodes}
+    assert len(nodes) == 1                          # both on the node it then takes
