@@ -11,7 +11,7 @@ FIFO per team with first fit by node, is written in quotas_sim.py apart from pla
 
     python3 benchmarks/quotas.py [--seed 1] [--teams 5] [--clusters 20] [--nodes 8] [--hours 24]
         [--tick 120] [--bursts 6] [--durations lognormal|alibaba] [--high-share 0.25]
-        [--preemption off reclaim priority] [--min-run 900] [--preempt-per-hour 30] [--time-limit 20]
+        [--preemption off reclaim priority] [--min-run 900] [--preemption-rate 10] [--rate-window 3600] [--time-limit 20]
         [--quick] [--json FILE]
 """
 
@@ -82,18 +82,21 @@ class Placer:
     """placer's daemon round: all waiting work planned by `decide` against what runs; with a
     preemption policy, then `placer.solve.preemption.preemptions` on that round's plan (at most
     one preemption a round, as the daemon calls it), the victims among the jobs that ran at
-    least `min_run` seconds, at most `per_hour` preemptions in any hour of simulated time."""
+    least `min_run` seconds; rate-limited as the daemon's `--preemption-rate` is (placer/daemon/
+    preempt.py): a preemption whose victims would take the victims of the last `window` seconds
+    over `rate` is not carried out."""
 
     def __init__(self, teams: Sequence[S.Team], time_limit: float = 20.0, policy: str = "off",
-                 min_run: float = 900.0, per_hour: int = 30):
+                 min_run: float = 900.0, rate: int = 10, window: float = 3600.0):
         self.quotas = quotas(teams)
         self.time_limit = time_limit
-        self.policy, self.min_run, self.per_hour = policy, min_run, per_hour
+        self.policy, self.min_run, self.rate, self.window = policy, min_run, rate, window
         self.name = "placer" if policy == "off" else f"placer {policy}"
         self.workloads: dict[str, Workload] = {}
         self.limit_hit = 0
         self.statuses: dict[str, int] = {}
-        self.preempted_at: list[float] = []
+        self.recent: list[float] = []             # when each victim of the last window was taken
+        self.held_back = 0                         # preemptions found but over the rate
         self.searches = self.search_seconds = 0.0
         self.preemptors: dict[str, float] = {}     # job -> when its preemption was carried out
         self.events = self.served = 0              # preemptions, and those whose preemptor started next round
@@ -126,8 +129,8 @@ class Placer:
 
     def preempt(self, state: S.State, snap: Snapshot, groups: list[PlacementGroup], plan, now: float) -> list[str]:
         """The victims of this round's one preemption (none: off, rate-limited, or none proven)."""
-        self.preempted_at = [t for t in self.preempted_at if t > now - 3600]
-        if self.policy == "off" or not plan.unplaced or len(self.preempted_at) >= self.per_hour:
+        self.recent = [t for t in self.recent if t > now - self.window]
+        if self.policy == "off" or not plan.unplaced or len(self.recent) >= self.rate:
             return []
         eligible = []
         for r in state.running.values():
@@ -143,7 +146,10 @@ class Placer:
         self.search_seconds += time.perf_counter() - t0
         if not got:
             return []
-        self.preempted_at.append(now)
+        if len(self.recent) + len(got[0].victims) > self.rate:
+            self.held_back += 1
+            return []
+        self.recent += [now] * len(got[0].victims)
         self.events += 1
         self.preemptors[next(j.id for j in state.pending if self.group(j).key == got[0].preemptor)] = now
         keys = set(got[0].victims)
@@ -220,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="placer's preemption policies, one placer run each (off: none)")
     ap.add_argument("--high-share", type=float, default=0.25, help="share of jobs at priority 100 (the rest 0)")
     ap.add_argument("--min-run", type=float, default=900.0, help="s a job runs before it may be preempted")
-    ap.add_argument("--preempt-per-hour", type=int, default=30, help="at most this many preemptions an hour")
+    ap.add_argument("--preemption-rate", type=int, default=10, help="at most this many victims per --rate-window")
+    ap.add_argument("--rate-window", type=float, default=3600.0, help="the rate limit's sliding window, s")
     ap.add_argument("--quick", action="store_true", help="4 clusters x 8 nodes, 3 teams, 12 hours")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--width", type=int, default=200, help="table width (characters)")
@@ -241,7 +248,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs: list[tuple[str, str]] = [("placer", p) for p in args.preemption] if "placer" in args.system else []
     runs += [("fifo-per-team", "")] if "fifo-per-team" in args.system else []
     for name, policy in runs:
-        sched = Placer(teams, args.time_limit, policy, args.min_run, args.preempt_per_hour) if name == "placer" \
+        sched = Placer(teams, args.time_limit, policy, args.min_run, args.preemption_rate, args.rate_window) \
+            if name == "placer" \
             else S.FifoPerTeam()
         t0 = time.perf_counter()
         o = S.simulate(sched, shape, teams, jobs, args.hours, args.tick, clock=time.perf_counter)
@@ -249,8 +257,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             o.notes.append(f"solve statuses {sched.statuses}; time limit hit in {sched.limit_hit} rounds")
             if policy != "off":
                 o.notes.append(f"{sched.searches:.0f} preemption searches, {sched.search_seconds:.0f} s; "
-                               f"{sched.events} preemptions, {sched.served} of their preemptors started by "
-                               f"the next round")
+                               f"{sched.events} preemptions ({sched.held_back} more held back by the rate), "
+                               f"{sched.served} of their preemptors started by the next round")
         o.notes.append(f"simulated in {time.perf_counter() - t0:.0f} s")
         outs.append(o)
         console.print(f"{o.system}: " + "; ".join(o.notes))
