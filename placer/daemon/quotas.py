@@ -230,7 +230,6 @@ class HubQuotas:
                 log.warning("FleetQuota %s: writing its status failed: %s", name, e)
         return wrote
 
-
     def warn_invalid(self, wants: Mapping[str, Mapping[str, Any]]) -> None:
         """One Warning Event `InvalidQuota` on each malformed FleetQuota, naming the field: once
         per generation of its spec (its spec's digest where the server keeps no generation), not
