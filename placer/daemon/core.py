@@ -132,7 +132,7 @@ class Daemon:
         self.spread = SpreadKeeper(bench, self.entries, self.interpret, max(2.0, 2 * self.config.watch_retry + 1))
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
                                      self.rescheduler, self.workers, self.spread, self.notices)
-        self.quotas = HubQuotas(self.config.quotas, self.view, self.book, self.targets, self.interpret)
+        self.quotas = HubQuotas(self.config.quotas, self.view, self.book, self.targets, self.interpret, self.events)
         self.planner = Planner(self.config, self.catalogs, self.interpret, bench, self.reconciler, self.creator,
                                self.metrics, self.quotas)
 

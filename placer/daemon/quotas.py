@@ -6,7 +6,8 @@ pods bound or not, and the creates in flight); each object's status, written whe
 - **Which quotas.** The clusters file's entries in file order, a FleetQuota of the same name
   taking that entry's place (the object wins: `kubectl apply` edits it live), then the other
   FleetQuota objects by name. A malformed object is left out with a `Valid=False` condition on
-  its status and one warning; the others keep working.
+  its status, one log warning and one Warning Event `InvalidQuota` regarding it (once per
+  generation of its spec: kubectl describe shows it); the others keep working.
 - **Use** of a quota: the pods x per-pod requests of its workloads that are placed (not
   finished) or being created. A round plans against it (`Quotas.counted`), so a restarted
   daemon that adopted its copies admits no more than the quotas leave.
@@ -14,12 +15,15 @@ pods bound or not, and the creates in flight); each object's status, written whe
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from typing import Any, Callable, Iterable, Mapping
 
 from pydantic import ValidationError
 
+from placer.daemon.events import WARNING, Recorder
 from placer.daemon.informer import Informer
 from placer.daemon.state import Book, ann_of
 from placer.daemon.targets import Targets
@@ -37,6 +41,7 @@ from placer.solve.quotas import workload_demand
 log = logging.getLogger("placer.daemon")
 
 GVK = ("placer.dev/v1alpha1", "FleetQuota")
+INVALID_QUOTA = "InvalidQuota"                   # the Warning Event's reason on a malformed FleetQuota
 FINISHED = (Phase.COMPLETED.value, Phase.FAILED.value)
 
 
@@ -67,8 +72,11 @@ def merge(file: Quotas | None, objects: Iterable[Quota]) -> Quotas:
 class HubQuotas:
     """The quotas the daemon applies, given the clusters file's and the hub's watch."""
 
-    def __init__(self, file: Quotas | None, view: StagingView, book: Book, targets: Targets, interpret: Interpreter):
+    def __init__(self, file: Quotas | None, view: StagingView, book: Book, targets: Targets, interpret: Interpreter,
+                 events: Recorder | None = None):
         self.file = file if file else None
+        self.events = events                       # the daemon's recorder (its writes fenced by the Lease)
+        self.evented: dict[str, tuple[Any, Any]] = {}     # name -> (uid, generation) told by an Event
         self.view = view
         self.book = book
         self.targets = targets
@@ -207,7 +215,9 @@ class HubQuotas:
             return 0
         have = {str((o.get("metadata") or {}).get("name")): o.get("status") or {} for o in self.objects()}
         wrote = 0
-        for name, want in self.statuses().items():
+        wants = self.statuses()
+        self.warn_invalid(wants)
+        for name, want in wants.items():
             if _same(have.get(name) or {}, want):
                 continue
             patch = {**{k: None for k in have.get(name) or {} if k not in want}, **want}
@@ -219,6 +229,29 @@ class HubQuotas:
                 on_error("hub", e)
                 log.warning("FleetQuota %s: writing its status failed: %s", name, e)
         return wrote
+
+    def warn_invalid(self, wants: Mapping[str, Mapping[str, Any]]) -> None:
+        """One Warning Event `InvalidQuota` on each malformed FleetQuota, naming the field: once
+        per generation of its spec (its spec's digest where the server keeps no generation), not
+        every round. A quota made valid is forgotten, so breaking it again is told again."""
+        if self.events is None:
+            return
+        for obj in self.objects():
+            meta = obj.get("metadata") or {}
+            name = str(meta.get("name") or "")
+            cond: Mapping[str, Any] = next(iter((wants.get(name) or {}).get("conditions") or ()), {})
+            if cond.get("status") != "False":
+                self.evented.pop(name, None)
+                continue
+            generation = meta.get("generation") or hashlib.sha256(
+                json.dumps(obj.get("spec"), sort_keys=True, default=str).encode()).hexdigest()[:10]
+            mark = (meta.get("uid"), generation)
+            if self.evented.get(name) == mark:
+                continue
+            self.evented[name] = mark
+            self.events.record({**obj, "apiVersion": GVK[0], "kind": GVK[1]}, WARNING, INVALID_QUOTA,
+                               f"FleetQuota {name} (generation {generation}) is invalid and not applied: "
+                               f"{cond.get('message', '')}")
 
 
 def _count(quotas: Quotas, into: dict[str, dict[str, int]], w: Workload | None) -> None:

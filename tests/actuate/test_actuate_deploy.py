@@ -92,6 +92,17 @@ def test_hub_role_covers_every_catalog_kind_and_nothing_cluster_wide(workload_re
     assert {"placer-definitions-reader", "placer-fleetquotas"} <= bindings
 
 
+def test_the_quota_events_role_writes_events_in_default_only():
+    """A malformed FleetQuota's Warning Event (cluster-scoped: the Event lives in `default`)."""
+    (role,) = [r for r in by_kind("rbac.yaml", "Role") if r["metadata"]["name"] == "placer-quota-events"]
+    assert role["metadata"]["namespace"] == "default"
+    assert [(r["apiGroups"], r["resources"]) for r in role["rules"]] == [([""], ["events"])]
+    assert allowed(role["rules"], "", "events") == {"create", "patch", "get"}
+    (binding,) = [b for b in by_kind("rbac.yaml", "RoleBinding") if b["metadata"]["name"] == "placer-quota-events"]
+    assert binding["roleRef"]["name"] == "placer-quota-events" and binding["metadata"]["namespace"] == "default"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "placer", "namespace": "placer-system"}]
+
+
 def test_the_hub_shape_role_reads_one_lease_only():
     from placer.daemon.hub import CONTROLLER_MANAGER_LEASE
     (role,) = [r for r in by_kind("rbac.yaml", "Role") if r["metadata"]["name"] == "placer-hub-shape"]

@@ -12,8 +12,9 @@ import yaml
 
 from placer import actuate as A
 from placer import daemon as D
+from placer.daemon import LeaseTiming
 from placer.model.workload import WorkloadRef
-from tests.daemon.daemon_helpers import STAGING, Env, created_copies, jobset, wait_for
+from tests.daemon.daemon_helpers import STAGING, Env, created_copies, jobset, token_kubeconfig, wait_for
 from tests.kubeapi.builders import bound_pod
 
 TARGETS = ("alpha", "beta")
@@ -222,3 +223,70 @@ def test_a_copy_that_finishes_frees_its_quota_for_what_waits(env):
     assert len(created(env)) == 3 and all(len(cs) == 1 for cs in created(env).values())
     wait_for(lambda: status(env, "team-a").get("used") == {"nvidia.com/gpu": "8"}, timeout=30,
              what=f"used 4 + 4: {status(env, 'team-a')}")
+
+
+def quota_events(env: Env) -> list[dict]:
+    """The Events regarding FleetQuota objects, where the API server keeps a cluster-scoped
+    object's Events (namespace `default`)."""
+    return [e for e in env.fleet["hub"].objects("v1", "Event", "default")
+            if (e.get("involvedObject") or {}).get("kind") == "FleetQuota"]
+
+
+def test_a_malformed_fleetquota_gets_one_warning_event_per_generation_not_per_round(env):
+    """A malformed FleetQuota: one Warning Event `InvalidQuota` regarding it, naming the field;
+    rounds and status refreshes go by (team-a's status follows each placement) without another;
+    a changed spec that is still malformed gets one more; made valid, none."""
+    with_quota_crd(env)
+    apply_quota(env, quota("team-a", "a", 16))
+    bad = apply_quota(env, quota("broken", "b", 4, borrowingLimit={"nvidia.com/gpu": 2}))   # no cohort
+    d = env.daemon()
+    wait_for(lambda: quota_events(env), timeout=60, what="the Warning Event on the broken FleetQuota")
+    [e] = quota_events(env)
+    assert (e["type"], e["reason"]) == ("Warning", "InvalidQuota"), e
+    assert "borrowingLimit" in e["message"] and "generation 1" in e["message"], e["message"]
+    assert e["involvedObject"]["name"] == "broken" and e["involvedObject"]["uid"] == bad["metadata"]["uid"]
+    for i in range(3):                                 # rounds go by, each refreshing the quotas' status
+        obj = job(f"a-{i}", "a")
+        env.create(obj)
+        wait_for(lambda: placed(env, obj), timeout=60, what=f"a-{i} placed")
+        wait_for(lambda: status(env, "team-a").get("used") == {"nvidia.com/gpu": str(4 * (i + 1))}, timeout=60,
+                 what=f"team-a's status counts {i + 1} copies")
+    assert d.wait_idle(30)
+    hub = env.fleet["hub"].requests
+    assert len([r for r in hub.created("events") if r.namespace == "default"]) == 1
+    assert hub.count(verb="patch", resource="events") == 0        # not counted again on the Event either
+    assert [x.get("count") for x in quota_events(env)] == [1]
+    apply_quota(env, quota("broken", "b", 4, borrowingLimit={"nvidia.com/gpu": 3}))     # generation 2, still bad
+    wait_for(lambda: len(quota_events(env)) == 2, timeout=60, what="a second Event for the changed spec")
+    assert any("generation 2" in x["message"] for x in quota_events(env))
+    apply_quota(env, quota("broken", "b", 4, cohort="lab", borrowingLimit={"nvidia.com/gpu": 3}))   # made valid
+    wait_for(lambda: (status(env, "broken").get("conditions") or [{}])[0].get("status") == "True", timeout=60,
+             what="the fixed FleetQuota applied")
+    assert d.wait_idle(30)
+    assert len(quota_events(env)) == 2 and hub.count(verb="patch", resource="events") == 0
+
+
+def test_only_the_leader_tells_a_malformed_fleetquota_and_a_new_leader_counts_on_the_same_event(env, tmp_path):
+    """Two daemons (each its own token, so the hub's request log tells them apart): the Event is
+    created once, by the one holding the Lease; when it stops, the other takes over and tells it
+    once more, counted on the same Event (count 2), never a second object."""
+    with_quota_crd(env)
+    apply_quota(env, quota("broken", "b", 4, borrowingLimit={"nvidia.com/gpu": 2}))
+    lease = LeaseTiming(duration=3.0, renew_deadline=2.0, retry_period=0.2)
+    a = env.daemon(kubeconfig=token_kubeconfig(env.fleet, tmp_path / "a.kubeconfig", "daemon-a"), identity="a",
+                   lease=lease)
+    b = env.daemon(kubeconfig=token_kubeconfig(env.fleet, tmp_path / "b.kubeconfig", "daemon-b"), identity="b",
+                   lease=lease)
+    wait_for(lambda: quota_events(env), timeout=60, what="the Warning Event")
+    assert a.wait_idle(30) and b.wait_idle(30)
+    hub = env.fleet["hub"].requests
+    writers = {r.token for r in hub.select(resource="events") if r.verb in ("create", "patch")}
+    assert len(writers) == 1, writers
+    leader_token = writers.pop()
+    leader, standby = (a, b) if leader_token == "daemon-a" else (b, a)
+    leader.stop(release=True)
+    wait_for(lambda: [e.get("count") for e in quota_events(env)] == [2], timeout=60,
+             what="the new leader's word counted on the same Event")
+    assert standby.wait_idle(30)
+    assert len([r for r in hub.created("events") if r.namespace == "default"]) == 1
+    assert {r.token for r in hub.select(resource="events", verb="patch")} == {"daemon-b" if leader is a else "daemon-a"}
