@@ -218,7 +218,7 @@ def _displace(problem: Problem, result: Result, states: Mapping[int, ClusterStat
         mark = st.mark()
         for h in lower:
             undo(st, h, result[h.index][1])
-        assign = place(st, g, deadline)
+        assign = place(st, g, deadline) if _quota_room(problem, result, lower, g) else None
         if assign is None:
             for h in lower:
                 for j, i in result[h.index][1]:
@@ -230,6 +230,15 @@ def _displace(problem: Problem, result: Result, states: Mapping[int, ClusterStat
             del result[h.index]
         return lower
     return None
+
+
+def _quota_room(problem: Problem, result: Result, lower: list[GroupInfo], g: GroupInfo) -> bool:
+    """Whether `g` stays within its quotas once `lower` leaves the plan: a displacement that
+    the final quota trim would undo takes the lower-priority work out for nothing (issue 23:
+    a higher priority over its quota used to push out a lower one within it, then both left)."""
+    out = {h.index for h in lower}
+    t = tally(problem, [i for i in result if i not in out])
+    return t is None or t.room(group_use(t.quotas, g))
 
 
 class _Placed:

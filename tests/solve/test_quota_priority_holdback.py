@@ -1,14 +1,13 @@
 """Found by benchmarks/quotas.py (issue 23, Must-show 3): a higher-priority workload that its
 quota keeps out holds back a lower-priority workload of the same quota that fits the quota and
-the fleet; the plan places nothing and is called `feasible`. Strict priority (docs/planning.md,
+the fleet; the plan placed nothing and was called `feasible`. Strict priority (docs/planning.md,
 "After priority") says no higher priority is left out to place a lower one, not that a lower
-one waits while a higher one cannot be placed at all. Left as a known bug (strict xfail) for the
-solve's owners: the same instance with equal priorities places the small one, optimal."""
+one waits while a higher one cannot be placed at all. The cause was the repair: the higher
+priority displaced the lower one on capacity alone, and the final quota trim then dropped the
+higher one too. A displacement now happens only where the quota has room for it."""
 from __future__ import annotations
 
 import dataclasses
-
-import pytest
 
 from placer.model.quota import Quota, Quotas
 from placer.solve import solve
@@ -27,7 +26,6 @@ def test_equal_priorities_place_what_fits_the_quota():
     assert plan.cluster_of("d/small") == "east" and plan.cluster_of("d/big") is None
 
 
-@pytest.mark.xfail(strict=True, reason="a quota-blocked higher priority holds back a lower one that fits")
 def test_a_higher_priority_over_its_quota_does_not_hold_back_a_lower_one_that_fits():
     plan = solve(quota_fleet(), groups(wl("d/small", "1x2"), wl("d/big", "1x8", prio=100)), time_limit=10)
     assert plan.cluster_of("d/big") is None                     # 10 + 8 > 12: over its quota
