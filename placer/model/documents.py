@@ -23,6 +23,10 @@ _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _RESOLVED: dict[str, str] = {}
 _RESOLVED_MAX = 200_000
 _ScalarNode = yaml.ScalarNode
+# the first characters the safe loader's implicit resolvers are filed under (it has no
+# resolver for any first character, which would be filed under None)
+_IMPLICIT_FIRST = frozenset(k for k in _BaseLoader.yaml_implicit_resolvers if k)
+assert None not in _BaseLoader.yaml_implicit_resolvers
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 
 
@@ -36,6 +40,8 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
             return super().resolve(kind, value, implicit)
         if not implicit[0]:          # quoted or block: a string (the safe loader has no path resolvers)
             return _STR
+        if value and value[0] not in _IMPLICIT_FIRST:
+            return _STR              # no implicit tag's pattern starts with this character
         tag = _RESOLVED.get(value)   # plain: the tag depends on the text alone
         if tag is None:
             if len(_RESOLVED) >= _RESOLVED_MAX:
