@@ -165,6 +165,8 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     if known is not None:
         return bool(known)
     held = holds(st, g)
+    if held is None and (one := _one_kind(g)) is not None:
+        held = holds(st, one)
     if held is not None:
         st.remember(key, held)
         return held
@@ -184,6 +186,20 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     if st.proven_no_fit(g.shape):
         st.remember(key, False)
     return False
+
+
+def _one_kind(g: GroupInfo) -> GroupInfo | None:
+    """A group whose parts are all one pod kind (the same demand and predicates; no topology
+    request) as one part of all its pods: its pods are interchangeable, so it fits exactly when
+    that part does, which `holds` answers by counting (a LeaderWorkerSet's leaders and workers,
+    a PyTorchJob's master and workers), instead of placing every pod and giving it back."""
+    if g.units or len(g.parts) < 2:
+        return None
+    first = g.parts[0]
+    if any(p.kind_key != first.kind_key for p in g.parts[1:]):
+        return None
+    part = replace(first, instance=replace(first.instance, pods=g.pods))
+    return GroupInfo(g.index, g.group, g.policy, [part])
 
 
 def _explain_key(g: GroupInfo, statics: Mapping[int, R.Reason]) -> tuple:

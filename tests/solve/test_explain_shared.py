@@ -80,3 +80,27 @@ def test_shared_reasons_are_the_reasons_worked_out_one_by_one(monkeypatch):
     assert again.placements == plan.placements
     assert {u.workload: u.reasons for u in again.unplaced} == shared
     assert O.false_reasons(fl, gs, plan) == []
+
+
+def test_a_group_of_one_pod_kind_is_counted_not_placed(monkeypatch):
+    calls = _counting(monkeypatch, "try_place")
+    # leaders and workers of one kind (two instances, the same pods): 20 such groups left out
+    # by higher-priority work that fills the clusters, on 3 clusters with partly used nodes
+    gs = groups(*(wl(f"ml/fill{c}", "4x8", prio=9, pin=f"c{c}") for c in range(3)),
+                *(wl(f"ml/lws{i:02d}", f"{1 + i % 3}x4", f"{2 + i % 4}x4", prio=i % 2) for i in range(20)))
+    fl = fleet(*(f"c{c}: 4x8 | 2x8 used=6" for c in range(3)))
+    plan = S.solve(fl, gs, time_limit=60)
+    assert len(plan.unplaced) == 20
+    assert calls == []              # the old code placed and gave back every pod on each cluster
+    assert O.false_reasons(fl, gs, plan) == []
+
+
+def test_groups_of_one_pod_kind_get_true_reasons_on_mixed_fleets():
+    gs = groups(*(wl(f"ml/a{i:02d}", f"{1 + i % 3}x2 cpu=40", f"{1 + i % 2}x2 cpu=40", prio=i % 3) for i in range(24)),
+                *(wl(f"ml/b{i:02d}", "2x8 gpu=h100", "3x8 gpu=h100", prio=1) for i in range(8)),
+                *(wl(f"ml/c{i:02d}", "1x1", "1x1", "2x1", prio=2) for i in range(10)))
+    fl = fleet("c0: 3x8 used=3 gpu=h100 | 2x8 usedcpu=60", "c1: 4x8 gpu=a100", "c2: 2x8 used=6 gpu=h100")
+    plan = S.solve(fl, gs, time_limit=60)
+    assert plan.unplaced, "the instance must be contested"
+    assert O.false_reasons(fl, gs, plan) == []
+    assert O.strict_priority_violations(fl, gs, plan) == []
