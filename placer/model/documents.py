@@ -20,8 +20,14 @@ import yaml
 from placer.model.errors import InputError
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_RESOLVED: dict[tuple[str, Any], str] = {}
+_RESOLVED: dict[str, str] = {}
 _RESOLVED_MAX = 200_000
+_ScalarNode = yaml.ScalarNode
+# the first characters the safe loader's implicit resolvers are filed under (it has no
+# resolver for any first character, which would be filed under None)
+_IMPLICIT_FIRST = frozenset(k for k in _BaseLoader.yaml_implicit_resolvers if k)
+assert None not in _BaseLoader.yaml_implicit_resolvers
+_STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
@@ -30,14 +36,17 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
     few texts (issue 24: resolving them was most of reading a clusters file node by node)."""
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is not yaml.ScalarNode:
+        if kind is not _ScalarNode:
             return super().resolve(kind, value, implicit)
-        key = (value, implicit)
-        tag = _RESOLVED.get(key)
+        if not implicit[0]:          # quoted or block: a string (the safe loader has no path resolvers)
+            return _STR
+        if value and value[0] not in _IMPLICIT_FIRST:
+            return _STR              # no implicit tag's pattern starts with this character
+        tag = _RESOLVED.get(value)   # plain: the tag depends on the text alone
         if tag is None:
             if len(_RESOLVED) >= _RESOLVED_MAX:
                 _RESOLVED.clear()
-            tag = _RESOLVED[key] = super().resolve(kind, value, implicit)
+            tag = _RESOLVED[value] = super().resolve(kind, value, implicit)
         return tag
 
 
@@ -131,6 +140,75 @@ def _timestamp(v: datetime.date) -> str:
     return v.isoformat()
 
 
+# scalar tags built by PyYAML's own constructor functions, remembered per (tag, text)
+_PLAIN = frozenset({"tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
+                    "tag:yaml.org,2002:float"})
+_SCALARS: dict[tuple[str, str], Any] = {}
+
+
+class _Slow(Exception):
+    """The document needs PyYAML's full constructor (another tag, a merge key, a
+    non-scalar key, deep nesting): it is built that way instead, with the same result."""
+
+
+def _scalar(loader: Any, node: Any) -> Any:
+    if node.tag not in _PLAIN or type(node.value) is not str:
+        raise _Slow
+    key = (node.tag, node.value)
+    got = _SCALARS.get(key, _SCALARS)
+    if got is _SCALARS:
+        if len(_SCALARS) >= _RESOLVED_MAX:
+            _SCALARS.clear()
+        got = _SCALARS[key] = loader.yaml_constructors[node.tag](loader, node)
+    return got
+
+
+def _tree(loader: Any, node: Any, memo: dict[int, Any], depth: int = 0) -> Any:
+    """What PyYAML's safe constructor builds of a mapping or sequence node, built with
+    less Python per node (issue 24: constructing 10,000 manifests took longer than libyaml's
+    parse): plain strings are taken as they are, a node met again (an alias) is the same
+    object, as PyYAML makes it; anything else raises _Slow."""
+    got = memo.get(id(node))
+    if got is not None:
+        return got
+    if depth > MAX_DEPTH:
+        raise _Slow
+    tag, kind, depth = node.tag, node.id, depth + 1
+    if tag == _MAP and kind == "mapping":
+        out: Any = {}
+        memo[id(node)] = out
+        for k, v in node.value:
+            key = k.value if k.tag == _STR else _scalar(loader, k)
+            value = v.value
+            if v.tag != _STR:
+                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, memo, depth)
+            elif type(value) is not str:
+                raise _Slow                        # !!str on a mapping or a sequence: PyYAML's error
+            if k.tag == _STR and type(key) is not str:
+                raise _Slow                        # !!str on a mapping key: PyYAML's error
+            out[key] = value
+        return out
+    if tag == _SEQ and kind == "sequence":
+        out = memo[id(node)] = []
+        for v in node.value:
+            value = v.value
+            if v.tag != _STR:
+                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, memo, depth)
+            elif type(value) is not str:
+                raise _Slow
+            out.append(value)
+        return out
+    raise _Slow
+
+
+def construct(loader: Any, node: Any) -> Any:
+    """The document of a composed node, as `loader.construct_document` builds it."""
+    try:
+        return _tree(loader, node, {})
+    except Exception:          # _Slow, or a bad value: PyYAML says it, in its own order
+        return loader.construct_document(node)
+
+
 def load_yaml(text: str, source: str, *, max_values: int = MAX_VALUES) -> Iterator[tuple[Any, int]]:
     """Each document of a YAML stream with its 1-based starting line, checked."""
     loader = _Loader(text)
@@ -138,7 +216,7 @@ def load_yaml(text: str, source: str, *, max_values: int = MAX_VALUES) -> Iterat
         while loader.check_node():
             node = loader.get_node()
             line = node.start_mark.line + 1
-            yield check_tree(loader.construct_document(node), source, line, max_values=max_values), line
+            yield check_tree(construct(loader, node), source, line, max_values=max_values), line
     except yaml.YAMLError as e:
         raise yaml_input_error(e, source) from None
     except RecursionError:

@@ -29,7 +29,6 @@ from placer.ops.staged import staging_groups
 from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
 from placer.solve.policy import unknown_order_names
 
-MIN_SOLVE_SECONDS = 0.1        # even past the limit, a greedy plan is computed and verified
 OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
 
 Say = Callable[[str], None]
@@ -61,7 +60,7 @@ class PlanRequest:
     time_limit: float = DEFAULT_TIME_LIMIT
     workers: int | None = None
     effort: float | None = None
-    started: float = field(default_factory=time.monotonic)   # --time-limit counts from here
+    started: float = field(default_factory=time.monotonic)   # for --timings: clusters, catalog
     # also search what would make each unplaced group fit (--explain): a search of its own that
     # can cost more than the plan, so a plan that was not asked for it pays nothing for it
     explain: bool = False
@@ -185,9 +184,12 @@ def _pending(view: FleetView, groups: Sequence[PlacementGroup], announce: Say) -
 
 def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups: Sequence[PlacementGroup],
            request: PlanRequest, hooks: Hooks, timings: dict[str, float]) -> Plan:
-    # --time-limit bounds the whole plan: reading files and clusters comes out of it
-    left = max(MIN_SOLVE_SECONDS, request.time_limit - (time.monotonic() - request.started))
-    plan = plan_groups(view, pending, ctx.catalog, solve=solve, gpu_resources=ctx.gpu_resources, time_limit=left,
+    # --time-limit counts from here, once everything is read (as for `submit`): reading takes
+    # what the input's size costs, not the clock's budget, so how long the files, the clusters
+    # and the catalog took (the machine's load) never changes what the search may do
+    start = time.monotonic()
+    plan = plan_groups(view, pending, ctx.catalog, solve=solve, gpu_resources=ctx.gpu_resources,
+                       time_limit=request.time_limit,
                        workers=request.workers or DEFAULT_WORKERS, effort=request.effort or DEFAULT_EFFORT,
                        effort_by_gap=request.effort_by_gap,
                        progress=hooks.progress)
@@ -197,6 +199,6 @@ def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups:
         hooks.progress("searching what would make the rest fit")
     t = time.monotonic()
     plan = plan_with_options(ctx, plan, view, pending, groups,
-                             deadline=request.started + request.time_limit * OPTIONS_END)
+                             deadline=start + request.time_limit * OPTIONS_END)
     timings["options"] = time.monotonic() - t
     return plan

@@ -21,8 +21,8 @@ whose reason is not worked out yet says so (Unexplained) instead of guessing.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Mapping, Sequence
+from dataclasses import fields, replace
+from typing import Any, Mapping, Sequence
 
 from placer.model import reasons as R
 from placer.model.workload import PodShape
@@ -63,13 +63,29 @@ def static_reason(g: GroupInfo, info: ClusterInfo) -> R.Reason | None:
         if not info.matching(p) and all(k.sample.unschedulable for k in info.classes):
             return R.NoSchedulableNodes()       # only cordoned nodes, and the pods do not tolerate it
         if not info.compat(p):
-            # the same pod kind gets the same reason: computed once per cluster
-            key = (tuple(sorted(p.demand.items())), p.pred_key, p.instance.key, p.pods, _who(g, p))
+            # the same pod kind gets the same reason: worked out once per cluster, then named
+            # for this part (its instance, its pods, its workload)
+            who = _who(g, p)
+            key = (p.kind_key, p.instance.key, p.pods, who)
             got = info.statics.get(key)
             if not isinstance(got, R.Reason):
-                got = info.statics[key] = _part_static(g, p, info)
+                kind = info.statics.get(p.kind_key)
+                if not isinstance(kind, R.Reason):
+                    kind = info.statics[p.kind_key] = _part_static(g, p, info)
+                got = info.statics[key] = _named(kind, p, who)
             return got
     return None
+
+
+_PER_PART = ("instance", "pods", "workload")
+
+
+def _named(reason: R.Reason, p: Part, who: str) -> R.Reason:
+    """A static reason worked out for another part of the same kind (demand and predicates:
+    all that `_part_static` reads), named for part `p`."""
+    values = {"instance": p.instance.key, "pods": p.pods, "workload": who}
+    named: Any = reason                  # every reason is a frozen dataclass
+    return replace(named, **{f.name: values[f.name] for f in fields(named) if f.name in _PER_PART})
 
 
 def _part_static(g: GroupInfo, p: Part, info: ClusterInfo) -> R.Reason:
@@ -149,6 +165,8 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     if known is not None:
         return bool(known)
     held = holds(st, g)
+    if held is None and (one := _one_kind(g)) is not None:
+        held = holds(st, one)
     if held is not None:
         st.remember(key, held)
         return held
@@ -170,12 +188,31 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     return False
 
 
+def _one_kind(g: GroupInfo) -> GroupInfo | None:
+    """A group whose parts are all one pod kind (the same demand and predicates; no topology
+    request) as one part of all its pods: its pods are interchangeable, so it fits exactly when
+    that part does, which `holds` answers by counting (a LeaderWorkerSet's leaders and workers,
+    a PyTorchJob's master and workers), instead of placing every pod and giving it back."""
+    if g.units or len(g.parts) < 2:
+        return None
+    first = g.parts[0]
+    if any(p.kind_key != first.kind_key for p in g.parts[1:]):
+        return None
+    part = replace(first, instance=replace(first.instance, pods=g.pods))
+    return GroupInfo(g.index, g.group, g.policy, [part])
+
+
 def _explain_key(g: GroupInfo, statics: Mapping[int, R.Reason]) -> tuple:
     """Groups with the same pods, priority and per-cluster policy get the same reasons."""
     pods = sorted(((tuple(sorted(p.demand.items())), p.pred_key, p.instance.key, _who(g, p)), p.pods)
                   for p in g.parts)
     return (g.priority, tuple(g.eligible), tuple(sorted(statics.items(), key=lambda kv: kv[0])), tuple(pods),
             tuple(g.units), g.index if g.units else None)
+
+
+# what `_dynamic` found: the cluster as it is holds no such group, higher-priority work took
+# the room, the room is there beside the whole plan, work of the same (or lower) priority took it
+_CAPACITY, _TAKEN_HIGHER, _ROOM_LEFT, _TAKEN = range(4)
 
 
 class Explainer:
@@ -198,6 +235,8 @@ class Explainer:
         self.level: int | None = None
         self.cache: dict[tuple, dict[str, R.Reason]] = {}
         self.taken_by: dict[tuple[int, int, bool], R.Reason] = {}
+        self.statics: dict[tuple, dict[int, R.Reason]] = {}
+        self.verdicts: dict[tuple, int] = {}
 
     def _advance(self, priority: int) -> None:
         if self.level is not None and self.level <= priority:
@@ -231,23 +270,44 @@ class Explainer:
 
     def _statics(self, g: GroupInfo) -> dict[int, R.Reason]:
         """Policy reasons from the problem; the statics of every other cluster the group may
-        not use (prepare leaves them out: a group placed on one cluster never needs them)."""
-        out = dict(g.static)
-        for c, info in self.problem.infos.items():
-            if c not in out and c not in g.eligible:
-                why = static_reason(g, info)
-                assert why is not None, "prepare left out a cluster the pods may use"
-                out[c] = why
-        return out
+        not use (prepare leaves them out: a group placed on one cluster never needs them).
+        Those depend on the group's parts alone (kind, instance, pods, workload, in order):
+        worked out once per such parts and the clusters they leave out."""
+        parts = tuple((p.kind_key, p.instance.key, p.pods, _who(g, p)) for p in g.parts)
+        key = (parts, tuple(g.static), tuple(g.eligible))
+        rest = self.statics.get(key)
+        if rest is None:
+            rest = {}
+            for c, info in self.problem.infos.items():
+                if c not in g.static and c not in g.eligible:
+                    why = static_reason(g, info)
+                    assert why is not None, "prepare left out a cluster the pods may use"
+                    rest[c] = why
+            self.statics[key] = rest
+        return {**g.static, **rest}
 
     def _dynamic(self, g: GroupInfo, c: int) -> R.Reason:
-        if not fits(self.base[c], g, self.deadline):
+        # which of the four it is depends on the cluster, the priority level (the `higher`
+        # state) and the group's shape (what `fits` reads): asked once per those
+        key = (c, g.priority, g.shape)
+        verdict = self.verdicts.get(key)
+        if verdict is None:
+            verdict = self.verdicts[key] = self._verdict(g, c)
+        if verdict == _CAPACITY:
             return _capacity_reason(g, self.base[c], self.deadline)
-        if not fits(self.higher[c], g, self.deadline):
-            return self._taken(c, g.priority, True)
-        if fits(self.after[c], g, self.deadline):
+        if verdict == _ROOM_LEFT:
             return R.CapacityTaken((), False)             # the repair should have placed it
-        return self._taken(c, g.priority, False)
+        return self._taken(c, g.priority, verdict == _TAKEN_HIGHER)
+
+    def _verdict(self, g: GroupInfo, c: int) -> int:
+        if not fits(self.base[c], g, self.deadline):
+            return _CAPACITY
+        # nothing of higher priority on it: `higher` holds what `base` holds, and the group fits
+        if self.taken.get(c, 0) and not fits(self.higher[c], g, self.deadline):
+            return _TAKEN_HIGHER
+        if fits(self.after[c], g, self.deadline):
+            return _ROOM_LEFT
+        return _TAKEN
 
     def _taken(self, c: int, priority: int, higher: bool) -> R.Reason:
         """The work on cluster c that took the room: of higher priority, or else of the same
