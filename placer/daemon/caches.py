@@ -316,15 +316,18 @@ class ClusterCache:
             return [(namespace, n) for n, p in self._ns_pods.get(namespace, {}).items()
                     if select((p.get("metadata") or {}).get("labels") or {})]
 
-    def promises(self, interpret: Callable[[Mapping[str, Any], str], Workload]
-                 ) -> list[tuple[PlacementGroup, str]]:
+    def promises(self, interpret: Callable[[Mapping[str, Any], str], Workload],
+                 seen: set[tuple[GVK, str, str]] | None = None) -> list[tuple[PlacementGroup, str]]:
         """Placed copies whose pods are not all bound yet, reduced to what is not bound
-        (bound pods are in the nodes' usage already): committed demand for the solver."""
+        (bound pods are in the nodes' usage already): committed demand for the solver.
+        `seen` gets every copy looked at (the watches keep adding them meanwhile)."""
         out = []
         for gvk, inf in self.copies.items():
             for obj in inf.items():
                 meta = obj.get("metadata") or {}
                 ns, name = meta.get("namespace") or "", meta.get("name") or ""
+                if seen is not None:
+                    seen.add((gvk, ns, name))
                 if A.WORKLOAD not in (meta.get("labels") or {}):
                     continue
                 version = (str(meta.get("resourceVersion")), self._ns_version.get(ns, 0))

@@ -69,3 +69,33 @@ def test_burst_finalizer_comes_before_every_copy(make_fleet):
             assert ann[D.PLACED_CLUSTER] == cluster
     finally:
         env.stop()
+
+
+def test_a_copy_its_watch_adds_while_promises_are_counted_is_counted_once(env, monkeypatch):
+    """A create in flight whose copy's watch event lands while the round counts the
+    clusters' promises: counted by neither before (the promises had passed it, the create
+    was skipped as copied), so its GPU was promised twice (test_burst_of_300: 161 copies on
+    160 GPUs once hub writes went side by side). Now it is counted once, as the create."""
+    from placer import actuate as A
+    from placer.daemon.state import Creating
+    from placer.model.workload import PlacementGroup, WorkloadRef
+
+    d = env.daemon()
+    assert d.wait_idle(10)
+    obj = jobset("late", pods=1, gpus=1)
+    ref = WorkloadRef.of(obj)
+    group = PlacementGroup(str(ref), (d.interpret(obj, str(ref)),))
+    d.book.creating[ref] = Creating("alpha", group, (ref,))
+    copy = {**obj, "metadata": {**obj["metadata"], "resourceVersion": "7", "labels": {
+        A.WORKLOAD: A.workload_label(ref), A.MANAGED: "true"}}}
+    cache = d.caches["alpha"]
+    counted = cache.promises
+
+    def promises(*args, **kwargs):
+        out = counted(*args, **kwargs)
+        cache.copies[(obj["apiVersion"], "JobSet")].assume(copy, notify=False)      # its watch event, just now
+        return out
+    monkeypatch.setattr(cache, "promises", promises)
+    with d._busy:
+        committed = d.targets.committed()
+    assert [c for g, c in committed if any(w.name == "late" for w in g.workloads)] == ["alpha"], committed
