@@ -160,6 +160,9 @@ class Creator:
         if gvk is not None:
             meta = {**obj["metadata"], "resourceVersion": ap.after or "0", "uid": ap.uid, "generation": 1}
             self.bench.targets.caches[c.cluster].copies[gvk].assume({**obj, "metadata": meta})
+            # what was just created is what placer wants: no drift to look for until the copy
+            # changes (its first watch event, of generation 1, then costs no desired copy)
+            self.bench.book.checked[(c.cluster, ref)] = str(meta["generation"])
         if share_create(c):                       # a share: the spread keeper reports it (daemon/spread.py)
             self.metrics.inc("placer_placements_total")
             self.bench.executor.perform([Record(ref, NORMAL, PLACED, c.messages.get(ref, f"placed on {c.cluster}"))])
