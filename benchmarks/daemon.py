@@ -162,10 +162,14 @@ def serve(names: list[str], directory: str, nodes: int, pods_per_node: int, pod_
                                    if r.at < until) for c in fleet})
         elif cmd == "requests":              # cluster -> verb -> requests by the daemon since arg
             conn.send({c.name: _by_verb(c.requests.select(since=arg, token=DAEMON_TOKEN)) for c in fleet})
+        elif cmd == "cpu":                   # the servers' process CPU seconds so far
+            conn.send(time.process_time())
         elif cmd == "hub-writes":            # "verb resource" -> the daemon's hub requests in [from, to)
             since, until = arg
-            conn.send(_by_verb_resource(r for r in fleet["hub"].requests.select(since=since, token=DAEMON_TOKEN)
-                                        if r.at < until and r.verb not in ("watch",)))
+            conn.send({side: _by_verb_resource(r for c in fleet if (c.name == "hub") == (side == "hub")
+                                               for r in c.requests.select(since=since, token=DAEMON_TOKEN)
+                                               if r.at < until and r.verb != "watch")
+                       for side in ("hub", "targets")})
         elif cmd == "created":               # name -> clusters where a copy was ever created
             out: dict[str, list[str]] = {}
             for name in names:
@@ -256,12 +260,12 @@ class ThreadMeter:
 
     def __init__(self, d, profile: str | None):
         import cProfile
-        self.d, self.path, self.steps, self.cpu = d, profile, 0, 0.0
+        self.d, self.path, self.steps, self.cpu, self.wall = d, profile, 0, 0.0, 0.0
         self.prof = cProfile.Profile() if profile else None
         inner = d.step
 
         def step() -> bool:
-            t = time.thread_time()
+            t, w = time.thread_time(), time.perf_counter()
             if self.prof:
                 self.prof.enable()
             try:
@@ -271,6 +275,7 @@ class ThreadMeter:
                     self.prof.disable()
                 self.steps += 1
                 self.cpu += time.thread_time() - t
+                self.wall += time.perf_counter() - w
         d.step = step
 
     def stop(self) -> None:
@@ -386,6 +391,7 @@ def main() -> None:
     burst = [f"b{i:04d}" for i in range(args.burst)]
     rounds_before = _rounds(d)
     meter = ThreadMeter(d, args.profile)
+    server_cpu = fleet.ask("cpu")
     burst_from = time.monotonic()
     t1 = time.perf_counter()
     list(pool.map(create, burst))
@@ -395,6 +401,7 @@ def main() -> None:
     assert d.wait_idle(args.timeout)
     burst_to = time.monotonic()
     meter.stop()
+    server_cpu = fleet.ask("cpu") - server_cpu if server_cpu is not None else None
     rounds = _planning_rounds(d)
     burst_rounds = _rounds(d) - rounds_before
     hub_writes = fleet.ask("hub-writes", (burst_from, burst_to))
@@ -408,11 +415,13 @@ def main() -> None:
     report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_to - steady_from, lists_steady,
            burst, arrivals, ok_burst, burst_done, created_s, twice, rounds, rss_before, rss_synced, rss_peak)
     print(f"the burst, until the daemon was idle again: {burst_rounds} planning rounds; the daemon thread ran "
-          f"{meter.steps} steps, {meter.cpu:.2f} s CPU (thread time) in {burst_to - burst_from:.1f} s")
-    if hub_writes is not None:
-        total = sum(hub_writes.values())
-        print(f"hub requests by the daemon during the burst: {total} ({total / args.burst:.2f} per workload): "
-              + ", ".join(f"{k} {v}" for k, v in sorted(hub_writes.items(), key=lambda kv: -kv[1])))
+          f"{meter.steps} steps taking {meter.wall:.1f} s, {meter.cpu:.2f} s CPU (thread time), in {burst_to - burst_from:.1f} s")
+    if server_cpu is not None:
+        print(f"the servers' process (hub and targets, one Python process) used {server_cpu:.2f} s CPU in the burst")
+    for side, counts in (hub_writes or {}).items():
+        total = sum(counts.values())
+        print(f"{side} requests by the daemon during the burst: {total} ({total / args.burst:.2f} per workload): "
+              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
     if discovery_steady is not None:
         print(f"discovery requests by the daemon during the steady phase: {sum(discovery_steady.values())} in all "
               f"({', '.join(f'{k} {v}' for k, v in discovery_steady.items() if v) or 'none on any cluster'})")
