@@ -392,6 +392,7 @@ def main() -> None:
     rounds_before = _rounds(d)
     meter = ThreadMeter(d, args.profile)
     server_cpu = fleet.ask("cpu")
+    own_cpu = time.process_time()
     burst_from = time.monotonic()
     t1 = time.perf_counter()
     list(pool.map(create, burst))
@@ -402,6 +403,7 @@ def main() -> None:
     burst_to = time.monotonic()
     meter.stop()
     server_cpu = fleet.ask("cpu") - server_cpu if server_cpu is not None else None
+    own_cpu = time.process_time() - own_cpu
     rounds = _planning_rounds(d)
     burst_rounds = _rounds(d) - rounds_before
     hub_writes = fleet.ask("hub-writes", (burst_from, burst_to))
@@ -416,6 +418,7 @@ def main() -> None:
            burst, arrivals, ok_burst, burst_done, created_s, twice, rounds, rss_before, rss_synced, rss_peak)
     print(f"the burst, until the daemon was idle again: {burst_rounds} planning rounds; the daemon thread ran "
           f"{meter.steps} steps taking {meter.wall:.1f} s, {meter.cpu:.2f} s CPU (thread time), in {burst_to - burst_from:.1f} s")
+    print(f"this process (the daemon, all its threads, and the load generator) used {own_cpu:.2f} s CPU in the burst")
     if server_cpu is not None:
         print(f"the servers' process (hub and targets, one Python process) used {server_cpu:.2f} s CPU in the burst")
     for side, counts in (hub_writes or {}).items():
