@@ -31,9 +31,7 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
 
 from placer.daemon.caches import ClusterCache
 from placer.daemon.clock import Clock, TimeSource
@@ -105,7 +103,7 @@ class Daemon:
         self._last_loop = self.clock.now()
         self._was_leader = False
         self._next_resync = 0.0
-        self.retries = Retries(self.queue, self.clock, self.api_error)
+        self._failed: dict[WorkloadRef, float] = {}
         self.book = Book()
         self.view = StagingView(config.hub_context)
         self.targets = Targets(self.view, self.book, self.interpret)
@@ -179,7 +177,6 @@ class Daemon:
         if self._thread:
             self._thread.join(timeout=10)
         self.workers.stop()
-        self.writer.lanes.close()
         outcome = self.leader.release() if release else "lease kept"
         server = getattr(self, "server", None)
         if server:
@@ -248,8 +245,7 @@ class Daemon:
             now = self.clock.now()
             leader = self.leader.is_leader
             self.metrics.set("placer_leader", 1 if leader else 0)
-            with self.writer.lanes.scope(self.retries.failed):      # hub writes side by side, done by its end
-                did = self._drain_inbox(now, leader)
+            did = self._drain_inbox(now, leader)
             self.targets_health.watch_first_lists()
             if not leader:
                 self._was_leader = False
@@ -270,11 +266,10 @@ class Daemon:
                 self.interpret.sweep()           # bounded even when no round reads the fleet
             self.spread.tick(now)
             keys = self.queue.pop_due(now)
-            with self.writer.lanes.scope(self.retries.failed):      # finalizers on before the round plans
-                for key in keys:
-                    if not self.leader.is_leader:
-                        break                        # lost it: stop acting at once
-                    self._reconcile_safely(key)
+            for key in keys:
+                if not self.leader.is_leader:
+                    break                            # lost it: stop acting at once
+                self._reconcile_safely(key)
             did = did or bool(keys)
             if self.leader.is_leader and self.relist.done():
                 did = self.planner.step(self.clock.now(), idle=not did, term=self.leader.acquired) or did
@@ -366,33 +361,14 @@ class Daemon:
     def _reconcile_safely(self, ref: WorkloadRef) -> None:
         try:
             self.reconciler.reconcile(ref)
-            self.retries.ok(ref)
+            self._failed.pop(ref, None)
         except PlacerError as e:
-            self.retries.failed(ref, e)
-
-
-@dataclass(eq=False)
-class Retries:
-    """A reconcile or a hub write of a staging object that failed: reported, and the object
-    looked at again after a delay that doubles while it keeps failing (0.5 s up to 30 s)."""
-
-    queue: WorkQueue
-    clock: TimeSource
-    api_error: Callable[[str, Exception], None]
-    delays: dict[WorkloadRef, float] = field(default_factory=dict)
-
-    def ok(self, ref: WorkloadRef) -> None:
-        self.delays.pop(ref, None)
-
-    def failed(self, ref: WorkloadRef, e: Exception) -> None:
-        if isinstance(e, PlacerError):
             self.api_error(e.cluster or "hub", e)
-        else:                                       # a bug in a hub write's lane
-            log.error("%s: a hub write failed", ref, exc_info=e)
-        delay = min(30.0, 2 * self.delays.get(ref, 0.25))
-        self.delays[ref] = delay
-        log.warning("%s: %s; retrying in %.1fs", ref, e, delay)
-        self.queue.add(ref, self.clock.now() + delay)
+            delay = min(30.0, 2 * self._failed.get(ref, 0.25))
+            self._failed[ref] = delay
+            log.warning("%s: %s; retrying in %.1fs", ref, e, delay)
+            self.queue.add(ref, self.clock.now() + delay)
+
 
 
 

@@ -176,10 +176,10 @@ class Creator:
         if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp"):
             self.bench.queue.add(ref, now)          # deleted while being placed: reconcile removes the copy
             return
-        try:                                        # side by side with the others' in this pass
-            self.bench.executor.later(ref, [Record(ref, NORMAL, PLACED,
-                                                   message + (f" (group {c.group})" if len(c.members) > 1 else "")),
-                                            Annotate(ref, self.report(c.cluster, ref, obj, message), finalizer=True)])
+        self.bench.executor.perform([Record(ref, NORMAL, PLACED,
+                                      message + (f" (group {c.group})" if len(c.members) > 1 else ""))])
+        try:
+            self.bench.executor.perform([Annotate(ref, self.report(c.cluster, ref, obj, message), finalizer=True)])
         except PlacerError as e:
             self.bench.executor.on_error("hub", e)
             self.bench.queue.add(ref, now + 1.0)    # the copy exists: the next pass annotates it

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import queue as _queue
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable
 
 from placer import actuate as A
 from placer.daemon import decide as DC
@@ -21,7 +21,6 @@ from placer.daemon.state import Book
 from placer.daemon.targets import Targets
 from placer.daemon.view import StagingView
 from placer.model.errors import NotFound, PlacerError
-from placer.model.names import FINALIZER
 from placer.model.workload import WorkloadRef
 
 log = logging.getLogger("placer.daemon")
@@ -78,30 +77,6 @@ class Executor:
                 self.writer.event(ref, staging, type_, reason, message)
             case Condition(ref, placed, reason, message):
                 self.writer.condition(ref, staging, placed=placed, reason=reason, message=message)
-
-    def later(self, ref: WorkloadRef, actions: Sequence[Action]) -> None:
-        """Writes to one staging object, side by side with other objects' in the daemon
-        thread's pass (`staging.HubLanes`), in their order; outside a pass, at once."""
-        self.writer.lanes.add(ref, lambda: self.perform(actions))
-
-    def with_finalizer(self, ref: WorkloadRef, then: Callable[[], None]) -> None:
-        """`then` (on the daemon thread) once placer's finalizer is on the staging object:
-        at once when it is there already, else after the patch that adds it (side by side
-        with other objects' in a pass). A staging object deleted meanwhile gets no finalizer
-        and no `then`: it is looked at again."""
-        staging = self.view.staged(ref)
-        if staging is not None and FINALIZER in ((staging.get("metadata") or {}).get("finalizers") or ()):
-            then()
-            return
-
-        def add() -> bool:
-            now = self.view.staged(ref)
-            if now is None or (now.get("metadata") or {}).get("deletionTimestamp"):
-                self.queue.add(ref, self.clock.now())
-                return False
-            self.writer.ensure_finalizer(ref, now)
-            return True
-        self.writer.lanes.add(ref, add, then)
 
     def unplace(self, ref: WorkloadRef, message: str) -> None:
         p = self.book.pending.get(ref)

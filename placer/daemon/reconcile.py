@@ -97,8 +97,8 @@ class Reconciler:
         if where and where in self.entries:
             self.copy_missing(ref, where)
             return
-        # pending (so planned, so copied) only once placer's finalizer is on it
-        self.bench.executor.with_finalizer(ref, lambda: self.bench.book.make_pending(ref, self.bench.clock.now()))
+        self.writer.ensure_finalizer(ref, staging)
+        self.bench.book.make_pending(ref, self.bench.clock.now())
 
     def never_placed(self, ref: WorkloadRef, staging: dict, copies: list[tuple[str, dict]], owner: str) -> None:
         """What an older daemon did with a controller's product is undone: its copies go,

@@ -1,17 +1,13 @@
 """Writing to the hub: annotations, label and finalizer in one merge patch per staging
 object; the status mirrored from the copy (with placer's Placed condition); Events; the
 finalizer given up. Every write goes through the fenced hub client, and what it returns
-goes into the hub's cache at once. `HubLanes`: the writes of one pass of the daemon thread
-made side by side, one lane per staging object, all done before the pass ends."""
+goes into the hub's cache at once."""
 
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from placer import actuate as A
 from placer.daemon.clock import TimeSource
@@ -46,80 +42,6 @@ def _nulling(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
-Job = Callable[[], "bool | None"]        # one lane's writes; False: nothing done, its follow-up skipped
-
-
-class HubLanes:
-    """Hub writes made side by side within one pass of the daemon thread (issue 24: a burst
-    of 1,000 spent most of its time waiting on one hub answer after another).
-
-    Inside `scope`, `add(ref, job, then)` starts `job` (the writes to one staging object, in
-    their order) on one of `threads` threads at once; a second job for the same object runs
-    after the first. When the scope ends it waits for every job, then on the calling thread
-    runs each `then` whose job succeeded, and hands each failure to `on_failed(ref, error)`.
-    So what a pass decides after its writes (a workload made pending once its finalizer is
-    on, the planning round after that) still comes after them, as when they were made one
-    at a time. Outside a scope, `add` writes at once and raises what the write raises."""
-
-    def __init__(self, threads: int = 8):
-        self.threads = threads
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-        self._open: dict[Any, Future] | None = None
-        self._then: list[tuple[Any, Callable[[], None]]] = []
-
-    def add(self, ref: Any, job: Job, then: Callable[[], None] | None = None) -> None:
-        if self._open is None:
-            if job() is not False and then is not None:
-                then()
-            return
-        prior = self._open.get(ref)
-        self._open[ref] = self._submit(job if prior is None else lambda: _after(prior, job))
-        if then is not None:
-            self._then.append((ref, then))
-
-    def _submit(self, job: Job) -> Future:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="placer-hub")
-            return self._pool.submit(job)
-
-    @contextmanager
-    def scope(self, on_failed: Callable[[Any, Exception], None]) -> Iterator[None]:
-        if self._open is not None:                    # nested: the outer scope waits
-            yield
-            return
-        self._open, self._then = {}, []
-        try:
-            yield
-        finally:
-            open_, then = self._open, self._then
-            self._open, self._then = None, []
-            done: dict[Any, bool] = {}
-            for ref, future in open_.items():
-                try:
-                    done[ref] = future.result() is not False
-                except Exception as e:                # PlacerError (NotLeader among them) or a bug
-                    done[ref] = False
-                    on_failed(ref, e)
-            for ref, fn in then:
-                if done.get(ref):
-                    fn()
-
-    def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
-
-
-def _after(prior: Future, job: Job) -> bool | None:
-    """`job` once the same object's earlier job ended well (FIFO: `prior` started first)."""
-    if prior.result() is False:
-        return False
-    return job()
-
-
 class HubWriter:
     """The daemon's one writer to the hub, given the fenced hub client and the view whose
     cache it keeps current."""
@@ -131,7 +53,6 @@ class HubWriter:
         self.events = events
         self.clock = clock
         self.on_error = on_error
-        self.lanes = HubLanes()
 
     def wall(self) -> datetime:
         return datetime.fromtimestamp(self.clock.wall(), timezone.utc)

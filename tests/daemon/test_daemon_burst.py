@@ -99,31 +99,3 @@ def test_a_copy_its_watch_adds_while_promises_are_counted_is_counted_once(env, m
     with d._busy:
         committed = d.targets.committed()
     assert [c for g, c in committed if any(w.name == "late" for w in g.workloads)] == ["alpha"], committed
-
-
-def test_finalizer_patches_go_side_by_side_at_most_eight_at_once(env):
-    """Sixteen staged before the daemon starts meet it in one pass: their finalizer patches
-    go to the hub side by side (one at a time before: 3,000 of a burst's 4,000 hub requests
-    were made so, one answer waited for after another), at most 8 at once, each answered
-    before any copy of its workload is created."""
-    hub = env.fleet["hub"]
-    names = [f"f{i:02d}" for i in range(16)]
-    for n in names:
-        env.create(jobset(n, pods=1, gpus=1))
-    hub.faults.delay = 0.1                                     # every answer 0.1 s late: calls overlap
-    d = env.daemon()
-    assert d.wait_idle(60)
-    hub.faults.delay = 0.0
-    finalizers = [r for r in hub.requests.select(verb="patch", resource="jobsets") if FINALIZER in str(r.body)]
-    assert sorted(r.name for r in finalizers) == names
-    edges = sorted([(r.at, 1) for r in finalizers] + [(r.answered, -1) for r in finalizers])
-    at_once, most = 0, 0
-    for _, step in edges:
-        at_once += step
-        most = max(most, at_once)
-    assert 2 <= most <= 8, most
-    copies = _copies(env)
-    assert sorted(n for _, n in copies) == names
-    answered = {r.name: r.answered for r in finalizers}
-    for cluster, name in copies:
-        assert all(answered[name] <= r.at for r in env.fleet[cluster].requests.created("jobsets") if r.name == name)
