@@ -162,6 +162,14 @@ def serve(names: list[str], directory: str, nodes: int, pods_per_node: int, pod_
                                    if r.at < until) for c in fleet})
         elif cmd == "requests":              # cluster -> verb -> requests by the daemon since arg
             conn.send({c.name: _by_verb(c.requests.select(since=arg, token=DAEMON_TOKEN)) for c in fleet})
+        elif cmd == "cpu":                   # the servers' process CPU seconds so far
+            conn.send(time.process_time())
+        elif cmd == "hub-writes":            # "verb resource" -> the daemon's hub requests in [from, to)
+            since, until = arg
+            conn.send({side: _by_verb_resource(r for c in fleet if (c.name == "hub") == (side == "hub")
+                                               for r in c.requests.select(since=since, token=DAEMON_TOKEN)
+                                               if r.at < until and r.verb != "watch")
+                       for side in ("hub", "targets")})
         elif cmd == "created":               # name -> clusters where a copy was ever created
             out: dict[str, list[str]] = {}
             for name in names:
@@ -175,6 +183,14 @@ def _by_resource(reqs) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in reqs:
         out[r.resource] = out.get(r.resource, 0) + 1
+    return out
+
+
+def _by_verb_resource(reqs) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in reqs:
+        key = f"{r.verb} {r.resource}"
+        out[key] = out.get(key, 0) + 1
     return out
 
 
@@ -238,6 +254,43 @@ class RealFleet:
         self.env.down()
 
 
+class ThreadMeter:
+    """The daemon thread's steps, CPU time (time.thread_time) and, with `profile`, a cProfile of
+    them, from now until stop(): its step method wrapped (the thread calls self.step())."""
+
+    def __init__(self, d, profile: str | None):
+        import cProfile
+        self.d, self.path, self.steps, self.cpu, self.wall = d, profile, 0, 0.0, 0.0
+        self.prof = cProfile.Profile() if profile else None
+        inner = d.step
+
+        def step() -> bool:
+            t, w = time.thread_time(), time.perf_counter()
+            if self.prof:
+                self.prof.enable()
+            try:
+                return inner()
+            finally:
+                if self.prof:
+                    self.prof.disable()
+                self.steps += 1
+                self.cpu += time.thread_time() - t
+                self.wall += time.perf_counter() - w
+        d.step = step
+
+    def stop(self) -> None:
+        del self.d.step                                # the class's own again
+        if self.prof:
+            self.prof.dump_stats(self.path)
+
+
+def _rounds(d) -> int:
+    try:
+        return sum(int(d.metrics.value("placer_solves_total", {"round": k})) for k in ("arrivals", "full"))
+    except Exception:
+        return 0
+
+
 def _planning_rounds(d) -> str:
     try:
         total = str(int(d.metrics.value("placer_solve_seconds")))
@@ -262,6 +315,7 @@ def main() -> None:
     ap.add_argument("--pod-gpus", type=non_negative(int), default=0, help="GPUs each bound pod requests")
     ap.add_argument("--timeout", type=positive(float), default=300.0, help="seconds to wait for each phase's copies")
     ap.add_argument("--real", action="store_true", help="real control planes (hack/kube-env)")
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the daemon thread during the burst into FILE")
     ap.add_argument("--no-follow", action="store_true",
                     help="do not follow registered definitions (the daemon's default is to follow them)")
     args = ap.parse_args()
@@ -335,12 +389,24 @@ def main() -> None:
 
     # burst
     burst = [f"b{i:04d}" for i in range(args.burst)]
+    rounds_before = _rounds(d)
+    meter = ThreadMeter(d, args.profile)
+    server_cpu = fleet.ask("cpu")
+    own_cpu = time.process_time()
+    burst_from = time.monotonic()
     t1 = time.perf_counter()
     list(pool.map(create, burst))
     created_s = time.perf_counter() - t1
     ok_burst = arrivals.wait({f"{STAGING}/{n}" for n in burst}, args.timeout)
     burst_done = max(arrivals.seen.get(f"{STAGING}/{n}", float("inf")) for n in burst) - t1
+    assert d.wait_idle(args.timeout)
+    burst_to = time.monotonic()
+    meter.stop()
+    server_cpu = fleet.ask("cpu") - server_cpu if server_cpu is not None else None
+    own_cpu = time.process_time() - own_cpu
     rounds = _planning_rounds(d)
+    burst_rounds = _rounds(d) - rounds_before
+    hub_writes = fleet.ask("hub-writes", (burst_from, burst_to))
     made = fleet.ask("created") or {}
     twice = sorted(n for n, cs in made.items() if len(cs) > 1)
     rss_peak = peak_rss_mib()
@@ -350,6 +416,15 @@ def main() -> None:
     fleet.stop()
     report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_to - steady_from, lists_steady,
            burst, arrivals, ok_burst, burst_done, created_s, twice, rounds, rss_before, rss_synced, rss_peak)
+    print(f"the burst, until the daemon was idle again: {burst_rounds} planning rounds; the daemon thread ran "
+          f"{meter.steps} steps taking {meter.wall:.1f} s, {meter.cpu:.2f} s CPU (thread time), in {burst_to - burst_from:.1f} s")
+    print(f"this process (the daemon, all its threads, and the load generator) used {own_cpu:.2f} s CPU in the burst")
+    if server_cpu is not None:
+        print(f"the servers' process (hub and targets, one Python process) used {server_cpu:.2f} s CPU in the burst")
+    for side, counts in (hub_writes or {}).items():
+        total = sum(counts.values())
+        print(f"{side} requests by the daemon during the burst: {total} ({total / args.burst:.2f} per workload): "
+              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
     if discovery_steady is not None:
         print(f"discovery requests by the daemon during the steady phase: {sum(discovery_steady.values())} in all "
               f"({', '.join(f'{k} {v}' for k, v in discovery_steady.items() if v) or 'none on any cluster'})")

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 from placer import actuate as A
 from placer.actuate.steer import STEER_REQUIRED, nodes_by_workload, pinned
 from placer.actuate.topology import choices_by_workload
+from placer.daemon import decide as DC
 from placer.daemon.actions import Annotate, Create, Record
 from placer.daemon.definitions import CurrentCatalog
 from placer.daemon.events import CLUSTER_DEGRADED, FAILED, NORMAL, PLACED, WARNING
@@ -159,6 +160,9 @@ class Creator:
         if gvk is not None:
             meta = {**obj["metadata"], "resourceVersion": ap.after or "0", "uid": ap.uid, "generation": 1}
             self.bench.targets.caches[c.cluster].copies[gvk].assume({**obj, "metadata": meta})
+            # what was just created is what placer wants: no drift to look for until the copy
+            # changes (its first watch event, of generation 1, then costs no desired copy)
+            self.bench.book.checked[(c.cluster, ref)] = str(meta["generation"])
         if share_create(c):                       # a share: the spread keeper reports it (daemon/spread.py)
             self.metrics.inc("placer_placements_total")
             self.bench.executor.perform([Record(ref, NORMAL, PLACED, c.messages.get(ref, f"placed on {c.cluster}"))])
@@ -175,12 +179,25 @@ class Creator:
         self.bench.executor.perform([Record(ref, NORMAL, PLACED,
                                       message + (f" (group {c.group})" if len(c.members) > 1 else ""))])
         try:
-            self.bench.executor.perform([Annotate(ref, {PLACED_CLUSTER: c.cluster, ANN_PHASE: Phase.PENDING.value,
-                                                  ANN_MESSAGE: message}, finalizer=True)])
+            self.bench.executor.perform([Annotate(ref, self.report(c.cluster, ref, obj, message), finalizer=True)])
         except PlacerError as e:
             self.bench.executor.on_error("hub", e)
             self.bench.queue.add(ref, now + 1.0)    # the copy exists: the next pass annotates it
         log.info("%s: %s", ref, message)
+
+    def report(self, cluster: str, ref: WorkloadRef, copy: dict, message: str) -> dict[str, str | None]:
+        """The annotations of a workload just placed: where, and the phase and message the
+        reconciler writes once the copy's watch event comes (`decide.placed_status` of the
+        copy as created), so that its pass finds nothing to change: one patch, not two."""
+        values: dict[str, str | None] = {PLACED_CLUSTER: cluster, ANN_PHASE: Phase.PENDING.value, ANN_MESSAGE: message}
+        try:
+            w = self.interpret(copy, f"{cluster}/{ref}")
+        except PlacerError:
+            return values
+        detail = ": ".join(p for p in (w.reason, w.message) if p)
+        _, annotate = DC.placed_status(ref, cluster, {PLACED_CLUSTER: cluster, ANN_MESSAGE: message},
+                                       w.phase.value, detail, None, None)
+        return dict(annotate.values)
 
     def failed(self, c: Create, e: PlacerError) -> None:
         self.bench.executor.on_error(c.cluster, e)

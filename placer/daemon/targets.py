@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 from placer import actuate as A
 from placer.daemon import decide as DC
 from placer.daemon.caches import ClusterCache
-from placer.daemon.state import Book, Creating, ann_of, origin_of
+from placer.daemon.state import GVK, Book, Creating, ann_of, origin_of
 from placer.daemon.view import StagingView
 from placer.kube import KubeClient
 from placer.model.fleet import Fleet
@@ -68,28 +68,31 @@ class Targets:
 
     def committed(self) -> list[tuple[PlacementGroup, str]]:
         out: list[tuple[PlacementGroup, str]] = []
+        counted: dict[str, set[tuple[GVK, str, str]]] = {}
         for name in self.usable():
-            out += self.caches[name].promises(self.interpret)
+            out += self.caches[name].promises(self.interpret, counted.setdefault(name, set()))
         seen: set[str] = set()
         for c in self.book.creating.values():
             if c.group.key not in seen:
                 seen.add(c.group.key)
-                if not self._copied(c):
+                if not self._copied(c, counted):
                     out.append((dataclasses.replace(c.group, key=f"creating:{c.group.key}"), c.cluster))
         for (_, cluster), c in self.book.spreading.items():       # a share: its own demand, per cluster
-            if not self._copied(c):
+            if not self._copied(c, counted):
                 out.append((dataclasses.replace(c.group, key=f"creating:{c.group.key}@{cluster}"), cluster))
         return apart(out)
 
-    def _copied(self, c: Creating) -> bool:
-        """Every copy of an in-flight create already in its cluster's cache (its watch event
-        came before the create's result): its promise counts it, the create must not again."""
-        cache = self.caches.get(c.cluster)
-        if cache is None or c.cluster not in self.usable():
+    def _copied(self, c: Creating, counted: Mapping[str, set[tuple[GVK, str, str]]]) -> bool:
+        """Every copy of an in-flight create was among the copies its cluster's promises
+        looked at (its watch event came before the create's result): they count it, the
+        create must not again. Not the cache as it is now: a copy its watch adds after the
+        promises were counted would be counted by neither (one GPU promised twice)."""
+        copies = counted.get(c.cluster)
+        if copies is None:
             return False
         for ref in c.members:
             gvk = self.view.gvk_of(ref)
-            if gvk is None or cache.copy(gvk, ref.namespace, ref.name) is None:
+            if gvk is None or (gvk, ref.namespace, ref.name) not in copies:
                 return False
         return True
 

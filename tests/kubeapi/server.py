@@ -37,6 +37,7 @@ class Request:
     token: str = ""             # the bearer token presented, "" for none: tells clients apart
     dry: bool = False
     body: object = None         # the parsed body of a write (what the client sent)
+    answered: float = 0.0       # when its answer was sent (time.monotonic; a write is committed by then)
 
 
 class RequestLog:
@@ -223,6 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, code: int, obj, headers: dict | None = None) -> None:
         data = obj if isinstance(obj, bytes) else json.dumps(obj, separators=(",", ":")).encode()
         self._req.code = code
+        self._req.answered = time.monotonic()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
