@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from placer import actuate as A
+from placer.actuate.steer import ANN_PINNED, is_gated
 from placer.daemon.informer import Informer
 from placer.fleetview.inventory import node_from_object, runtime_class_from_object, storage_class_from_object
 from placer.inputs.clusters_file import with_policy
@@ -49,13 +50,17 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     keep = {k: spec[k] for k in ("nodeName", "overhead", "resources") if spec.get(k)}
+    if is_gated(pod):                 # what pinning reads and narrows (placer/daemon/pin.py)
+        keep.update({k: spec[k] for k in ("schedulingGates", "affinity") if spec.get(k)})
     for k in ("containers", "initContainers"):
         if spec.get(k):
             keep[k] = [{"resources": c.get("resources") or {}, **({"restartPolicy": c["restartPolicy"]}
                                                                  if c.get("restartPolicy") else {})}
                        for c in spec[k]]
+    pinned = (meta.get("annotations") or {}).get(ANN_PINNED)
     return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
-                         "labels": meta.get("labels") or {}, "resourceVersion": meta.get("resourceVersion")},
+                         "labels": meta.get("labels") or {}, "resourceVersion": meta.get("resourceVersion"),
+                         **({"annotations": {ANN_PINNED: pinned}} if pinned else {})},
             "spec": keep, "status": {"phase": (pod.get("status") or {}).get("phase")}}
 
 
@@ -103,6 +108,7 @@ class ClusterCache:
         self._promises: dict[tuple[GVK, str, str], _Promise] = {}
         self._generations: dict[tuple[GVK, str, str], Any] = {}   # each copy's last seen generation
         self._req_cache: dict[str, dict[str, int]] = {}
+        self._gated: set[tuple[str, str]] = set()       # pods carrying the pin gate (daemon/pin.py)
         self._left_out = _LeftOut(self.stop, lambda: self.on_capacity())
         self.nodes = self._informer(NODE, None, self._on_node)
         self.pods = self._informer(POD, None, self._on_pod, transform=slim_pod)
@@ -199,6 +205,7 @@ class ClusterCache:
             old = self._contrib.get(key)
             new = None
             pods = self._ns_pods.setdefault(ns, {})
+            (self._gated.add if obj is not None and is_gated(obj) else self._gated.discard)(key)
             if obj is None:
                 pods.pop(key[1], None)
             else:
@@ -306,6 +313,9 @@ class ClusterCache:
     def copy(self, gvk: GVK, namespace: str, name: str) -> dict | None:
         inf = self.copies.get(gvk)
         return inf.get(namespace, name) if inf else None
+
+    def gated(self) -> list[dict]:              # the pods waiting on the pin gate (slim); list(): one C call
+        return [p for ns, name in list(self._gated) if (p := self._ns_pods.get(ns, {}).get(name)) is not None]
 
     def pods_in(self, namespace: str) -> list[dict]:
         with self._lock:
