@@ -26,7 +26,7 @@ A template whose pods the plan put on several nodes gets all of them: its pods a
 identical, so any of them may take any of those nodes; the plan's per-node accounting keeps
 the sum of every copy's pods on a node within the node, so a set can be over-filled only
 when sets of several templates overlap and the scheduler pairs pods and nodes differently
-from the plan (docs/planning.md, Steering). Templates the plan gave no pod (a worker group at
+from the plan (docs/planning.md, Steering), which `pinned` rules out. Templates the plan gave no pod (a worker group at
 0 replicas) are left as they are, and so are templates whose definition gives no path to
 their affinity. The nodes are recorded on the copy (`placer.dev/nodes`) with a fingerprint of
 the demand they were planned for (`placer.actuate.compare.demand` of the source), so
