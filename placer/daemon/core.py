@@ -127,6 +127,7 @@ class Daemon:
                                  self.queue, self.clock, self.api_error)
         bench = Workbench(self.book, self.view, self.targets, self.executor, self.queue, self.clock)
         self.creator = Creator(bench, self.entries, self.catalogs, self.interpret, self.metrics, self.health.degraded)
+        self.pinner = Pinner(self.targets, self.entries, self.interpret, self.workers.submit, self.api_error)
         self.sweeper = Sweeper(bench, self.inbox)
         self.rescheduler = Rescheduler(bench, self.config.reschedule_after, tuple(self.entries), self.metrics)
         # a cluster failing this long has its spread shares placed elsewhere (the failure window)
@@ -134,7 +135,6 @@ class Daemon:
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
                                      self.rescheduler, self.workers, self.spread, self.notices)
         self.quotas = HubQuotas(self.config.quotas, self.view, self.book, self.targets, self.interpret)
-        self.pinner = Pinner(self.targets, self.entries, self.interpret, self.workers.submit, self.api_error)
         self.planner = Planner(self.config, self.catalogs, self.interpret, bench, self.reconciler, self.creator,
                                self.metrics, self.quotas)
 
