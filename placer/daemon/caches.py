@@ -108,7 +108,7 @@ class ClusterCache:
         self._promises: dict[tuple[GVK, str, str], _Promise] = {}
         self._generations: dict[tuple[GVK, str, str], Any] = {}   # each copy's last seen generation
         self._req_cache: dict[str, dict[str, int]] = {}
-        self._gated: set[tuple[str, str]] = set()       # pods carrying the pin gate (daemon/pin.py)
+        self.gated = Gated()                            # pods carrying the pin gate (daemon/pin.py)
         self._left_out = _LeftOut(self.stop, lambda: self.on_capacity())
         self.nodes = self._informer(NODE, None, self._on_node)
         self.pods = self._informer(POD, None, self._on_pod, transform=slim_pod)
@@ -205,7 +205,7 @@ class ClusterCache:
             old = self._contrib.get(key)
             new = None
             pods = self._ns_pods.setdefault(ns, {})
-            (self._gated.add if obj is not None and is_gated(obj) else self._gated.discard)(key)
+            self.gated.seen(key, obj)
             if obj is None:
                 pods.pop(key[1], None)
             else:
@@ -314,9 +314,6 @@ class ClusterCache:
         inf = self.copies.get(gvk)
         return inf.get(namespace, name) if inf else None
 
-    def gated(self) -> list[dict]:              # the pods waiting on the pin gate (slim); list(): one C call
-        return [p for ns, name in list(self._gated) if (p := self._ns_pods.get(ns, {}).get(name)) is not None]
-
     def pods_in(self, namespace: str) -> list[dict]:
         with self._lock:
             return list(self._ns_pods.get(namespace, {}).values())
@@ -371,6 +368,23 @@ class ClusterCache:
     def resync_copies(self) -> None:
         """LIST placer's copies now (a new leader, before it plans)."""
         run_concurrently({gvk: inf.resync for gvk, inf in self.copies.items()}, max_workers=8)
+
+
+class Gated:
+    """The pods waiting on the pin gate (`steer: pinned`, placer/daemon/pin.py), slim, as the
+    pod watch last saw them; read from the daemon's loop (`pods`: one C-level copy)."""
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], dict] = {}
+
+    def seen(self, key: tuple[str, str], obj: dict | None) -> None:
+        if obj is not None and is_gated(obj):
+            self._pods[key] = obj
+        else:
+            self._pods.pop(key, None)
+
+    def pods(self) -> list[dict]:
+        return list(self._pods.values())
 
 
 class _LeftOut:

@@ -57,7 +57,7 @@ class Pinner:
         """Pin what is gated now; True when a patch was queued."""
         did = False
         for cluster, cache in list(self.targets.caches.items()):
-            gated = cache.gated()
+            gated = cache.gated.pods()
             self._forget(cluster, gated)
             if gated:
                 did = self._cluster(cluster, cache, gated) or did
