@@ -64,6 +64,23 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
             "spec": keep, "status": {"phase": (pod.get("status") or {}).get("phase")}}
 
 
+class Gated:
+    """The pods waiting on the pin gate (`steer: pinned`, placer/daemon/pin.py), slim, as the
+    pod watch last saw them; read from the daemon's loop (`pods`: one C-level copy)."""
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], dict] = {}
+
+    def seen(self, key: tuple[str, str], obj: dict | None) -> None:
+        if obj is not None and is_gated(obj):
+            self._pods[key] = obj
+        else:
+            self._pods.pop(key, None)
+
+    def pods(self) -> list[dict]:
+        return list(self._pods.values())
+
+
 @dataclass
 class _Promise:
     version: tuple[str, int]                 # (copy resourceVersion, namespace pods version)
@@ -368,23 +385,6 @@ class ClusterCache:
     def resync_copies(self) -> None:
         """LIST placer's copies now (a new leader, before it plans)."""
         run_concurrently({gvk: inf.resync for gvk, inf in self.copies.items()}, max_workers=8)
-
-
-class Gated:
-    """The pods waiting on the pin gate (`steer: pinned`, placer/daemon/pin.py), slim, as the
-    pod watch last saw them; read from the daemon's loop (`pods`: one C-level copy)."""
-
-    def __init__(self) -> None:
-        self._pods: dict[tuple[str, str], dict] = {}
-
-    def seen(self, key: tuple[str, str], obj: dict | None) -> None:
-        if obj is not None and is_gated(obj):
-            self._pods[key] = obj
-        else:
-            self._pods.pop(key, None)
-
-    def pods(self) -> list[dict]:
-        return list(self._pods.values())
 
 
 class _LeftOut:
