@@ -222,8 +222,10 @@ class Result:
 
 
 class Run:
-    def __init__(self, scenario: Scenario, system: str, workers: list[str], directory: Path, settle: float):
+    def __init__(self, scenario: Scenario, system: str, workers: list[str], directory: Path, settle: float,
+                 steer: str | None = None):
         self.scenario, self.system, self.workers, self.settle = scenario, system, workers, settle
+        self.steer = steer                    # `placer`'s clusters' `steer` (--steer), None: the default
         self.dir = directory
         self.ns = f"peers-{scenario.name}"
         operators = "jobset,kueue" if system.startswith("multikueue") else "jobset"
@@ -278,7 +280,8 @@ class Run:
                      "--manager-quota", factor, *self.workers, timeout=600)
         elif self.system.startswith("placer"):
             # placer-unsteered / placer-preferred: the clusters' `steer` off / preferred (issue 22)
-            steer = {"placer-unsteered": {"steer": "off"}, "placer-preferred": {"steer": "preferred"}}
+            steer = {"placer-unsteered": {"steer": "off"}, "placer-preferred": {"steer": "preferred"},
+                     "placer": {"steer": self.steer} if self.steer else {}}
             clusters = self.dir / "clusters.yaml"
             clusters.write_text(json.dumps({"hub": {"context": HUB, "stagingNamespace": self.ns},
                                             "clusters": [{"name": w, "context": w, **steer.get(self.system, {})}
@@ -393,10 +396,11 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 # --- driver -------------------------------------------------------------------------------------
 
-def run_one(scenario: Scenario, system: str, workers: list[str], base: Path, settle: float, keep: bool) -> Result:
+def run_one(scenario: Scenario, system: str, workers: list[str], base: Path, settle: float, keep: bool,
+            steer: str | None = None) -> Result:
     directory = base / f"{scenario.name}-{system}"
     started, load0 = time.monotonic(), os.getloadavg()[0]
-    run = Run(scenario, system, workers, directory, settle)
+    run = Run(scenario, system, workers, directory, settle, steer)
     try:
         run.fleet()
         run.start_system()
@@ -452,6 +456,8 @@ def main(argv: list[str]) -> int:
                              "aggregate"],
                     help="multikueue-open: the manager's quotas 100x the workers' (every workload dispatched); "
                          "placer-unsteered / placer-preferred: placer with `steer: off` / `preferred`")
+    ap.add_argument("--steer", choices=["required", "pinned", "preferred", "off"],
+                    help="the `steer` of the clusters of the `placer` system (default: placer's own, required)")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--trace-scale", type=float, default=0.1, help="share of the trace's nodes and GPU tasks")
@@ -461,7 +467,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     workers = [f"w{i}" for i in range(args.workers)]
     base = Path(args.dir or tempfile.mkdtemp(prefix="peers-"))
-    print(f"# peers: seed {args.seed}, {args.workers} workers, settle {args.settle:.0f}s, "
+    print(f"# peers: seed {args.seed}, {args.workers} workers, settle {args.settle:.0f}s, steer {args.steer}, "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for name in args.scenario:
         make = SCENARIOS[name]
@@ -470,7 +476,7 @@ def main(argv: list[str]) -> int:
         results = {}
         for system in args.system:
             try:
-                results[system] = run_one(scenario, system, workers, base, args.settle, args.keep)
+                results[system] = run_one(scenario, system, workers, base, args.settle, args.keep, args.steer)
             except (RuntimeError, OSError) as e:    # one failed run: say so, run the others
                 print(f"  {name}/{system} failed: {str(e)[-400:]}", file=sys.stderr, flush=True)
         if not results:

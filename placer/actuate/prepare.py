@@ -141,7 +141,9 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
                     cluster: str | None = None,
                     topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None,
                     shares: Mapping[WorkloadRef, int] | None = None,
-                    nodes: Mapping[WorkloadRef, Mapping[str, Sequence[str]]] | None = None) -> list[dict[str, Any]]:
+                    nodes: Mapping[WorkloadRef, Mapping[str, Sequence[str]]] | None = None,
+                    counts: Mapping[WorkloadRef, Mapping[str, Mapping[str, int]]] | None = None
+                    ) -> list[dict[str, Any]]:
     """The objects to create for `group` on the cluster of `cluster_entry`: companions
     first (ConfigMaps and Secrets before what mounts them), then workloads. Each is a copy
     without server-set fields, labelled and annotated for placer, namespaced, with the
@@ -152,7 +154,8 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
     to the cluster as node affinity or Kueue annotations (`placer.actuate.topology`). `shares`:
     a divided workload's replicas on this cluster (`shares_on`), written through its scale path.
     `nodes`: per workload, the nodes the plan chose for each pod template on this cluster
-    (`placer.actuate.steer.nodes_by_workload`), steered to as the entry's `steer` says."""
+    (`placer.actuate.steer.nodes_by_workload`), steered to as the entry's `steer` says; `counts`:
+    the plan's pods per template and node, which `pinned` needs to gate (else `required`)."""
     cluster = cluster or (as_entry(cluster_entry).name if cluster_entry is not None else "")
     handoff = handoff_of(cluster_entry)
     if not group.workloads:
@@ -186,7 +189,7 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
             obj["metadata"].setdefault("annotations", {})[ANN_TOPOLOGY] = annotation_value(choices)
         if steered:
             obj = steer_to_nodes(obj, catalog, steered, mode=handoff.steer, source=w.source,
-                                 planned_for=fingerprint(w), templates=templates)
+                                 planned_for=fingerprint(w), templates=templates, counts=(counts or {}).get(w.ref))
         _check_pod_security(obj, handoff.pod_security, cluster, w.source)
         _label(obj, {**handoff.object_labels, **common_lab, WORKLOAD: workload_label(w.ref)},
                {**handoff.object_annotations, **common_ann, WORKLOAD: key,

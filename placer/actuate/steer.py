@@ -15,13 +15,18 @@ such field selector, so one term per node), merged with the user's own affinity:
   none), so the template's pods can bind only there, and only where the user's terms allow;
 - `preferred`: a preferred term of weight 100 per planned node (the scheduler still binds
   elsewhere when the planned nodes are full);
+- `pinned`: `required`, and a scheduling gate (`placer.dev/pin`, `spec.schedulingGates`) on
+  each steered template, with the plan's pod count per node recorded on the copy: the
+  daemon (placer/daemon/pin.py) lifts each pod's gate in the request that narrows its node
+  affinity to ONE planned node whose count is not used up (`assign`, `pin_patch`), so the
+  pods of overlapping templates pair with nodes exactly as the plan did;
 - `off`: nothing written.
 
 A template whose pods the plan put on several nodes gets all of them: its pods are
 identical, so any of them may take any of those nodes; the plan's per-node accounting keeps
 the sum of every copy's pods on a node within the node, so a set can be over-filled only
 when sets of several templates overlap and the scheduler pairs pods and nodes differently
-from the plan (docs/planning.md, Steering). Templates the plan gave no pod (a worker group at
+from the plan (docs/planning.md, Steering), which `pinned` rules out. Templates the plan gave no pod (a worker group at
 0 replicas) are left as they are, and so are templates whose definition gives no path to
 their affinity. The nodes are recorded on the copy (`placer.dev/nodes`) with a fingerprint of
 the demand they were planned for (`placer.actuate.compare.demand` of the source), so
@@ -45,14 +50,19 @@ from placer.definitions.interpret import target_path
 from placer.definitions.program import NOT_A_PATH
 from placer.model.workload import PlacementGroup, Workload, WorkloadRef
 
-STEER_REQUIRED, STEER_PREFERRED, STEER_OFF = "required", "preferred", "off"
-STEER_MODES = (STEER_REQUIRED, STEER_PREFERRED, STEER_OFF)
+STEER_REQUIRED, STEER_PREFERRED, STEER_OFF, STEER_PINNED = "required", "preferred", "off", "pinned"
+STEER_MODES = (STEER_REQUIRED, STEER_PREFERRED, STEER_OFF, STEER_PINNED)
+HOLDS = (STEER_REQUIRED, STEER_PINNED)        # the modes whose pods can bind only on planned nodes
 PREFERRED_WEIGHT = 100
 ANN_NODES = "placer.dev/nodes"
+PIN_GATE = "placer.dev/pin"                   # the scheduling gate of a pinned copy's pods
+ANN_PINNED = "placer.dev/pinned"              # on a pod: the one node it was pinned to
 NODE_NAME_FIELD = "metadata.name"
 
 # "<component>/<instance>" -> the nodes the plan chose for that template's pods
 Steering = Mapping[str, Sequence[str]]
+# "<component>/<instance>" -> node -> how many of that template's pods the plan put there
+Counts = Mapping[str, Mapping[str, int]]
 
 
 def nodes_by_workload(placements: Iterable[Any], cluster: str | None = None
@@ -73,14 +83,40 @@ def nodes_by_workload(placements: Iterable[Any], cluster: str | None = None
     return out
 
 
+def counts_by_workload(placements: Iterable[Any], cluster: str | None = None
+                       ) -> dict[WorkloadRef, dict[str, dict[str, int]]]:
+    """WorkloadRef -> per pod template, node -> the plan's pods there (on `cluster`)."""
+    out: dict[WorkloadRef, dict[str, dict[str, int]]] = {}
+    for p in placements:
+        if p.ref is None or (cluster is not None and p.cluster != cluster):
+            continue
+        for node, members in p.nodes.items():
+            for member, count in members.items():
+                if count > 0:
+                    out.setdefault(p.ref, {}).setdefault(member, {})[node] = int(count)
+    return out
+
+
 def fingerprint(w: Workload) -> str:
     """A short digest of what placement depends on (pods, requests, node constraints)."""
     return hashlib.sha256(repr(demand(w)).encode()).hexdigest()[:16]
 
 
-def annotation_value(nodes: Steering, planned_for: str | None = None) -> str:
-    return json.dumps({"demand": planned_for, "templates": {m: list(ns) for m, ns in nodes.items()}},
-                      separators=(",", ":"), sort_keys=True)
+def annotation_value(nodes: Steering, planned_for: str | None = None, counts: Counts | None = None) -> str:
+    data: dict[str, Any] = {"demand": planned_for, "templates": {m: list(ns) for m, ns in nodes.items()}}
+    if counts:
+        data["counts"] = {m: dict(c) for m, c in counts.items()}
+    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+def counts_of(obj: Mapping[str, Any] | None) -> dict[str, dict[str, int]]:
+    """The plan's pods per template and node recorded on a pinned copy; {} when none."""
+    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(ANN_NODES)
+    try:
+        data = json.loads(text) if isinstance(text, str) else {}
+        return {str(m): {str(n): int(k) for n, k in c.items()} for m, c in (data.get("counts") or {}).items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
 
 
 def nodes_of(obj: Mapping[str, Any] | None, source: Workload | None = None) -> dict[str, tuple[str, ...]]:
@@ -142,10 +178,12 @@ def with_preferred_nodes(affinity: Mapping[str, Any] | None, nodes: Sequence[str
 
 def steer_to_nodes(obj: Mapping[str, Any], catalog: Catalog, nodes: Steering, *, mode: str = STEER_REQUIRED,
                    source: str | None = None, planned_for: str | None = None,
-                   templates: Templates | None = None) -> dict[str, Any]:
+                   templates: Templates | None = None, counts: Counts | None = None) -> dict[str, Any]:
     """A copy of `obj` whose pod templates carry a node affinity to their planned `nodes`
     (see the module's docstring), and the `placer.dev/nodes` annotation recording them with
-    `planned_for`, the `fingerprint` of the demand they were planned for."""
+    `planned_for`, the `fingerprint` of the demand they were planned for. `pinned` without
+    `counts` (a re-apply that kept only the nodes) is `required`: nothing could lift a gate."""
+    gate = mode == STEER_PINNED and bool(counts)
     if mode == STEER_OFF or not nodes:
         return dict(obj)
     t = templates or templates_of(obj, catalog, source)
@@ -162,10 +200,14 @@ def steer_to_nodes(obj: Mapping[str, Any], catalog: Catalog, nodes: Steering, *,
     out = copy.deepcopy(dict(obj))
     for at, on in by_path.items():
         affinity = _get(out, at)
-        affinity = (with_required_nodes(affinity, sorted(on)) if mode == STEER_REQUIRED
+        affinity = (with_required_nodes(affinity, sorted(on)) if mode in HOLDS
                     else with_preferred_nodes(affinity, sorted(on)))
         _set(out, at, affinity)
-    out.setdefault("metadata", {}).setdefault("annotations", {})[ANN_NODES] = annotation_value(nodes, planned_for)
+        if gate:                      # the pod spec holding the affinity holds the gates
+            gates = [g for g in _get(out, (*at[:-1], "schedulingGates")) or () if g.get("name") != PIN_GATE]
+            _set(out, (*at[:-1], "schedulingGates"), [*gates, {"name": PIN_GATE}])
+    out.setdefault("metadata", {}).setdefault("annotations", {})[ANN_NODES] = annotation_value(
+        nodes, planned_for, counts if gate else None)
     return out
 
 
@@ -190,3 +232,64 @@ def pinned(group: PlacementGroup, nodes: Mapping[WorkloadRef, Steering]) -> Plac
             instances.append(inst)
         return dataclasses.replace(w, instances=tuple(instances))
     return dataclasses.replace(group, workloads=tuple(pin(w) for w in group.workloads))
+
+
+# --- pinning: one planned node per pod (the daemon's placer/daemon/pin.py applies it) ----------
+
+@dataclasses.dataclass(frozen=True)
+class Seat:
+    """A live pod of a pinned template: `node` it is bound or pinned to (None: neither),
+    `gated` while it still carries the pin gate and no node."""
+
+    name: str
+    node: str | None
+    gated: bool
+
+
+def assign(counts: Mapping[str, int], pods: Sequence[Seat]) -> dict[str, str | None]:
+    """For each gated pod of one template (by name), the planned node it is pinned to: the
+    plan's `counts` per node less the template's pods bound or pinned there; the freest
+    node first (ties by name), pods in name order. None when no planned node has room
+    left (more pods than the plan: a pod the plan did not count is not pinned)."""
+    left = dict(counts)
+    for p in pods:
+        if p.node is not None and p.node in left:
+            left[p.node] -= 1
+    out: dict[str, str | None] = {}
+    for p in sorted((p for p in pods if p.gated and p.node is None), key=lambda p: p.name):
+        free = [n for n in sorted(left) if left[n] > 0]
+        node = max(free, key=lambda n: left[n]) if free else None
+        if node is not None:
+            left[node] -= 1
+        out[p.name] = node
+    return out
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    return any(g.get("name") == PIN_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+
+
+def pin_patch(pod: Mapping[str, Any], node: str | None) -> dict[str, Any]:
+    """The merge patch that lifts `pod`'s pin gate and, with a `node`, narrows its required
+    node affinity to that node in the same request. A gated pod's node affinity may only be
+    narrowed (KEP-3838: requirements added to its terms, none changed or removed, the number
+    of terms kept), so `metadata.name In [node]` is ANDed into every term; terms naming other
+    nodes then match none. Guarded by the pod's resourceVersion (a changed pod: 409)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != PIN_GATE]
+    patch: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                             "spec": {"schedulingGates": gates or None}}
+    if node is not None:
+        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+        terms = []
+        for term in required.get("nodeSelectorTerms") or [{}]:
+            one = copy.deepcopy(dict(term))
+            if _requirement(node) not in (one.get("matchFields") or ()):
+                one["matchFields"] = [*(one.get("matchFields") or ()), _requirement(node)]
+            terms.append(one)
+        patch["metadata"]["annotations"] = {ANN_PINNED: node}
+        patch["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": terms}}}
+    return patch

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from placer import actuate as A
+from placer.actuate.steer import ANN_PINNED, is_gated
 from placer.daemon.informer import Informer
 from placer.fleetview.inventory import node_from_object, runtime_class_from_object, storage_class_from_object
 from placer.inputs.clusters_file import with_policy
@@ -49,14 +50,35 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     keep = {k: spec[k] for k in ("nodeName", "overhead", "resources") if spec.get(k)}
+    if is_gated(pod):                 # what pinning reads and narrows (placer/daemon/pin.py)
+        keep.update({k: spec[k] for k in ("schedulingGates", "affinity") if spec.get(k)})
     for k in ("containers", "initContainers"):
         if spec.get(k):
             keep[k] = [{"resources": c.get("resources") or {}, **({"restartPolicy": c["restartPolicy"]}
                                                                  if c.get("restartPolicy") else {})}
                        for c in spec[k]]
+    pinned = (meta.get("annotations") or {}).get(ANN_PINNED)
     return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
-                         "labels": meta.get("labels") or {}, "resourceVersion": meta.get("resourceVersion")},
+                         "labels": meta.get("labels") or {}, "resourceVersion": meta.get("resourceVersion"),
+                         **({"annotations": {ANN_PINNED: pinned}} if pinned else {})},
             "spec": keep, "status": {"phase": (pod.get("status") or {}).get("phase")}}
+
+
+class Gated:
+    """The pods waiting on the pin gate (`steer: pinned`, placer/daemon/pin.py), slim, as the
+    pod watch last saw them; read from the daemon's loop (`pods`: one C-level copy)."""
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], dict] = {}
+
+    def seen(self, key: tuple[str, str], obj: dict | None) -> None:
+        if obj is not None and is_gated(obj):
+            self._pods[key] = obj
+        else:
+            self._pods.pop(key, None)
+
+    def pods(self) -> list[dict]:
+        return list(self._pods.values())
 
 
 @dataclass
@@ -103,6 +125,7 @@ class ClusterCache:
         self._promises: dict[tuple[GVK, str, str], _Promise] = {}
         self._generations: dict[tuple[GVK, str, str], Any] = {}   # each copy's last seen generation
         self._req_cache: dict[str, dict[str, int]] = {}
+        self.gated = Gated()                            # pods carrying the pin gate (daemon/pin.py)
         self._left_out = _LeftOut(self.stop, lambda: self.on_capacity())
         self.nodes = self._informer(NODE, None, self._on_node)
         self.pods = self._informer(POD, None, self._on_pod, transform=slim_pod)
@@ -212,6 +235,7 @@ class ClusterCache:
             old = self._contrib.get(key)
             new = None
             pods = self._ns_pods.setdefault(ns, {})
+            self.gated.seen(key, obj)
             if obj is None:
                 pods.pop(key[1], None)
             else:

@@ -46,6 +46,7 @@ from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
 from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Recovered, Swept, Touched
 from placer.daemon.metrics import Metrics, MetricsServer
+from placer.daemon.pin import Pinner
 from placer.daemon.planning import Planner
 from placer.daemon.quotas import HubQuotas
 from placer.daemon.reconcile import Reconciler
@@ -126,6 +127,7 @@ class Daemon:
                                  self.queue, self.clock, self.api_error)
         bench = Workbench(self.book, self.view, self.targets, self.executor, self.queue, self.clock)
         self.creator = Creator(bench, self.entries, self.catalogs, self.interpret, self.metrics, self.health.degraded)
+        self.pinner = Pinner(self.targets, self.entries, self.interpret, self.workers.submit, self.api_error)
         self.sweeper = Sweeper(bench, self.inbox)
         self.rescheduler = Rescheduler(bench, self.config.reschedule_after, tuple(self.entries), self.metrics)
         # a cluster failing this long has its spread shares placed elsewhere (the failure window)
@@ -271,6 +273,7 @@ class Daemon:
                     break                            # lost it: stop acting at once
                 self._reconcile_safely(key)
             did = did or bool(keys)
+            did = self.pinner.tick() or did          # gated pods of pinned copies (issue 22)
             if self.leader.is_leader and self.relist.done():
                 did = self.planner.step(self.clock.now(), idle=not did, term=self.leader.acquired) or did
                 self.quotas.refresh(self.hub, self.api_error, did, self.config.resync_interval, self._on_capacity)
@@ -341,9 +344,7 @@ class Daemon:
         return False
 
     def _idle_now(self) -> bool:
-        if not self.watches.tried() or not self.inbox.empty() or not self.watches.quiet():
-            return False
-        if not self.workers.idle():
+        if not self.watches.tried() or not self.inbox.empty() or not self.watches.quiet() or not self.workers.idle():
             return False
         with self._busy:
             if not self.inbox.empty() or not self.workers.idle():

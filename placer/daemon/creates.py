@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from placer import actuate as A
-from placer.actuate.steer import STEER_REQUIRED, nodes_by_workload, pinned
+from placer.actuate.steer import HOLDS, counts_by_workload, nodes_by_workload, pinned
 from placer.actuate.topology import choices_by_workload
 from placer.daemon import decide as DC
 from placer.daemon.actions import Annotate, Create, Record
@@ -37,14 +37,15 @@ log = logging.getLogger("placer.daemon")
 def prepare(group: PlacementGroup, entry: Any, catalog: Catalog, cluster: str, plan_id: str,
             topology: Mapping[WorkloadRef, Sequence[TopologyChoice]] | None = None,
             shares: Mapping[WorkloadRef, int] | None = None,
-            nodes: Mapping[WorkloadRef, Mapping[str, Sequence[str]]] | None = None) -> list[dict]:
+            nodes: Mapping[WorkloadRef, Mapping[str, Sequence[str]]] | None = None,
+            counts: Mapping[WorkloadRef, Mapping[str, Mapping[str, int]]] | None = None) -> list[dict]:
     """The group's copies for `cluster` (its clusters-file `entry`); `topology`: the domains
     chosen per workload, handed to the cluster's scheduler (placer.actuate.topology);
     `shares`: a divided workload's replicas there, written through its scale path; `nodes`:
     the planned nodes per pod template, steered to (placer.actuate.steer)."""
     objects = A.prepare_objects(group, entry, catalog, plan_id=plan_id,
                                 origin=lambda obj: origin_of(WorkloadRef.of(obj)), cluster=cluster,
-                                topology=topology, shares=shares, nodes=nodes)
+                                topology=topology, shares=shares, nodes=nodes, counts=counts)
     by_name = {(w.kind, w.name): w for w in group.workloads}
     for obj in objects:
         meta = obj["metadata"]
@@ -83,7 +84,7 @@ class Creator:
         if c.cluster not in self.bench.targets.caches:     # never a cluster outside the clusters file
             return
         share = share_create(c)
-        if A.handoff_of(self.entries[c.cluster]).steer == STEER_REQUIRED:
+        if A.handoff_of(self.entries[c.cluster]).steer in HOLDS:
             # counted as its steered copies will be scheduled (issue 22): held to its nodes
             planning = pinned(planning, nodes_by_workload(c.placements, c.cluster))
         for ref in c.members:
@@ -129,7 +130,8 @@ class Creator:
         group = PlacementGroup(c.group, tuple(sources), tuple(self.bench.view.companions_of(c.group)))
         objects = prepare(group, self.entries[c.cluster], self.catalogs.current, c.cluster, plan_id,
                           topology=choices_by_workload(c.placements), shares=shares,
-                          nodes=nodes_by_workload(c.placements, c.cluster))
+                          nodes=nodes_by_workload(c.placements, c.cluster),
+                          counts=counts_by_workload(c.placements, c.cluster))
         applied = A.apply_group(self.bench.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
                                 pod_security=A.handoff_of(self.entries[c.cluster]).pod_security)
         return objects, applied

@@ -182,8 +182,9 @@ class ClusterEntry(_Strict):
     # into the pod templates; `kueue` leaves Kueue's podset annotations for Kueue's TAS
     topologyHandoff: Literal["affinity", "kueue"] | None = None
     # steering (issue 22): each pod template of a copy gets a node affinity to the nodes the
-    # plan chose for its pods, `required` (default), `preferred`, or `off`
-    steer: Literal["required", "preferred", "off"] | None = None
+    # plan chose for its pods, `required` (default), `preferred`, `off`, or `pinned` (required,
+    # and the daemon gates each pod until it has pinned it to one planned node)
+    steer: Literal["required", "preferred", "off", "pinned"] | None = None
     # a simulated cluster's StorageClasses (claims are checked against them); absent: not
     # known, claims are not checked. A live cluster's are read from it.
     storageClasses: Annotated[list[StorageClassSpec], AfterValidator(_storage_classes)] | None = None
