@@ -69,18 +69,8 @@ def nodes_by_workload(placements: Iterable[Any], cluster: str | None = None
                       ) -> dict[WorkloadRef, dict[str, tuple[str, ...]]]:
     """WorkloadRef -> per pod template the planned nodes, for `prepare_objects`; only the
     placements on `cluster` when given (a duplicated workload has one per cluster)."""
-    out: dict[WorkloadRef, dict[str, tuple[str, ...]]] = {}
-    for p in placements:
-        if p.ref is None or (cluster is not None and p.cluster != cluster):
-            continue
-        per: dict[str, set[str]] = {}
-        for node, members in p.nodes.items():
-            for member, count in members.items():
-                if count > 0:
-                    per.setdefault(member, set()).add(node)
-        if per:
-            out[p.ref] = {m: tuple(sorted(ns)) for m, ns in sorted(per.items())}
-    return out
+    return {ref: {m: tuple(sorted(on)) for m, on in sorted(per.items())}
+            for ref, per in counts_by_workload(placements, cluster).items()}
 
 
 def counts_by_workload(placements: Iterable[Any], cluster: str | None = None

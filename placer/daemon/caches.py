@@ -41,7 +41,7 @@ BUILTIN = {("node.k8s.io/v1", "RuntimeClass"): Resource("node.k8s.io", "v1", "Ru
                                                                "priorityclasses", False),
            ("storage.k8s.io/v1", "StorageClass"): Resource("storage.k8s.io", "v1", "StorageClass", "storageclasses",
                                                            False)}
-_TERMINAL = ("Succeeded", "Failed")
+TERMINAL = ("Succeeded", "Failed")             # pod phases that hold no node
 GVK = tuple[str, str]
 
 
@@ -242,7 +242,7 @@ class ClusterCache:
                 pods[key[1]] = obj
                 spec = obj.get("spec") or {}
                 where = spec.get("nodeName")
-                if where and (obj.get("status") or {}).get("phase") not in _TERMINAL:
+                if where and (obj.get("status") or {}).get("phase") not in TERMINAL:
                     new = (where, self._requests(spec))
             if new != old:
                 if old is not None:
@@ -399,15 +399,18 @@ def _outstanding(cluster: str, obj: Mapping[str, Any], interpret, pods_in: Calla
     return A.outstanding(w, pods_in(w.namespace))
 
 
-def _running(w: Workload, pods: Iterable[dict]) -> int:
+def selects_pods_of(w: Workload) -> Callable[[Mapping[str, str]], bool]:
+    """Whether a pod's labels make it one of the workload's pods: placer's workload label, or
+    one of the definition's own pod selectors."""
     tag = A.workload_label(w.ref)
-    count = 0
-    for p in pods:
-        labels = (p.get("metadata") or {}).get("labels") or {}
-        mine = labels.get(A.WORKLOAD) == tag or any(i.has_selector and i.selects(labels) for i in w.instances)
-        if mine and (p.get("status") or {}).get("phase") in ("Running", "Succeeded"):
-            count += 1
-    return count
+    return lambda labels: labels.get(A.WORKLOAD) == tag or any(
+        i.has_selector and i.selects(labels) for i in w.instances)
+
+
+def _running(w: Workload, pods: Iterable[dict]) -> int:
+    mine = selects_pods_of(w)
+    return sum(1 for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")
+               and mine((p.get("metadata") or {}).get("labels") or {}))
 
 
 class _LeftOut:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Hashable, Mapping
 
 from placer import actuate as A
 from placer.actuate.steer import ANN_PINNED, STEER_PINNED, Seat, assign, counts_of, is_gated, pin_patch
-from placer.daemon.caches import POD, ClusterCache
+from placer.daemon.caches import POD, TERMINAL, ClusterCache
 from placer.daemon.targets import Interpret, Targets
 from placer.model.errors import PlacerError
 from placer.model.workload import WorkloadRef
@@ -31,7 +31,6 @@ from placer.model.workload import WorkloadRef
 log = logging.getLogger("placer.daemon")
 
 Submit = Callable[[str, Hashable, Callable[[], Any], Callable[[Any], None]], bool]
-_TERMINAL = ("Succeeded", "Failed")
 RETRY_AFTER = 1.0
 
 
@@ -115,7 +114,7 @@ class Pinner:
         except PlacerError as e:
             self.on_error(cluster, e)
             return {}                                     # not lifted: the definition may come back
-        pods = [p for p in cache.pods_in(ns) if (p.get("status") or {}).get("phase") not in _TERMINAL]
+        pods = [p for p in cache.pods_in(ns) if (p.get("status") or {}).get("phase") not in TERMINAL]
         with self._lock:
             inflight = dict(self._inflight)
         many, memo = len(w.instances) > 1, {}             # type: ignore[var-annotated]

@@ -37,6 +37,7 @@ from typing import Any
 from placer import actuate as A
 from placer.daemon import decide as DC
 from placer.daemon.actions import Annotate, Condition, Delete, Record
+from placer.daemon.caches import TERMINAL, selects_pods_of
 from placer.daemon.events import NORMAL, WARNING
 from placer.daemon.metrics import Metrics
 from placer.daemon.spread import is_spread
@@ -56,7 +57,6 @@ log = logging.getLogger("placer.daemon")
 PREEMPTED, PREEMPTING = "Preempted", "Preempting"
 WINDOW = 60.0                      # the rate limit's window, seconds
 RESERVE_FOR = 300.0                # a reservation whose victims' pods never go ends after this long
-_TERMINAL = ("Succeeded", "Failed")
 RULE_REASONS = {"within-quota": "WithinQuota", "reclaim": "Reclaim", "priority": "Priority"}   # the condition's
 
 
@@ -174,14 +174,10 @@ class Preempter:
     @staticmethod
     def _pods(cache: Any, w: Workload) -> list[dict]:
         """The workload's bound pods that still hold their node (not Succeeded or Failed)."""
-        tag = A.workload_label(w.ref)
-        out = []
-        for p in cache.pods_in(w.namespace):
-            labels = (p.get("metadata") or {}).get("labels") or {}
-            mine = labels.get(A.WORKLOAD) == tag or any(i.has_selector and i.selects(labels) for i in w.instances)
-            if mine and (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") not in _TERMINAL:
-                out.append(p)
-        return out
+        mine = selects_pods_of(w)
+        return [p for p in cache.pods_in(w.namespace)
+                if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") not in TERMINAL
+                and mine((p.get("metadata") or {}).get("labels") or {})]
 
     def draining(self) -> bool:
         """Bound pods of placer's copies that are gone (a preemption, a withdrawal or a delete
@@ -194,7 +190,7 @@ class Preempter:
             for p in cache.pods_in(self.config.staging_namespace):
                 tag = ((p.get("metadata") or {}).get("labels") or {}).get(A.WORKLOAD)
                 if tag and tag not in have and (p.get("spec") or {}).get("nodeName") \
-                        and (p.get("status") or {}).get("phase") not in _TERMINAL:
+                        and (p.get("status") or {}).get("phase") not in TERMINAL:
                     return True
         return False
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from placer import actuate as A
 from placer.actuate.compare import demand
@@ -16,6 +16,7 @@ from placer.actuate.steer import nodes_of
 from placer.actuate.topology import choices_of
 from placer.daemon import decide as DC
 from placer.daemon.actions import Check, Delete
+from placer.daemon.caches import selects_pods_of
 from placer.daemon.creates import prepare
 from placer.daemon.decide import COPY_DELETED, DRIFT_CORRECTED, EDIT_DOES_NOT_FIT, PHASE_INVALID
 from placer.daemon.definitions import CurrentCatalog
@@ -246,7 +247,7 @@ class Reconciler:
         cache = self.bench.targets.caches[cluster]
         mine: list[tuple[str, str]] = []
         if old is not None:
-            mine = cache.pod_keys(old.namespace, _selects(old))
+            mine = cache.pod_keys(old.namespace, selects_pods_of(old))   # the old version's pods
         committed = [c for c in self.bench.targets.committed() if not c[0].key.endswith(f"{cluster}/{ref}")]
         return DC.edit_fits(cache.cluster(without=mine), new, committed, time_limit=self.config.time_limit)
 
@@ -287,13 +288,6 @@ class Reconciler:
             self.bench.queue.add(ref, self.bench.clock.now() + retry_in)
             return False
         return True
-
-
-def _selects(old: Workload) -> Callable[[Mapping[str, str]], bool]:
-    """Pods of the workload's old version: by placer's label, or by its own selectors."""
-    tag = A.workload_label(old.ref)
-    return lambda labels: labels.get(A.WORKLOAD) == tag or any(
-        i.has_selector and i.selects(labels) for i in old.instances)
 
 
 def _phase_detail(w: Workload) -> str:
