@@ -50,6 +50,7 @@ from placer.model.reasons import Reason
 from placer.model.workload import PlacementGroup
 from placer.solve.accepts import creates
 from placer.solve.decode import decode
+from placer.solve.exchange import exchange
 from placer.solve.explain import explain_all
 from placer.solve.fairshare import key as fair_key
 from placer.solve.fairshare import model_key as fair_model_key
@@ -261,6 +262,16 @@ def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run, 
     return result
 
 
+def _exchange(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
+    """A placed group out for more of its priority in (placer.solve.exchange), then the repair
+    (the group taken out gets its turn): kept when better."""
+    moved = None if rank.families else exchange(problem, result, run.repair_end)
+    if moved is None:
+        return result
+    moved = repair(problem, moved, run.repair_end)
+    return moved if rank.key(moved) > rank.key(result) else result
+
+
 def _prefer(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
     """Groups moved to clusters they rank better where they fit beside the rest, then the
     repair (a move may free room): kept when at least as good."""
@@ -311,6 +322,8 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
               model_key(agg, sol.values, problem, rank.ng),
               sum(sol.values[s] for s in agg.spread))
     clock.lap("decode")
+    result = _exchange(problem, result, rank, run)
+    clock.lap("exchange")
     return result, proven, sol.timed_out
 
 

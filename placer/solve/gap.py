@@ -1,11 +1,17 @@
-"""Effort by gap (issue 24, item 2; an option, off by default): a contested priority stage's
-share of the search effort scaled by how far its incumbent is from the stage's LP bound.
+"""Effort by gap (issue 24, item 2): a contested priority stage's share of the search effort
+scaled by how far its incumbent is from the stage's LP bound.
 
 Measured (benchmarks/RESULTS.md, "What `placer plan` costs follows what is hard"): at 1,000
 workloads on 10,000 nodes the incumbent is 0.04% below the bound and a tenth of the effort
 places the same GPUs; on the heterogeneous fleet every contested level is 4.5% or more below
-it and the whole effort places 64 GPUs more at priority 80. It changes plans (one group fewer
-on the first), so it is not the default."""
+it and the whole effort places 64 GPUs more at priority 80.
+
+The default (`lexicographic`) counts the gap in the stage's own terms, GPUs then groups: a
+level's value is GPUs x (groups + 1) + groups placed, so a gap below one GPU's weight is a gap
+in groups, and it is measured against the groups placed, not against the whole value (on
+`fragmented` the GPUs are at their bound and 35 groups, 43% of those placed, are not; the
+relative gap of the value, 0.015%, undervalued them). `--effort-by-gap` is the older relative
+rule (`scaled`), an option."""
 
 from __future__ import annotations
 
@@ -41,6 +47,18 @@ def lp_bound(m, terms: Sequence[tuple[int, int]]) -> float | None:
         obj.SetCoefficient(xs[v], obj.GetCoefficient(xs[v]) + a)
     obj.SetMaximization()
     return obj.Value() if lp.Solve() == lp.OPTIMAL else None
+
+
+def scaled_lex(share: float, value: int | None, bound: float | None, unit: int, placed: int) -> float:
+    """The stage's share times its gap over GAP_FULL, between GAP_LEAST and 1, the gap counted
+    in the stage's most significant term that is not closed: relative GPUs when the LP bound is
+    a GPU's weight (`unit`) or more above the incumbent, else relative groups (the whole share
+    when the bound is unknown)."""
+    if bound is None or value is None or bound <= 0:
+        return share
+    gap = max(0.0, bound - value)
+    rel = gap / max(1, value) if gap >= unit else gap / max(1, placed)
+    return share * min(1.0, max(GAP_LEAST, rel / GAP_FULL))
 
 
 def scaled(share: float, value: int | None, bound: float | None) -> float:

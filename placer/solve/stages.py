@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 from ortools.sat.python import cp_model_helper as cmh
 
 from placer.solve.fairshare import LABEL as FAIR
-from placer.solve.gap import lp_bound, scaled
+from placer.solve.gap import lp_bound, scaled, scaled_lex
 from placer.solve.groups import GroupInfo
 from placer.solve.model import INF, Agg
 from placer.solve.preference import stage_terms
@@ -96,6 +96,7 @@ class Stage:
     maximize: bool
     top: int | None = None
     floor: int | None = None
+    unit: int | None = None          # one priority level's stage: the weight of one GPU in its terms
 
     def value(self, vals: Sequence[int] | None) -> int | None:
         return None if vals is None else sum(a * vals[v] for a, v in self.terms)
@@ -158,7 +159,7 @@ def _priority_stages(agg: Agg, levels: Sequence[int], ng: int) -> list[Stage]:
     # benchmark, so it is only used when small)
     if len(per_level) > 1 and scale < 2**31:
         return [Stage("priorities " + ",".join(str(p) for p, _, _ in per_level), combined, True, scale - 1)]
-    return [Stage(f"priority {p}", terms, True, top) for p, terms, top in per_level]
+    return [Stage(f"priority {p}", terms, True, top, unit=ng) for p, terms, top in per_level]
 
 
 @dataclass(frozen=True)
@@ -206,19 +207,21 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     for si, stage in enumerate(stages):
         value = stage.value(best)
         left = deadline - time.monotonic()
-        share = _share(stages, si, best, shares, effort, spent)
-        if stage.uncontested(best):
+        full = share = _share(stages, si, best, shares, effort, spent)
+        contested = not stage.uncontested(best)
+        if contested and stage.maximize and left > 0.05:
+            share = _by_gap(m, stage, best, share, lim)
+        if not contested:
             if progress:
                 progress(f"{stage.label}: uncontested (the incumbent places all of it)")
-        elif not stage.maximize and share < presolve:
-            # not proven; the incumbent's value stands, as when the search ends in its presolve
+        elif (not stage.maximize or share < full) and share < presolve:
+            # not proven; the incumbent's value stands, as when the search ends in its presolve (a
+            # priority stage: when its gap cut its share so far)
             if progress:
                 progress(f"{stage.label}: not searched (its effort {share:.3f} is below the model's presolve, "
                          f"{presolve:.3f})")
             all_optimal &= stage.label == "tie-break"
         elif left > 0.05:
-            if lim.by_gap and stage.maximize:
-                share = _by_gap(m, stage, value, share, lim)
             out = _run_stage(m, stage, best, value, share, left, lim)
             spent += out.effort
             best, value = out.best, out.value
@@ -241,10 +244,18 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     return Solution(best, "optimal" if all_optimal else "feasible", timed_out)
 
 
-def _by_gap(m, stage: Stage, value: int | None, share: float, lim: _Limits) -> float:
-    """The stage's share scaled by its incumbent's relative gap to the LP bound (an option)."""
+def _by_gap(m, stage: Stage, best: Sequence[int] | None, share: float, lim: _Limits) -> float:
+    """A priority stage's share scaled by its incumbent's gap to the LP bound (placer.solve.gap):
+    by default counted in GPUs, then groups (one level's stage; a stage of several levels,
+    on small models only, keeps its share); with `--effort-by-gap` relative to the value."""
+    if not lim.by_gap and stage.unit is None:
+        return share
+    value = stage.value(best)
     bound = lp_bound(m, stage.terms)
-    got = scaled(share, value, bound)
+    if lim.by_gap:
+        got = scaled(share, value, bound)
+    else:
+        got = scaled_lex(share, value, bound, stage.unit or 1, sum(best[v] for _, v in stage.terms) if best else 0)
     if lim.progress:
         lim.progress(f"{stage.label}: LP bound {bound}, incumbent {value}: effort {got:.3f} of {share:.3f}")
     return got

@@ -1,0 +1,87 @@
+"""One placed group out, more of its priority in (issue 24, item 2): a local improvement of a
+plan, in the objective's own terms.
+
+A priority level's value is its GPUs placed, then its groups placed. When the search stops
+early (placer.solve.gap: the level is close to its LP bound), the improvements left are often
+of one kind: on a cluster, a placed group makes room for unplaced groups of the same priority
+that together place more GPUs, or as many GPUs in more groups (measured at 1,000 workloads on
+10,000 nodes: the whole CP-SAT effort, about 3 s of CPU, found exactly one such exchange, a
+32-GPU group out and two 16-GPU groups in). Every exchange keeps every other placement and
+improves its level, so the plan only improves lexicographically; the group taken out is
+unplaced, and the repair that follows gives it its turn (placer.solve.repair).
+
+Plain groups only: none with topology requests, and no plan under quotas (a group let in
+must stay within its quota, which the repair's trim would otherwise undo)."""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from placer.solve.greedy import greedy_order
+from placer.solve.groups import GroupInfo
+from placer.solve.problem import Problem, states_of
+from placer.solve.state import ClusterState, PodAssign, try_place, undo
+
+Result = dict[int, tuple[int, PodAssign]]
+
+
+def exchange(problem: Problem, result: Result, deadline: float | None = None) -> Result | None:
+    """`result` with every exchange found (in group index order) made, or None when there is
+    none."""
+    if problem.fleet.quotas:
+        return None
+    waiting: dict[int, list[GroupInfo]] = {}
+    for g in greedy_order(g for g in problem.groups if g.eligible and g.index not in result and not g.units):
+        waiting.setdefault(g.priority, []).append(g)
+    if not waiting:
+        return None
+    by_idx = {g.index: g for g in problem.groups}
+    out, states, changed = dict(result), states_of(problem, result), False
+    tried: set[tuple[int, tuple]] = set()          # (cluster, shape) out with nothing better in
+    for hi in sorted(result):
+        h = by_idx[hi]
+        if h.units or h.priority not in waiting or (result[hi][0], h.shape) in tried:
+            continue
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        c, assign = out[hi]
+        st = states[c]
+        room = st.free_gpus + h.gpus
+        # of as many GPUs as it, last: one alone only ties (the fill would stop at it)
+        cands = sorted((g for g in waiting[h.priority] if g.index not in out and c in g.eligible and g.gpus <= room),
+                       key=lambda g: g.gpus == h.gpus)
+        if (sum(g.gpus for g in cands), len(cands)) <= (h.gpus, 1):
+            continue                       # even all of them together would not beat it
+        added = _swap(st, h, assign, cands)
+        if added:
+            del out[hi]
+            out.update((g.index, (c, a)) for g, a in added)
+            tried = {t for t in tried if t[0] != c}        # the cluster's content changed
+            changed = True
+        else:
+            # another group of its shape there most likely frees the same (a local search: it
+            # only ever improves the plan, it does not promise every exchange)
+            tried.add((c, h.shape))
+    return out if changed else None
+
+
+def _swap(st: ClusterState, h: GroupInfo, assign: PodAssign,
+          cands: Sequence[GroupInfo]) -> list[tuple[GroupInfo, PodAssign]] | None:
+    """`h` taken out and `cands` placed in their order where they fit: kept when they place
+    more GPUs than `h`, or as many in more groups; else the state is as before."""
+    mark = st.mark()
+    undo(st, h, assign)
+    added: list[tuple[GroupInfo, PodAssign]] = []
+    for g in cands:
+        if g.gpus <= st.free_gpus and (a := try_place(st, g)) is not None:
+            added.append((g, a))
+    if (sum(g.gpus for g, _ in added), len(added)) > (h.gpus, 1):
+        return added
+    for g, a in reversed(added):
+        undo(st, g, a)
+    for j, i in assign:
+        st.take(i, h.parts[j].demand)
+    st.restore(mark)                       # the same content as before
+    return None
+
