@@ -196,7 +196,7 @@ def classify(docs: Iterable[Document], catalog: Catalog, *,
 def group(batch: Batch) -> list[PlacementGroup]:
     """Workloads tied by `placer.dev/group` or by a companion they share form a group;
     companions follow the workloads that reference them (see `placer.inputs.grouping`)."""
-    from placer.inputs.grouping import group as by_references  # networkx loads when grouping, not at CLI start
+    from placer.inputs.grouping import group as by_references
     return by_references(batch.workloads, batch.companions)
 
 
@@ -210,6 +210,6 @@ def load_groups(paths: Sequence[str], catalog: Catalog, *,
     classes = from_objects((d.obj for d in batch.priority_classes), "the given files")
     if priority_classes is not None:
         classes = classes.merged(priority_classes)
-    from placer.inputs.grouping import bring_priority_classes  # networkx loads when grouping (see group)
+    from placer.inputs.grouping import bring_priority_classes
 
     return bring_priority_classes(with_priorities(group(batch), classes), [d.obj for d in batch.priority_classes])

@@ -24,7 +24,6 @@ from placer.model.words import plural
 from placer.model.workload import PlacementGroup
 from placer.ops.checks import DEFAULT_TIME_LIMIT, check_number
 from placer.ops.context import Context, Scope, open_context
-from placer.ops.options import plan_with_options
 from placer.ops.staged import staging_groups
 from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
 from placer.solve.policy import unknown_order_names
@@ -197,6 +196,10 @@ def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups:
         return plan
     if hooks.progress:
         hooks.progress("searching what would make the rest fit")
+    # loaded only when asked for: the options search imports CP-SAT's Python layer (pandas) and
+    # the actuation package, about 0.3 s that a plan without --explain does not pay (issue 24)
+    from placer.ops.options import plan_with_options
+
     t = time.monotonic()
     plan = plan_with_options(ctx, plan, view, pending, groups,
                              deadline=start + request.time_limit * OPTIONS_END)

@@ -64,7 +64,9 @@ def slow_reading(monkeypatch):
         seen["time_limit"], seen["solve_called"] = kwargs["time_limit"], time.monotonic()
         return solve(*args, **kwargs)
 
-    options = plan_op.plan_with_options
+    # loaded by the plan only with --explain, from its own module
+    import placer.ops.options as options_op
+    options = options_op.plan_with_options
 
     def spy_options(*args, **kwargs):
         seen["deadline"] = kwargs["deadline"]
@@ -72,7 +74,7 @@ def slow_reading(monkeypatch):
 
     monkeypatch.setattr(plan_op, "load_groups", slow_load)
     monkeypatch.setattr(plan_op, "solve", spy_solve)
-    monkeypatch.setattr(plan_op, "plan_with_options", spy_options)
+    monkeypatch.setattr(options_op, "plan_with_options", spy_options)
     return seen
 
 

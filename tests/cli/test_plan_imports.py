@@ -1,0 +1,61 @@
+"""`placer plan` of files loads nothing the command did not ask for (issue 24, item 2): not the
+options search's CP-SAT layer (which imports pandas) without --explain, and no graph library
+for grouping. A probe in a fresh interpreter; with --explain the probe sees pandas, so it can fail."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HEAVY = ("pandas", "networkx")
+
+
+TOO_BIG = """apiVersion: batch/v1
+kind: Job
+metadata: {name: too-big, namespace: ml}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        resources: {limits: {nvidia.com/gpu: 64}}
+"""
+
+
+CLUSTERS = """clusters:
+- name: east
+  nodes:
+  - namePrefix: gpu-
+    count: 4
+    allocatable: {nvidia.com/gpu: 8, cpu: '96', memory: 1024Gi, pods: 110}
+"""
+
+
+def _loaded_after_plan(tmp_path, files: str, *extra: str) -> list[str]:
+    (tmp_path / "clusters.yaml").write_text(CLUSTERS)
+    probe = ("import sys, runpy\n"
+             f"sys.argv = ['placer', 'plan', '--dry-run', '-f', {files!r}, '--clusters', {str(tmp_path / 'clusters.yaml')!r}, "
+             f"*{list(extra)!r}]\n"
+             "try:\n    runpy.run_module('placer', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             f"print('LOADED', ' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert "placed" in done.stdout + done.stderr, done.stderr       # the plan was made
+    line = next(x for x in done.stdout.splitlines() if x.startswith("LOADED"))
+    return line.split()[1:]
+
+
+@pytest.mark.parametrize("files", ["examples/", "too-big"])
+def test_a_plan_without_explain_loads_no_pandas_nor_graph_library(files, tmp_path):
+    if files == "too-big":
+        (tmp_path / "job.yaml").write_text(TOO_BIG)
+        files = str(tmp_path / "job.yaml")
+    assert _loaded_after_plan(tmp_path, files) == []
+
+
+def test_the_probe_sees_the_options_search_when_asked(tmp_path):
+    (tmp_path / "job.yaml").write_text(TOO_BIG)
+    assert "pandas" in _loaded_after_plan(tmp_path, str(tmp_path / "job.yaml"), "--explain")
