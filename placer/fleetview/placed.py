@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from placer.definitions.catalog import Catalog
 from placer.definitions.interpret import Interpreter, interpret
@@ -20,7 +20,7 @@ from placer.fleetview.inventory import (
     with_topology,
 )
 from placer.inputs.clusters_file import ClusterEntry, as_entry
-from placer.kube import Kube, KubeClient, run_concurrently
+from placer.kube import Kube, run_concurrently
 from placer.model.errors import Forbidden, NotFound, PlacerError
 from placer.model.fleet import Cluster, kind_key
 from placer.model.labels import MANAGED_SELECTOR, workload_label
@@ -28,6 +28,9 @@ from placer.model.names import GROUP, ORIGIN, PLAN, WORKLOAD
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, pod_requests
 from placer.model.quantity import add
 from placer.model.workload import Instance, Phase, PlacementGroup, Workload, WorkloadRef
+
+if TYPE_CHECKING:
+    from placer.kube import KubeClient  # the client library loads when a client is made
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -37,8 +37,10 @@ from placer.definitions.catalog import (
     unwrap,
 )
 from placer.definitions.karta import FORMAT as KARTA_FORMAT
-from placer.kube import KubeClient
 from placer.model.errors import DefinitionError, InputError, NotFound
+
+if TYPE_CHECKING:
+    from placer.kube import KubeClient  # the client library loads when a client is made
 
 GROUP = "placer.dev"
 VERSION = "v1alpha1"

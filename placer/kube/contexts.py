@@ -6,16 +6,15 @@ import random
 import threading
 import time
 from functools import partial
-from typing import Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
-from kubernetes import client as k8s_client
-
-from placer.kube.client import KubeClient
 from placer.kube.concurrency import run_concurrently
 from placer.kube.config import KubeConfig, kubeconfig_paths
-from placer.kube.sending import Transport
 from placer.kube.transport import RetryPolicy, Stats
 from placer.model.errors import InputError, PlacerError
+
+if TYPE_CHECKING:
+    from placer.kube.client import KubeClient
 
 T = TypeVar("T")
 
@@ -67,6 +66,11 @@ class Kube:
         # placer retries itself (with backoff and Retry-After); urllib3 must not retry too
         configuration.retries = False
         configuration.connection_pool_maxsize = max(4, self.max_workers)
+        # the client library loads with the first client (issue 24: a plan on simulated clusters makes none)
+        from kubernetes import client as k8s_client
+
+        from placer.kube.client import KubeClient
+        from placer.kube.sending import Transport
         api = k8s_client.ApiClient(configuration)
         transport = Transport(api, cluster=cluster or ctx, timeout=self.timeout,
                               connect_timeout=self.connect_timeout, retry=self.retry, sleep=self.sleep,

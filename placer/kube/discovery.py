@@ -4,11 +4,14 @@ resolved to them. One cache per cluster, shared by every client of that cluster.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from placer.kube.request import Request
 from placer.kube.resources import Resource, parse_resource_list
-from placer.kube.sending import Transport
 from placer.model.errors import NotFound
+
+if TYPE_CHECKING:
+    from placer.kube.sending import Transport  # imports the client library
 
 
 class Discovery:

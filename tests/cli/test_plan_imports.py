@@ -1,6 +1,8 @@
 """`placer plan` of files loads nothing the command did not ask for (issue 24, item 2): not the
-options search's CP-SAT layer (which imports pandas) without --explain, and no graph library
-for grouping. A probe in a fresh interpreter; with --explain the probe sees pandas, so it can fail."""
+options search's CP-SAT layer (which imports pandas) without --explain, no graph library for
+grouping, and no Kubernetes client library on simulated clusters. A probe in a fresh
+interpreter; with --explain the probe sees pandas (tests/house: and placer.kube.client the client),
+so it can fail."""
 
 import os
 import subprocess
@@ -9,7 +11,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEAVY = ("pandas", "networkx")
+HEAVY = ("pandas", "networkx", "kubernetes")
 
 
 TOO_BIG = """apiVersion: batch/v1
@@ -49,7 +51,7 @@ def _loaded_after_plan(tmp_path, files: str, *extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize("files", ["examples/", "too-big"])
-def test_a_plan_without_explain_loads_no_pandas_nor_graph_library(files, tmp_path):
+def test_a_plan_without_explain_loads_no_pandas_graph_library_nor_client(files, tmp_path):
     if files == "too-big":
         (tmp_path / "job.yaml").write_text(TOO_BIG)
         files = str(tmp_path / "job.yaml")
