@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 from ortools.sat.python import cp_model_helper as cmh
 
 from placer.solve.fairshare import LABEL as FAIR
-from placer.solve.gap import lp_bound, scaled, scaled_lex
+from placer.solve.gap import Relaxation, lp_bound, scaled, scaled_lex
 from placer.solve.groups import GroupInfo
 from placer.solve.model import INF, Agg
 from placer.solve.preference import stage_terms
@@ -173,6 +173,7 @@ class _Limits:
     spread: bool                     # GPU stages leave the spread stage part of the clock
     progress: Progress | None
     by_gap: bool = False             # a priority stage's share scaled by its LP gap (placer.solve.gap)
+    relaxation: Relaxation | None = None   # the model's LP, kept across the stages' bounds
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     levels, GPUs, fragmentation) was proven; the final tie-break is a bounded polish."""
     m = _to_cpsat(agg)
     stages = stages_of(agg, problem, groups)
-    lim = _Limits(deadline, workers, seed, effort, bool(agg.spread), progress, by_gap)
+    lim = _Limits(deadline, workers, seed, effort, bool(agg.spread), progress, by_gap, Relaxation())
     best = hint
     all_optimal, timed_out = True, False
     # the searches that decide what is placed where (and its cost) get the large shares; the
@@ -251,7 +252,7 @@ def _by_gap(m, stage: Stage, best: Sequence[int] | None, share: float, lim: _Lim
     if not lim.by_gap and stage.unit is None:
         return share
     value = stage.value(best)
-    bound = lp_bound(m, stage.terms)
+    bound = lp_bound(m, stage.terms, lim.relaxation)
     if lim.by_gap:
         got = scaled(share, value, bound)
     else:

@@ -112,10 +112,24 @@ def test_a_level_at_its_bound_is_not_searched(monkeypatch):
 def test_a_contested_level_far_from_its_bound_gets_its_whole_share(monkeypatch):
     fl, gs = _many_levels()
     said: list[str] = []
-    monkeypatch.setattr(STG, "lp_bound", lambda m, terms: 1e12)
+    monkeypatch.setattr(STG, "lp_bound", lambda m, terms, *kept: 1e12)
     S.solve(fl, gs, time_limit=60, progress=said.append)
     shares = [m for m in said if "LP bound" in m]
     assert shares
     for m in shares:
         got, full = m.rsplit("effort ", 1)[1].split(" of ")
         assert got == full
+
+
+def test_the_kept_relaxation_bounds_as_a_fresh_one(monkeypatch):
+    # each level's bound from the one LP kept across the stages (with the fixings added since)
+    # is the bound a fresh LP of the model as it is gives
+    fl, gs = _many_levels()
+    pairs: list[tuple[float | None, float | None]] = []
+    real = STG.lp_bound
+    monkeypatch.setattr(STG, "lp_bound", lambda m, terms, kept: pairs.append((real(m, terms, kept), real(m, terms)))
+                        or pairs[-1][0])
+    S.solve(fl, gs, time_limit=60)
+    assert len(pairs) >= 2
+    for kept, fresh in pairs:
+        assert kept is not None and fresh is not None and abs(kept - fresh) <= 1e-6 * max(1.0, abs(fresh))

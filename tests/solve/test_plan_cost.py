@@ -144,7 +144,7 @@ def test_the_stages_lp_bound_bounds_the_exact_optimum(monkeypatch):
                 *(wl(f"ml/b{i:02d}", "1x3") for i in range(5)))
     bounds: list[tuple[str, float | None]] = []
     real = STG.lp_bound
-    monkeypatch.setattr(STG, "lp_bound", lambda m, terms: bounds.append(("", real(m, terms))) or bounds[-1][1])
+    monkeypatch.setattr(STG, "lp_bound", lambda m, terms, *kept: bounds.append(("", real(m, terms, *kept))) or bounds[-1][1])
     said: list[str] = []
     plan = S.solve(fl, gs, time_limit=60, effort_by_gap=True, progress=said.append)
     assert plan.unplaced, "the instance must be contested"
