@@ -24,8 +24,9 @@ if TYPE_CHECKING:                 # placer.ops.plan brings the Kubernetes client
     from placer.ops.plan import PlanResult
 
 MAX_NODES_SHOWN = 4
-GAP_HELP = ("Give each contested priority level effort by its gap to the LP bound: less CPU where the greedy "
-            "plans are near it, and possibly a different plan (benchmarks/RESULTS.md).")
+GAP_HELP = ("The older effort rule: each contested priority level's effort by its gap to the LP bound relative "
+            "to its whole value (by default the gap is counted in GPUs, then groups): less CPU, and possibly a plan "
+            "with fewer groups (docs/planning.md).")
 
 
 @app.command()
