@@ -133,7 +133,8 @@ class Creator:
                           nodes=nodes_by_workload(c.placements, c.cluster),
                           counts=counts_by_workload(c.placements, c.cluster))
         applied = A.apply_group(self.bench.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
-                                pod_security=A.handoff_of(self.entries[c.cluster]).pod_security)
+                                pod_security=A.handoff_of(self.entries[c.cluster]).pod_security,
+                                namespaces=self.bench.targets.namespaces_on(c.cluster))
         return objects, applied
 
     def created(self, c: Create, result: Any) -> None:
