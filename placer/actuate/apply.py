@@ -4,7 +4,7 @@ rollback of what the call created; namespaces created with the cluster's Pod Sec
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
@@ -30,6 +30,8 @@ class AppliedRef:
     uid: str = ""
     before: str = ""                  # resourceVersion before the apply ("" when created)
     after: str = ""                   # resourceVersion after it: equal to `before` when unchanged
+    # the object as the server answered the apply (what its watch event will carry)
+    live: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -146,7 +148,8 @@ def apply_group(client: KubeClient, objects: Sequence[Mapping[str, Any]], *, gro
         after = (result or {}).get("metadata") or {}
         before = ((existing or {}).get("metadata") or {}).get("resourceVersion", "")
         applied.append(AppliedRef(cluster, obj["apiVersion"], obj["kind"], ns, meta["name"], created,
-                                  after.get("uid", ""), before, after.get("resourceVersion", "")))
+                                  after.get("uid", ""), before, after.get("resourceVersion", ""),
+                                  result if isinstance(result, dict) else None))
     return applied
 
 

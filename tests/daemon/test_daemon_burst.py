@@ -60,6 +60,29 @@ def test_a_placement_costs_its_cluster_one_namespace_get_per_namespace(env):
         assert asked.get(("get", "jobsets"), 0) == len(mine) and asked.get(("patch", "jobsets"), 0) == len(mine), asked
 
 
+def test_a_copy_just_created_is_interpreted_once(env, monkeypatch):
+    """The create's report interprets the copy as its cluster answered the apply, which is
+    what the copy's watch event then carries: that event finds the interpretation remembered
+    (issue 24, the daemon's CPU in a burst). Before, the report read the object as sent and
+    the watch event's copy was interpreted again."""
+    from placer.definitions import interpret as I
+    real = I._interpret
+    copies: list[str] = []
+
+    def counted(obj, *args, **kwargs):
+        if ((obj.get("metadata") or {}).get("labels") or {}).get("placer.dev/managed") == "true":
+            copies.append(obj["metadata"]["name"])
+        return real(obj, *args, **kwargs)
+    monkeypatch.setattr(I, "_interpret", counted)
+    d = env.daemon()
+    names = [f"i{i}" for i in range(4)]
+    for n in names:
+        env.create(jobset(n, pods=1, gpus=1))
+    assert d.wait_idle(30)
+    assert sorted(n for _, n in _copies(env)) == names
+    assert sorted(copies) == names, copies
+
+
 def test_burst_finalizer_comes_before_every_copy(make_fleet):
     """A burst of 120 arrivals on two clusters: every copy's create on its cluster comes after
     the hub acknowledged the staging object's finalizer patch, each workload is copied once,
