@@ -390,6 +390,7 @@ def main() -> None:
     # burst
     burst = [f"b{i:04d}" for i in range(args.burst)]
     rounds_before = _rounds(d)
+    interpreted = (d.interpret.misses, d.interpret.hits)
     meter = ThreadMeter(d, args.profile)
     server_cpu = fleet.ask("cpu")
     own_cpu = time.process_time()
@@ -406,6 +407,7 @@ def main() -> None:
     own_cpu = time.process_time() - own_cpu
     rounds = _planning_rounds(d)
     burst_rounds = _rounds(d) - rounds_before
+    interpreted = (d.interpret.misses - interpreted[0], d.interpret.hits - interpreted[1])
     hub_writes = fleet.ask("hub-writes", (burst_from, burst_to))
     made = fleet.ask("created") or {}
     twice = sorted(n for n, cs in made.items() if len(cs) > 1)
@@ -419,6 +421,7 @@ def main() -> None:
     print(f"the burst, until the daemon was idle again: {burst_rounds} planning rounds; the daemon thread ran "
           f"{meter.steps} steps taking {meter.wall:.1f} s, {meter.cpu:.2f} s CPU (thread time), in {burst_to - burst_from:.1f} s")
     print(f"this process (the daemon, all its threads, and the load generator) used {own_cpu:.2f} s CPU in the burst")
+    print(f"the daemon's interpretations in the burst: {interpreted[0]} computed, {interpreted[1]} remembered")
     if server_cpu is not None:
         print(f"the servers' process (hub and targets, one Python process) used {server_cpu:.2f} s CPU in the burst")
     for side, counts in (hub_writes or {}).items():

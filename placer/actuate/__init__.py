@@ -7,7 +7,7 @@ Shared by `placer submit` and `placer daemon`. Three rooms:
   `placer.model.labels`) and `set_suspend`, `planning_view` (`placer.definitions.suspend`) are
   re-exported here;
 - `apply` (I/O through `placer.kube`): `apply_group` (server-side apply, all-or-nothing per
-  group) and `rollback`;
+  group; `Namespaces` known to exist, for a long-lived caller) and `rollback`;
 - `placed`: `find_placed` (every placer-managed workload on every live cluster, concurrently),
   `read_live` (inventory + pods + placed objects in one pass per cluster), and the capacity
   still promised (`promised`, `reserved_by_cluster`).
@@ -16,7 +16,7 @@ This package re-exports every name the former module `placer/actuate.py` had: ca
 `from placer import actuate as A; A.apply_group(...)` (and tests patch `actuate.apply_group`).
 """
 
-from placer.actuate.apply import AppliedRef, NotOurs, apply_group, ensure_namespace, rollback
+from placer.actuate.apply import AppliedRef, Namespaces, NotOurs, apply_group, ensure_namespace, rollback
 from placer.actuate.generated import MANAGED_BY, strip_generated
 from placer.actuate.prepare import (
     SERVER_FIELDS,
@@ -56,7 +56,7 @@ __all__ = [
     "prepare_objects", "ref_name", "set_suspend", "strip_generated", "strip_server_fields",
     "workload_label",
     # apply
-    "AppliedRef", "NotOurs", "apply_group", "ensure_namespace", "rollback",
+    "AppliedRef", "Namespaces", "NotOurs", "apply_group", "ensure_namespace", "rollback",
     # placed
     "LiveState", "Placed", "PlacedRef", "client_for", "find_placed", "index_placed", "instance_pods", "managed_objects",
     "outstanding", "promised",

@@ -69,6 +69,19 @@ def refused(e: PlacerError) -> bool:
     return isinstance(e, KubeError) and e.status in (400, 403, 404, 409, 422)
 
 
+def _as_made(obj: dict, ap: Any) -> dict:
+    """The copy as its cluster holds it after the create: the apply's answer (what the watch
+    event then carries, so that interpreting it is remembered: one interpretation, not two),
+    else the object sent with the server's version, uid and first generation."""
+    live = getattr(ap, "live", None)
+    if isinstance(live, dict) and live.get("metadata"):
+        # as given: the memo is keyed by the text, so the watch event's equal object hits it
+        return live if live.get("apiVersion") and live.get("kind") else \
+            {"apiVersion": obj["apiVersion"], "kind": obj["kind"], **live}
+    return {**obj, "metadata": {**obj["metadata"], "resourceVersion": ap.after or "0", "uid": ap.uid,
+                                "generation": 1}}
+
+
 @dataclass(eq=False)
 class Creator:
     """Performs a round's Creates and records their results."""
@@ -133,7 +146,8 @@ class Creator:
                           nodes=nodes_by_workload(c.placements, c.cluster),
                           counts=counts_by_workload(c.placements, c.cluster))
         applied = A.apply_group(self.bench.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
-                                pod_security=A.handoff_of(self.entries[c.cluster]).pod_security)
+                                pod_security=A.handoff_of(self.entries[c.cluster]).pod_security,
+                                namespaces=self.bench.targets.namespaces_on(c.cluster))
         return objects, applied
 
     def created(self, c: Create, result: Any) -> None:
@@ -159,12 +173,13 @@ class Creator:
 
     def placed(self, c: Create, ref: WorkloadRef, obj: dict, ap: Any, now: float) -> None:
         gvk = self.bench.view.gvk_of(ref)
+        made = _as_made(obj, ap)
         if gvk is not None:
-            meta = {**obj["metadata"], "resourceVersion": ap.after or "0", "uid": ap.uid, "generation": 1}
-            self.bench.targets.caches[c.cluster].copies[gvk].assume({**obj, "metadata": meta})
+            self.bench.targets.caches[c.cluster].copies[gvk].assume(made)
             # what was just created is what placer wants: no drift to look for until the copy
-            # changes (its first watch event, of generation 1, then costs no desired copy)
-            self.bench.book.checked[(c.cluster, ref)] = str(meta["generation"])
+            # changes (its first watch event, of this generation, then costs no desired copy)
+            meta = made["metadata"]
+            self.bench.book.checked[(c.cluster, ref)] = str(meta.get("generation") or meta.get("resourceVersion"))
         if share_create(c):                       # a share: the spread keeper reports it (daemon/spread.py)
             self.metrics.inc("placer_placements_total")
             self.bench.executor.perform([Record(ref, NORMAL, PLACED, c.messages.get(ref, f"placed on {c.cluster}"))])
@@ -181,7 +196,7 @@ class Creator:
         self.bench.executor.perform([Record(ref, NORMAL, PLACED,
                                       message + (f" (group {c.group})" if len(c.members) > 1 else ""))])
         try:
-            self.bench.executor.perform([Annotate(ref, self.report(c.cluster, ref, obj, message), finalizer=True)])
+            self.bench.executor.perform([Annotate(ref, self.report(c.cluster, ref, made, message), finalizer=True)])
         except PlacerError as e:
             self.bench.executor.on_error("hub", e)
             self.bench.queue.add(ref, now + 1.0)    # the copy exists: the next pass annotates it

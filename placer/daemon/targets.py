@@ -41,9 +41,14 @@ class Targets:
         self.caches: dict[str, ClusterCache] = {}
         self.clients: dict[str, KubeClient] = {}            # fenced, one per cluster
         self.resynced: set[str] = set()                     # copies relisted since this daemon leads
+        self.namespaces: dict[str, A.Namespaces] = {}       # known to exist, per cluster (not asked again)
 
     def client(self, cluster: str) -> KubeClient:
         return self.clients[cluster]
+
+    def namespaces_on(self, cluster: str) -> A.Namespaces:
+        """The namespaces known to exist on `cluster` (its creates ensure each once)."""
+        return self.namespaces.setdefault(cluster, A.Namespaces())
 
     def copies_of(self, ref: WorkloadRef) -> list[tuple[str, dict]]:
         """placer's copies of `ref` on every cluster, in clusters-file order (not those being deleted)."""

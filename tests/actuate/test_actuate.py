@@ -256,3 +256,38 @@ def test_placer_clusters_shows_reserved_capacity(fresh_fleet, catalog, tmp_path)
     # 3 pods x 4 GPUs placed; the master is bound (its 4 GPUs are used), 8 still promised
     assert rows["alpha"]["gpus"] == {"allocatable": 16, "free": 12, "largestFreeBlock": 8, "reserved": 8}
     assert rows["beta"]["gpus"]["reserved"] == 0
+
+
+def test_apply_group_asks_about_a_namespace_it_knows_once(fresh_fleet, catalog):
+    """Issue 24 (the daemon's burst): with the namespaces known on the cluster, the second
+    group in a namespace costs no namespace GET; the first still ensures it."""
+    kube = kube_for(fresh_fleet)
+    client = kube.client("alpha", cluster="alpha")
+    known = A.Namespaces()
+    for name in ("one", "two", "three"):
+        objs = A.prepare_objects(one_group(catalog, pytorchjob(name)), {"name": "alpha", "context": "alpha"}, catalog,
+                                 plan_id="p")
+        A.apply_group(client, objs, group_key=name, namespaces=known)
+    kube.close()
+    assert "vision" in known
+    assert fresh_fleet["alpha"].requests.count(verb="get", resource="namespaces") == 1
+    assert fresh_fleet["alpha"].get("v1", "Namespace", "vision")["metadata"]["labels"][A.MANAGED] == "true"
+    assert len(fresh_fleet["alpha"].objects("kubeflow.org/v1", "PyTorchJob", "vision")) == 3
+
+
+def test_apply_group_creates_a_known_namespace_again_when_the_apply_says_it_is_gone(fresh_fleet, catalog):
+    """A namespace remembered but deleted since: the apply's 404 makes it ensured again
+    and the apply tried once more, as a call without memory would have done: the group is
+    placed (a 404 would otherwise count as the cluster refusing the workload)."""
+    kube = kube_for(fresh_fleet)
+    client = kube.client("alpha", cluster="alpha")
+    known = A.Namespaces()
+    known.add("vision")                                   # stale: the server has no such namespace
+    fresh_fleet["alpha"].faults.fail(404, count=2, match="/pytorchjobs/ddp")   # the ownership GET, the apply
+    objs = A.prepare_objects(one_group(catalog, pytorchjob()), {"name": "alpha", "context": "alpha"}, catalog,
+                             plan_id="p")
+    [applied] = A.apply_group(client, objs, group_key="g", namespaces=known)
+    kube.close()
+    assert applied.created and "vision" in known
+    assert fresh_fleet["alpha"].get("v1", "Namespace", "vision")["metadata"]["labels"][A.MANAGED] == "true"
+    assert fresh_fleet["alpha"].get("kubeflow.org/v1", "PyTorchJob", "ddp", "vision")

@@ -41,6 +41,48 @@ def test_a_placement_costs_the_hub_two_patches_and_one_event(env):
         assert FINALIZER in obj["metadata"]["finalizers"]
 
 
+def test_a_placement_costs_its_cluster_one_namespace_get_per_namespace(env):
+    """Per placed workload the target gets the GET that refuses someone else's object and
+    the apply; the namespace is asked about once per cluster, not once per copy (issue 24:
+    three target requests per workload before)."""
+    d = env.daemon()
+    since = {c: env.fleet[c].requests.select()[-1].at for c in ("alpha", "beta")}
+    names = [f"n{i:02d}" for i in range(12)]
+    for n in names:
+        env.create(jobset(n, pods=1, gpus=1))
+    assert d.wait_idle(30)
+    copies = _copies(env)
+    assert sorted(n for _, n in copies) == names
+    for cluster in ("alpha", "beta"):
+        mine = [n for c, n in copies if c == cluster]
+        asked = env.fleet[cluster].requests.by_verb_resource(since=since[cluster])
+        assert asked.get(("get", "namespaces"), 0) == (1 if mine else 0), asked
+        assert asked.get(("get", "jobsets"), 0) == len(mine) and asked.get(("patch", "jobsets"), 0) == len(mine), asked
+
+
+def test_a_copy_just_created_is_interpreted_once(env, monkeypatch):
+    """The create's report interprets the copy as its cluster answered the apply, which is
+    what the copy's watch event then carries: that event finds the interpretation remembered
+    (issue 24, the daemon's CPU in a burst). Before, the report read the object as sent and
+    the watch event's copy was interpreted again."""
+    from placer.definitions import interpret as I
+    real = I._interpret
+    copies: list[str] = []
+
+    def counted(obj, *args, **kwargs):
+        if ((obj.get("metadata") or {}).get("labels") or {}).get("placer.dev/managed") == "true":
+            copies.append(obj["metadata"]["name"])
+        return real(obj, *args, **kwargs)
+    monkeypatch.setattr(I, "_interpret", counted)
+    d = env.daemon()
+    names = [f"i{i}" for i in range(4)]
+    for n in names:
+        env.create(jobset(n, pods=1, gpus=1))
+    assert d.wait_idle(30)
+    assert sorted(n for _, n in _copies(env)) == names
+    assert sorted(copies) == names, copies
+
+
 def test_burst_finalizer_comes_before_every_copy(make_fleet):
     """A burst of 120 arrivals on two clusters: every copy's create on its cluster comes after
     the hub acknowledged the staging object's finalizer patch, each workload is copied once,

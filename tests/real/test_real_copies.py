@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from placer import actuate as A
-from placer.model.errors import KubeError
+from placer.model.errors import KubeError, NotFound
 from tests.daemon.daemon_helpers import gpu, pod_template
 from tests.kubeenv import MODULE_CRDS, corpus_crds, module_crds, wait_for
 
@@ -159,3 +159,32 @@ def _metadata_only(obj: dict) -> dict:
     for f in A.SERVER_FIELDS:
         out["metadata"].pop(f, None)
     return out
+
+
+def test_a_namespace_remembered_then_deleted_is_created_again_on_a_real_target(real):
+    """The daemon remembers the namespaces it ensured on each cluster (issue 24: one target
+    request less per copy). Deleted since on a real target, the server-side apply there says
+    404; the namespace is created again and the copy applied: placed, not refused."""
+    east = real.client("east")
+    ns = real.unique("remembered")
+    known = A.Namespaces()
+
+    def cm(name: str) -> dict:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"},
+                "metadata": {"name": name, "namespace": ns, "labels": {A.MANAGED: "true", A.GROUP: name}}}
+    [first] = A.apply_group(east, [cm("one")], group_key="one", namespaces=known)
+    assert first.created and ns in known
+    east.delete("namespaces", ns)
+    wait_for(lambda: _gone(east, ns), 120, "the namespace deleted on east")
+    [second] = A.apply_group(east, [cm("two")], group_key="two", namespaces=known)
+    assert second.created and ns in known
+    assert east.get("namespaces", ns)["metadata"]["labels"][A.MANAGED] == "true"
+    assert east.get("configmaps", "two", ns)["data"] == {"k": "v"}
+
+
+def _gone(client, ns: str) -> bool:
+    try:
+        client.get("namespaces", ns)
+    except NotFound:
+        return True
+    return False
