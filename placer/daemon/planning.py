@@ -9,6 +9,7 @@ import logging
 import time
 
 from placer import actuate as A
+from placer.actuate.steer import HOLDS
 from placer.daemon import decide as DC
 from placer.daemon.creates import Creator
 from placer.daemon.definitions import CurrentCatalog
@@ -129,10 +130,17 @@ class Planner:
             return False
         self.warmed = term
         try:
-            DC.warm(self.bench.targets.snapshot(), self.memory)
+            DC.warm(self.bench.targets.snapshot(), self.memory, by_name=self.steered())
         except Exception:                        # the first arrivals round builds them instead
             log.exception("preparing the node classes failed")
         return True
+
+    def steered(self) -> bool:
+        """Copies are steered to their planned nodes by name (`steer: required` or `pinned`,
+        the default): each committed copy names its nodes, so the arrivals rounds keep each
+        node its own class from the start, not classes built again once the first copy is
+        committed (0.4 s at 20 x 500 nodes, in an arrival's round)."""
+        return any(A.handoff_of(e).steer in HOLDS for e in self.creator.entries.values())
 
     def arrivals(self, snap: DC.Snapshot, arrivals: list[DC.PendingGroup], plan_id: str) -> DC.Decision | None:
         """New arrivals placed incrementally; None: the full solve decides."""
@@ -141,7 +149,7 @@ class Planner:
             # full model's constraints, placer.solve.spread): a round with one is a full solve
             return None
         try:
-            return DC.decide_arrivals(snap, arrivals, self.memory, plan_id=plan_id)
+            return DC.decide_arrivals(snap, arrivals, self.memory, plan_id=plan_id, by_name=self.steered())
         except Exception:                        # a bug here must not stop planning: the full solve decides
             log.exception("placing arrivals incrementally failed; planning every pending group")
             self.memory.reuse = DC.Memory().reuse

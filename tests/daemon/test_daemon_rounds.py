@@ -90,3 +90,28 @@ def test_a_departure_and_a_lower_priority_arrival_together_go_to_the_higher_prio
         assert not placed(env, new)
     finally:
         env.stop()
+
+
+def test_the_first_steered_copy_committed_rebuilds_no_cluster(make_fleet):
+    """Copies are steered to their nodes by name (the default `steer: required`), so a
+    committed copy needs each node its own class: the daemon builds them so in its idle
+    time, and the round after the first copy (beyond NODE_EXACT_MAX_NODES, where classes
+    are the default) reuses every cluster instead of building all of them again."""
+    fleet = make_fleet(names=("hub", *TARGETS), bookmark_interval=0.5)
+    fleet["alpha"].seed(gpu_nodes("a", 60))
+    fleet["beta"].seed(gpu_nodes("b", 60))
+    env = Env(fleet)
+    try:
+        d = env.daemon()
+        assert d.wait_idle(30)
+        built = d.planner.memory.reuse.rebuilt
+        assert built == 2
+        for name in ("first", "second", "third"):
+            job = jobset(name, pods=1, gpus=1)
+            env.create(job)
+            wait_for(lambda: placed(env, job), timeout=30, what=f"{name} placed")
+            assert d.wait_idle(30)
+        assert rounds(d, "arrivals") >= 2 and rounds(d, "full") == 0
+        assert d.planner.memory.reuse.rebuilt == built
+    finally:
+        env.stop()
