@@ -179,9 +179,9 @@ class Daemon:
         if self._thread:
             self._thread.join(timeout=10)
         self.workers.stop()
+        self.planner.stop()
         outcome = self.leader.release() if release else "lease kept"
-        server = getattr(self, "server", None)
-        if server:
+        if server := getattr(self, "server", None):
             server.stop()
         return outcome
 
@@ -351,7 +351,7 @@ class Daemon:
                 return False
             if not self.leader.is_leader:
                 return self.leader.attempted.is_set()    # a standby (or not yet tried) has nothing to do
-            if not self.relist.done() or self.planner.warmed != self.leader.acquired:
+            if not self.relist.done() or not self.planner.prepared(self.leader.acquired):
                 return False
             now = self.clock.now()
             if self.queue.due_count(now):

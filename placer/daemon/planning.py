@@ -13,6 +13,7 @@ from placer.actuate.steer import HOLDS
 from placer.daemon import decide as DC
 from placer.daemon.creates import Creator
 from placer.daemon.definitions import CurrentCatalog
+from placer.daemon.heap import Heap
 from placer.daemon.metrics import Metrics
 from placer.daemon.preempt import Preempter
 from placer.daemon.quotas import HubQuotas
@@ -47,6 +48,8 @@ class Planner:
         self.preempter = Preempter(bench, config, interpret, metrics) if config.preemption != "off" else None
         self.memory = DC.Memory()             # what one round leaves the next (classes, capacity)
         self.warmed: int | None = None        # the term of leadership the memory was built in
+        # the collector settled in idle time once the memory is built (`placer daemon`: daemon/heap.py)
+        self.heap = Heap(config.resync_interval) if config.settle_heap else None
 
     def due(self) -> float | None:
         """When the next round is due: the batch window closing, or (for workloads already
@@ -114,13 +117,25 @@ class Planner:
 
     def step(self, now: float, *, idle: bool, term: int) -> bool:
         """The leader's turn: a round when one is due, else (when the loop is idle) the memory
-        warmed for this term of leadership. True when it did something."""
+        warmed for this term of leadership, or the heap settled. True when it did something."""
         freed = self.preempter.step(now, term) if self.preempter is not None else False
         due = self.due()
         if due is not None and now >= due:
             self.plan_round()
             return True
-        return freed or (idle and self.warm(term))
+        return freed or (idle and (self.warm(term) or self.settle(now, term)))
+
+    def settle(self, now: float, term: int) -> bool:
+        """In idle time, once the memory is built: the collector's turn. True when it did."""
+        return self.heap is not None and self.heap.step(now, term)
+
+    def prepared(self, term: int) -> bool:
+        """The memory built, and the heap settled, in this term of leadership."""
+        return self.warmed == term and (self.heap is None or self.heap.term == term)
+
+    def stop(self) -> None:
+        if self.heap is not None:
+            self.heap.release()               # what was frozen goes back to the collector
 
     def warm(self, term: int) -> bool:
         """Once per term of leadership, while nothing is due: build the node classes and the
