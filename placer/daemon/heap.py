@@ -7,10 +7,12 @@ quarter; in benchmarks/daemon.py one took 0.74 s with the interpreter lock held 
 nothing, while an arrivals round, and every arrival behind it, waited.
 
 So in idle time, once the node classes are built (the first settle), and again every
-`interval` seconds, the daemon collects once and freezes what survives (`gc.freeze`): later
-collections skip those objects, and a full one walks only what was made since the last
-settle. Frozen objects are still freed when nothing refers to them; only a reference cycle
-among them waits for `release` (the daemon's stop), which hands them back to the collector.
+`interval` seconds (the resync interval), the daemon collects once and freezes what survives
+(`gc.freeze`): later collections skip those objects, and a full one walks only what was made
+since the last settle. Frozen objects are still freed when nothing refers to them; a
+reference cycle among them is not, so every `renew` seconds (an hour) a settle unfreezes
+everything first (one full pass over the heap, in idle time), and `release` (the daemon's
+stop) hands them back.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ log = logging.getLogger("placer.daemon")
 
 
 class Heap:
-    def __init__(self, interval: float):
-        self.interval = interval
+    def __init__(self, interval: float, renew: float = 3600.0):
+        self.interval, self.renew = interval, renew
         self.term: int | None = None          # the term of leadership of the last settle
         self.next_at = 0.0
+        self.renew_at: float | None = None    # when a settle unfreezes everything first
 
     def due(self, now: float, term: int) -> bool:
         return self.term != term or now >= self.next_at
@@ -35,6 +38,11 @@ class Heap:
         """Settle when due (the caller calls it only in idle time). True when it did."""
         if not self.due(now, term):
             return False
+        if self.renew_at is not None and now >= self.renew_at:
+            gc.unfreeze()                     # a cycle frozen, then dropped, is collected now
+            self.renew_at = None
+        if self.renew_at is None:
+            self.renew_at = now + self.renew
         self.term, self.next_at = term, now + self.interval
         self.settle()
         return True

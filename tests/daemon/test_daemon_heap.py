@@ -1,12 +1,14 @@
 """The collector tuned for the daemon's own process (placer/daemon/heap.py): with
 `settle_heap` (what `placer daemon` runs with), the daemon collects and freezes what survives
 once it is idle with its node classes built, so that later full collections walk only what
-was made since; again every resync interval, in idle time; and it hands the frozen objects
-back to the collector when it stops. Without it, the collector is left as it is."""
+was made since; again every resync interval, in idle time (and, once an hour, with everything
+unfrozen first, so that a cycle frozen and dropped since is collected); and it hands the
+frozen objects back to the collector when it stops. Without it, the collector is left as it is."""
 
 from __future__ import annotations
 
 import gc
+import weakref
 
 import yaml
 
@@ -33,13 +35,31 @@ def test_without_it_the_collector_is_left_as_it_is(env: Env):
 
 
 def test_it_settles_once_per_term_and_then_every_interval():
-    heap = Heap(interval=60.0)
+    heap = Heap(interval=10.0)
     try:
         assert heap.step(100.0, term=1) and gc.get_freeze_count() > 0
-        assert not heap.step(159.0, term=1)
-        assert heap.step(160.0, term=1)
-        assert heap.step(161.0, term=2)          # a new term of leadership: settled again
-        assert not heap.step(200.0, term=2)
+        assert not heap.step(109.0, term=1)
+        assert heap.step(110.0, term=1)
+        assert heap.step(111.0, term=2)          # a new term of leadership: settled again
+        assert not heap.step(115.0, term=2)
+    finally:
+        heap.release()
+
+
+class Cycle:
+    def __init__(self):
+        self.me = self
+
+
+def test_a_cycle_frozen_then_dropped_is_collected_at_the_next_renewal():
+    heap = Heap(interval=10.0, renew=3600.0)
+    try:
+        cycle = Cycle()
+        gone = weakref.ref(cycle)
+        assert heap.step(0.0, term=1)            # frozen while it lives
+        del cycle
+        assert heap.step(10.0, term=1) and gone() is not None     # frozen: the collector skips it
+        assert heap.step(3600.0, term=1) and gone() is None       # the renewal unfroze it first
     finally:
         heap.release()
 
