@@ -49,7 +49,7 @@ class Planner:
         self.memory = DC.Memory()             # what one round leaves the next (classes, capacity)
         self.warmed: int | None = None        # the term of leadership the memory was built in
         # the collector settled in idle time once the memory is built (`placer daemon`: daemon/heap.py)
-        self.heap = Heap(config.resync_interval) if config.settle_heap else None
+        self.heap = Heap() if config.settle_heap else None
 
     def due(self) -> float | None:
         """When the next round is due: the batch window closing, or (for workloads already

@@ -1,7 +1,7 @@
 """The collector tuned for the daemon's own process (placer/daemon/heap.py): with
 `settle_heap` (what `placer daemon` runs with), the daemon collects and freezes what survives
 once it is idle with its node classes built, so that later full collections walk only what
-was made since; again every resync interval, in idle time (and, once an hour, with everything
+was made since; again every ten seconds, in idle time (and, once an hour, with everything
 unfrozen first, so that a cycle frozen and dropped since is collected); and it hands the
 frozen objects back to the collector when it stops. Without it, the collector is left as it is."""
 
