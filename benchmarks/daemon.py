@@ -29,12 +29,19 @@ Measured:
   counted from after the initial sync; the daemon presents its own token, so the benchmark's
   own watches do not count);
 - memory: this process's RSS (daemon, its caches, plus the small load generator) before the
-  daemon starts, after its initial sync, and its peak (ru_maxrss) at the end.
+  daemon starts, after its initial sync, and its peak (ru_maxrss) at the end;
+- what an arrival can wait behind in the steady phase: the arrivals over 0.25 s, the garbage
+  collector's passes in this process (gc.callbacks: how many, the longest, the full ones) and
+  the daemon thread's steps (the longest one's CPU, time.thread_time).
+
+The daemon's collector is settled as `placer daemon` settles it (placer/daemon/heap.py), where
+the daemon under test has it; --no-settle leaves the collector as it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import multiprocessing as mp
 import resource
@@ -261,6 +268,7 @@ class ThreadMeter:
     def __init__(self, d, profile: str | None):
         import cProfile
         self.d, self.path, self.steps, self.cpu, self.wall = d, profile, 0, 0.0, 0.0
+        self.longest = 0.0                             # the longest step's CPU: what an arrival can wait behind
         self.prof = cProfile.Profile() if profile else None
         inner = d.step
 
@@ -275,6 +283,7 @@ class ThreadMeter:
                     self.prof.disable()
                 self.steps += 1
                 self.cpu += time.thread_time() - t
+                self.longest = max(self.longest, time.thread_time() - t)
                 self.wall += time.perf_counter() - w
         d.step = step
 
@@ -282,6 +291,34 @@ class ThreadMeter:
         del self.d.step                                # the class's own again
         if self.prof:
             self.prof.dump_stats(self.path)
+
+
+def settle(args) -> dict:
+    """The daemon's collector settled as `placer daemon` settles it, where the daemon can."""
+    from placer.daemon import DaemonConfig
+    return {"settle_heap": True} if not args.no_settle and "settle_heap" in DaemonConfig.__dataclass_fields__ else {}
+
+
+class GcMeter:
+    """The garbage collector's passes in this process (the daemon's) while on: how many, how
+    long in all, the longest (with the interpreter lock held, every thread waits)."""
+
+    def __init__(self):
+        self.on, self.started, self.passes = False, 0.0, []
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        elif self.on:
+            self.passes.append((time.perf_counter() - self.started, info["generation"]))
+
+    def line(self) -> str:
+        if not self.passes:
+            return "no pass"
+        longest = max(self.passes)
+        return (f"{len(self.passes)} passes, {sum(p for p, _ in self.passes):.3f} s in all, the longest "
+                f"{longest[0]:.3f} s (generation {longest[1]}); {sum(1 for _, g in self.passes if g == 2)} full")
 
 
 def _rounds(d) -> int:
@@ -316,6 +353,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=positive(float), default=300.0, help="seconds to wait for each phase's copies")
     ap.add_argument("--real", action="store_true", help="real control planes (hack/kube-env)")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the daemon thread during the burst into FILE")
+    ap.add_argument("--no-settle", action="store_true",
+                    help="leave the garbage collector as it is (`placer daemon` settles it in idle time)")
     ap.add_argument("--no-follow", action="store_true",
                     help="do not follow registered definitions (the daemon's default is to follow them)")
     args = ap.parse_args()
@@ -356,8 +395,9 @@ def main() -> None:
     # the Lease timing a deployed daemon uses (15 s / 10 s / 2 s), not the tests' 3 s / 2 s / 0.2 s:
     # under a burst on 2 cores the renewal thread can wait long enough for writes to be fenced
     # definitions followed as `placer daemon` follows them (--no-follow: as the benchmark ran before issue 24)
+    # the collector tuned as `placer daemon` tunes it (placer/daemon/heap.py; --no-settle: as before)
     d = env.daemon(kubeconfig=kubeconfig, batch_window=args.window, time_limit=2.0, lease=LeaseTiming(),
-                   follow=None if args.no_follow else "placer")
+                   follow=None if args.no_follow else "placer", **settle(args))
     assert d.wait_idle(args.timeout)
     sync_s = time.perf_counter() - t_sync
     rss_synced = rss_mib()
@@ -369,6 +409,9 @@ def main() -> None:
     def create(name: str) -> None:
         hub.create(res, jobset(name, pods=1, gpus=1), STAGING)
         created[f"{STAGING}/{name}"] = time.perf_counter()
+    gcs = GcMeter()
+    gcs.on = True
+    steady_meter = ThreadMeter(d, None)
     steady_from = time.monotonic()
     t0 = time.perf_counter()
     futures = []
@@ -381,6 +424,8 @@ def main() -> None:
     steady = {f"{STAGING}/s{i:04d}" for i in range(args.steady)}
     ok = arrivals.wait(steady, args.timeout)
     steady_to = time.monotonic()
+    gcs.on = False
+    steady_meter.stop()
     lists_steady = fleet.ask("lists", (steady_from, steady_to))
     discovery_steady = fleet.ask("discovery", (steady_from, steady_to))
     lat = [arrivals.seen[n] - created[n] for n in steady if n in arrivals.seen]
@@ -428,6 +473,9 @@ def main() -> None:
         total = sum(counts.values())
         print(f"{side} requests by the daemon during the burst: {total} ({total / args.burst:.2f} per workload): "
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
+    print(f"steady arrivals over 0.25 s: {sum(1 for x in lat if x > 0.25)} of {len(lat)}; the garbage collector "
+          f"in the daemon's process during the steady phase: {gcs.line()}; the daemon thread: {steady_meter.steps} "
+          f"steps, {steady_meter.cpu:.2f} s CPU, the longest {steady_meter.longest:.3f} s CPU")
     if discovery_steady is not None:
         print(f"discovery requests by the daemon during the steady phase: {sum(discovery_steady.values())} in all "
               f"({', '.join(f'{k} {v}' for k, v in discovery_steady.items() if v) or 'none on any cluster'})")

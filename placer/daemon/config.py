@@ -97,7 +97,8 @@ def config_from_file(clusters_file: str | None, *, batch_window: float, reschedu
                           secrets=hub.secrets, batch_window=batch_window, reschedule_after=reschedule_after,
                           time_limit=time_limit, request_deadline=request_deadline,
                           quotas=to_quotas(getattr(loaded.file, "quotas", None)),   # with the hub's FleetQuotas
-                          preemption=preemption, preemption_rate=preemption_rate, min_run_time=min_run_time)
+                          preemption=preemption, preemption_rate=preemption_rate, min_run_time=min_run_time,
+                          settle_heap=True)              # `placer daemon`: the process is the daemon's own
     if request_deadline is not None:
         check_request_deadline(request_deadline, config.lease)
     return config

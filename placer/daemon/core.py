@@ -179,9 +179,9 @@ class Daemon:
         if self._thread:
             self._thread.join(timeout=10)
         self.workers.stop()
+        self.planner.stop()
         outcome = self.leader.release() if release else "lease kept"
-        server = getattr(self, "server", None)
-        if server:
+        if server := getattr(self, "server", None):
             server.stop()
         return outcome
 
@@ -264,7 +264,7 @@ class Daemon:
                 self.relist.start()
             if now >= self._next_resync:
                 self._next_resync = now + self.config.resync_interval
-                self._enqueue_all(now)
+                self._enqueue_all(now, over=self.config.resync_interval / 2)
                 self.interpret.sweep()           # bounded even when no round reads the fleet
             self.spread.tick(now)
             keys = self.queue.pop_due(now)
@@ -318,15 +318,11 @@ class Daemon:
             case Recovered() | Swept():
                 self.sweeper.receive(item)
 
-    def _enqueue_all(self, now: float) -> None:
-        for ref in self.view.refs():
-            self.queue.add(ref, now)
-        for cache in self.caches.values():
-            for gvk, inf in cache.copies.items():
-                for obj in inf.items():
-                    meta = obj.get("metadata") or {}
-                    if meta.get("namespace") == self.config.staging_namespace:
-                        self.queue.add(self.view.ref_of(gvk, meta["namespace"], meta.get("name") or ""), now)
+    def _enqueue_all(self, now: float, over: float = 0.0) -> None:
+        """Every staging object and copy to reconcile: now (a new leader), or spread `over` seconds."""
+        refs = every_ref(self.view, self.caches, self.config.staging_namespace)
+        for ref, at in zip(refs, resync_times(now, len(refs), over)):
+            self.queue.add(ref, at)
 
     def wait_idle(self, timeout: float = 30.0, settle: float = 0.05) -> bool:
         """Until every informer has synced, the inbox is empty, no cluster queue has work,
@@ -351,7 +347,7 @@ class Daemon:
                 return False
             if not self.leader.is_leader:
                 return self.leader.attempted.is_set()    # a standby (or not yet tried) has nothing to do
-            if not self.relist.done() or self.planner.warmed != self.leader.acquired:
+            if not self.relist.done() or not self.planner.prepared(self.leader.acquired):
                 return False
             now = self.clock.now()
             if self.queue.due_count(now):
@@ -371,6 +367,29 @@ class Daemon:
             self.queue.add(ref, self.clock.now() + delay)
 
 
+
+
+RESYNC_GAP = 0.002          # seconds between two keys of a resync: a reconcile from the caches takes under 1 ms
+
+
+def every_ref(view: StagingView, caches: dict[str, ClusterCache], namespace: str) -> list[WorkloadRef]:
+    """Every staging object, and every copy in the staging namespace on a target, once each."""
+    refs = dict.fromkeys(view.refs())
+    for cache in caches.values():
+        for gvk, inf in cache.copies.items():
+            for obj in inf.items():
+                meta = obj.get("metadata") or {}
+                if meta.get("namespace") == namespace:
+                    refs.setdefault(view.ref_of(gvk, meta["namespace"], meta.get("name") or ""))
+    return list(refs)
+
+
+def resync_times(now: float, n: int, over: float) -> list[float]:
+    """When each of a resync's n keys is due: RESYNC_GAP apart, all within `over`. The loop
+    then re-checks a few in each pass, and an arrival (its key, its round) waits behind those
+    few, not behind all of them (1,200 placed workloads took 0.76 s CPU in one pass)."""
+    gap = min(RESYNC_GAP, over / n) if n else 0.0
+    return [now + i * gap for i in range(n)]
 
 
 def update_gauges(metrics: Metrics, queued: int, book: Book, interpret: Interpreter) -> None:

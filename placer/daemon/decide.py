@@ -175,22 +175,24 @@ def decide(snapshot: Snapshot, pending: Sequence[PendingGroup], now: float, *, p
 
 
 def decide_arrivals(snapshot: Snapshot, pending: Sequence[PendingGroup], memory: Memory, *,
-                    plan_id: str = "") -> Decision | None:
+                    plan_id: str = "", by_name: bool = False) -> Decision | None:
     """The pending groups placed against what is committed, reusing the last round's node
     classes and capacity (`placer.solve.incremental`): a Decision when every group is
-    placed, None when one is not (then `decide`, the full solve, judges them all)."""
+    placed, None when one is not (then `decide`, the full solve, judges them all).
+    `by_name`: the copies are steered to their nodes by name, so the classes are nodes."""
     if not pending:
         return Decision(())
     fleet = _fleet(snapshot, pending, memory)
     t0 = time.perf_counter()
-    plan = place_arrivals(memory.reuse, fleet, [with_policy(p) for p in pending], snapshot.committed)
+    plan = place_arrivals(memory.reuse, fleet, [with_policy(p) for p in pending], snapshot.committed,
+                          by_name=by_name)
     return None if plan is None else _decision(plan, pending, plan_id, time.perf_counter() - t0)
 
 
-def warm(snapshot: Snapshot, memory: Memory) -> None:
+def warm(snapshot: Snapshot, memory: Memory, *, by_name: bool = False) -> None:
     """Build what an arrivals round reuses (each cluster's classes, and its capacity after
     what is committed) before the first arrival needs it: in the daemon's idle time."""
-    place_arrivals(memory.reuse, _fleet(snapshot, (), memory), (), snapshot.committed)
+    place_arrivals(memory.reuse, _fleet(snapshot, (), memory), (), snapshot.committed, by_name=by_name)
 
 
 def _fleet(snapshot: Snapshot, pending: Sequence[PendingGroup], memory: Memory | None) -> Fleet:

@@ -9,9 +9,11 @@ import logging
 import time
 
 from placer import actuate as A
+from placer.actuate.steer import HOLDS
 from placer.daemon import decide as DC
 from placer.daemon.creates import Creator
 from placer.daemon.definitions import CurrentCatalog
+from placer.daemon.heap import Heap
 from placer.daemon.metrics import Metrics
 from placer.daemon.preempt import Preempter
 from placer.daemon.quotas import HubQuotas
@@ -46,6 +48,8 @@ class Planner:
         self.preempter = Preempter(bench, config, interpret, metrics) if config.preemption != "off" else None
         self.memory = DC.Memory()             # what one round leaves the next (classes, capacity)
         self.warmed: int | None = None        # the term of leadership the memory was built in
+        # the collector settled in idle time once the memory is built (`placer daemon`: daemon/heap.py)
+        self.heap = Heap() if config.settle_heap else None
 
     def due(self) -> float | None:
         """When the next round is due: the batch window closing, or (for workloads already
@@ -113,13 +117,25 @@ class Planner:
 
     def step(self, now: float, *, idle: bool, term: int) -> bool:
         """The leader's turn: a round when one is due, else (when the loop is idle) the memory
-        warmed for this term of leadership. True when it did something."""
+        warmed for this term of leadership, or the heap settled. True when it did something."""
         freed = self.preempter.step(now, term) if self.preempter is not None else False
         due = self.due()
         if due is not None and now >= due:
             self.plan_round()
             return True
-        return freed or (idle and self.warm(term))
+        return freed or (idle and (self.warm(term) or self.settle(now, term)))
+
+    def settle(self, now: float, term: int) -> bool:
+        """In idle time, once the memory is built: the collector's turn. True when it did."""
+        return self.heap is not None and self.heap.step(now, term)
+
+    def prepared(self, term: int) -> bool:
+        """The memory built, and the heap settled, in this term of leadership."""
+        return self.warmed == term and (self.heap is None or self.heap.term == term)
+
+    def stop(self) -> None:
+        if self.heap is not None:
+            self.heap.release()               # what was frozen goes back to the collector
 
     def warm(self, term: int) -> bool:
         """Once per term of leadership, while nothing is due: build the node classes and the
@@ -129,10 +145,17 @@ class Planner:
             return False
         self.warmed = term
         try:
-            DC.warm(self.bench.targets.snapshot(), self.memory)
+            DC.warm(self.bench.targets.snapshot(), self.memory, by_name=self.steered())
         except Exception:                        # the first arrivals round builds them instead
             log.exception("preparing the node classes failed")
         return True
+
+    def steered(self) -> bool:
+        """Copies are steered to their planned nodes by name (`steer: required` or `pinned`,
+        the default): each committed copy names its nodes, so the arrivals rounds keep each
+        node its own class from the start, not classes built again once the first copy is
+        committed (0.4 s at 20 x 500 nodes, in an arrival's round)."""
+        return any(A.handoff_of(e).steer in HOLDS for e in self.creator.entries.values())
 
     def arrivals(self, snap: DC.Snapshot, arrivals: list[DC.PendingGroup], plan_id: str) -> DC.Decision | None:
         """New arrivals placed incrementally; None: the full solve decides."""
@@ -141,7 +164,7 @@ class Planner:
             # full model's constraints, placer.solve.spread): a round with one is a full solve
             return None
         try:
-            return DC.decide_arrivals(snap, arrivals, self.memory, plan_id=plan_id)
+            return DC.decide_arrivals(snap, arrivals, self.memory, plan_id=plan_id, by_name=self.steered())
         except Exception:                        # a bug here must not stop planning: the full solve decides
             log.exception("placing arrivals incrementally failed; planning every pending group")
             self.memory.reuse = DC.Memory().reuse

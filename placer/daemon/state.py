@@ -40,6 +40,7 @@ class DaemonConfig:
     preemption: str = "off"                   # off | within-quota | reclaim | priority (placer.solve.preemption)
     preemption_rate: int = 10                 # at most this many workloads preempted per minute, fleet-wide
     min_run_time: float = 60.0                # a copy younger than this (seconds) is never preempted
+    settle_heap: bool = False                 # the process is the daemon's own: the collector tuned (daemon/heap.py)
 
     def __post_init__(self) -> None:
         if not self.identity:

@@ -80,8 +80,10 @@ def _normal(cl: Cluster) -> Cluster:
 
 def place_arrivals(reuse: Reuse, fleet: Fleet, groups: Sequence[PlacementGroup],
                    committed: Sequence[tuple[PlacementGroup, str]] = (),
-                   gpu_resources: Sequence[str] = GPU_RESOURCES) -> Plan | None:
-    """Every group placed against `committed` on `fleet`, or None (the full solve decides)."""
+                   gpu_resources: Sequence[str] = GPU_RESOURCES, *, by_name: bool = False) -> Plan | None:
+    """Every group placed against `committed` on `fleet`, or None (the full solve decides).
+    `by_name`: each node its own class even before any group names nodes (the daemon's
+    steered copies will: building them once, not again when the first one is committed)."""
     t0 = time.monotonic()
     gpu_names = tuple(gpu_resources)
     clusters = list(fleet.clusters)
@@ -93,7 +95,7 @@ def place_arrivals(reuse: Reuse, fleet: Fleet, groups: Sequence[PlacementGroup],
     com = [(g, c) for g, c, _ in triples]
     cinfos = [g for g, _ in com]
     node_exact = sum(len(cl.nodes) for cl in clusters if cl.reachable) <= NODE_EXACT_MAX_NODES
-    by_name = node_exact or uses_match_fields(ginfos + cinfos)
+    by_name = by_name or node_exact or uses_match_fields(ginfos + cinfos)
     kept: dict[int, _Kept] = {}
     for c, cl in enumerate(clusters):
         if cl.reachable:
@@ -153,10 +155,12 @@ def _committed(reuse: Reuse, committed: Sequence[tuple[PlacementGroup, str]], cl
 
 
 def _cluster(reuse: Reuse, c: int, cl: Cluster, by_name: bool, gpu_names: Sequence[str]) -> _Kept:
-    """The cluster's classes and capacity from the last round, unless it changed since."""
+    """The cluster's classes and capacity from the last round, unless it changed since. Kept
+    node by node, they also serve a round that classes would: each node its own class is
+    exact for every group (and no round pays for building them back and forth)."""
     norm = _normal(cl)
     old = reuse.kept.get(cl.name)
-    if old is not None and old.by_name == by_name and old.info.index == c and old.cluster == norm \
+    if old is not None and old.by_name >= by_name and old.info.index == c and old.cluster == norm \
             and old.info.gpu_names == tuple(gpu_names):
         reuse.reused += 1
         return old

@@ -9,6 +9,7 @@ departure and a lower-priority arrival come together. Judged from the test API s
 from __future__ import annotations
 
 from placer import daemon as D
+from placer.daemon.core import RESYNC_GAP
 from placer.model.names import ANN_PRIORITY
 from tests.daemon.daemon_helpers import STAGING, Env, gpu_nodes, jobset, wait_for
 
@@ -90,3 +91,59 @@ def test_a_departure_and_a_lower_priority_arrival_together_go_to_the_higher_prio
         assert not placed(env, new)
     finally:
         env.stop()
+
+
+def test_the_first_steered_copy_committed_rebuilds_no_cluster(make_fleet):
+    """Copies are steered to their nodes by name (the default `steer: required`), so a
+    committed copy needs each node its own class: the daemon builds them so in its idle
+    time, and the round after the first copy (beyond NODE_EXACT_MAX_NODES, where classes
+    are the default) reuses every cluster instead of building all of them again."""
+    fleet = make_fleet(names=("hub", *TARGETS), bookmark_interval=0.5)
+    fleet["alpha"].seed(gpu_nodes("a", 60))
+    fleet["beta"].seed(gpu_nodes("b", 60))
+    env = Env(fleet)
+    try:
+        d = env.daemon()
+        assert d.wait_idle(30)
+        built = d.planner.memory.reuse.rebuilt
+        assert built == 2
+        for name in ("first", "second", "third"):
+            job = jobset(name, pods=1, gpus=1)
+            env.create(job)
+            wait_for(lambda: placed(env, job), timeout=30, what=f"{name} placed")
+            assert d.wait_idle(30)
+        assert rounds(d, "arrivals") >= 2 and rounds(d, "full") == 0
+        assert d.planner.memory.reuse.rebuilt == built
+    finally:
+        env.stop()
+
+
+def test_the_periodic_resync_is_spread_so_an_arrival_waits_behind_a_few_keys(env):
+    """Every resync interval each placed workload is checked again. The keys are due
+    RESYNC_GAP apart (within half the interval), not all at once: one pass over 1,200
+    placed workloads took 0.76 s CPU, and an arrival's key and round waited behind it."""
+    d = env.daemon(resync_interval=2.0)
+    jobs = [jobset(f"r{i}", pods=1, gpus=1) for i in range(6)]
+    for job in jobs:
+        env.create(job)
+    wait_for(lambda: all(placed(env, j) for j in jobs), timeout=30, what="all placed")
+    assert d.wait_idle(30)
+    batches: list = []
+    inner, add = d._enqueue_all, d.queue.add
+
+    def enqueue_all(*a, **k):                    # the due times of one resync's keys
+        got: list = []
+        d.queue.add = lambda key, at: (got.append(at), add(key, at))
+        try:
+            inner(*a, **k)
+        finally:
+            d.queue.add = add
+            batches.append(got)
+    d._enqueue_all = enqueue_all
+    wait_for(lambda: batches, timeout=30, what="a resync")
+    due = batches[0]
+    assert len(due) == len(jobs)
+    assert all(b - a >= RESYNC_GAP / 2 for a, b in zip(due, due[1:])), due
+    assert due[-1] - due[0] <= d.config.resync_interval / 2
+    assert d.wait_idle(30)
+    assert copies_everywhere(env, jobs) == {j["metadata"]["name"]: [placed(env, j)] for j in jobs}

@@ -11,8 +11,11 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from placer.actuate.steer import nodes_by_workload, pinned
 from placer.model.fleet import Fleet
+from placer.solve.groups import GPU_RESOURCES
 from placer.solve.incremental import Reuse, place_arrivals
+from placer.solve.problem import group_info, uses_match_fields
 from tests.builders import cluster, fleet, group, wl
 from tests.solve import oracle as O
 
@@ -124,3 +127,31 @@ def test_arrivals_competing_for_one_node_are_left_to_the_full_solve():
     assert place_arrivals(Reuse(), f, [low, high]) is None
     plan = place_arrivals(Reuse(), fleet("east: 2x8"), [low, high])
     assert plan is not None and sorted(p.workload for p in plan.placements) == ["ns/high", "ns/low"]
+
+
+def test_clusters_kept_node_by_node_serve_every_later_round():
+    """The daemon steers copies to their nodes by name (matchFields), so a committed copy
+    needs each node its own class. Built so from the start (`by_name`, the daemon's idle-time
+    warm-up), the first steered copy committed rebuilds nothing; and kept so, a round with no
+    steered copy left reuses them too (each node its own class is exact for every group)."""
+    f = fleet("east: 60x8", "west: 60x8")             # beyond NODE_EXACT_MAX_NODES: classes by default
+    reuse = Reuse()
+    assert place_arrivals(reuse, f, [], by_name=True) is not None
+    assert (reuse.rebuilt, reuse.reused) == (2, 0)
+    a = group(wl("ns/a", "1x8"))
+    plan = place_arrivals(reuse, f, [a], by_name=True)
+    assert plan is not None
+    steered = [(pinned(a, nodes_by_workload(plan.placements)), plan.placements[0].cluster)]
+    assert uses_match_fields([group_info(0, steered[0][0], GPU_RESOURCES)])
+    b = group(wl("ns/b", "1x8"))
+    plan = place_arrivals(reuse, f, [b], steered)
+    assert plan is not None and reuse.rebuilt == 2
+    judge(f, [b], [(a, steered[0][1])], plan)        # (the oracle knows no affinity)
+    # classes first (no steering asked for): the first steered copy needs nodes, once
+    reuse = Reuse()
+    assert place_arrivals(reuse, f, [a]) is not None and reuse.rebuilt == 2
+    plan = place_arrivals(reuse, f, [b], steered)
+    assert plan is not None and reuse.rebuilt == 4
+    c = group(wl("ns/c", "1x4"))
+    plan = place_arrivals(reuse, f, [c], [(b, plan.placements[0].cluster)])     # the steered one gone
+    assert plan is not None and reuse.rebuilt == 4
