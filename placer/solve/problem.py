@@ -11,7 +11,7 @@ from placer.model.errors import InputError
 from placer.model.fleet import Cluster, Fleet
 from placer.model.workload import PlacementGroup
 from placer.solve.accepts import refusal
-from placer.solve.domains import missing_key, needs_node_classes, tag_parts, units_of
+from placer.solve.domains import HOSTNAME, missing_key, needs_node_classes, tag_parts, units_of
 from placer.solve.groups import GPU_RESOURCES, ClusterInfo, GroupInfo, Part, gpus_of, pred_key, sort_key
 from placer.solve.policy import group_policy, policy_reason
 from placer.solve.ranking import cost_units, ordered, ranks_of
@@ -71,7 +71,10 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
         node_exact = sum(len(cl.nodes) for cl in fleet.clusters if cl.reachable) <= NODE_EXACT_MAX_NODES
     by_name = node_exact or uses_match_fields(ginfos + cinfos)
     clusters = list(fleet.clusters)
-    infos = {c: ClusterInfo(c, cl, by_name or needs_node_classes(cl, ginfos + cinfos), gpu_names)
+    everyone = ginfos + cinfos
+    # whether any group asks for the host level, once (issue 24: once per cluster over all groups)
+    host = any(u.key == HOSTNAME for g in everyone for u in g.units)
+    infos = {c: ClusterInfo(c, cl, by_name or (host and needs_node_classes(cl, everyone)), gpu_names)
              for c, cl in enumerate(clusters) if cl.reachable}
     names = {cl.name: c for c, cl in enumerate(clusters)}
     for rank, g in enumerate(sorted(ginfos, key=lambda g: g.key)):
@@ -91,9 +94,13 @@ def judge(g: GroupInfo, clusters: Sequence[Cluster], infos: Mapping[int, Cluster
     missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
     claims = claims_of(g.group)
     kinds = tuple(p.kind_key for p in g.parts)
+    several = len(g.group.workloads) > 1
+    # the checks that cannot fail for this group are not asked per cluster (issue 24: 10,000
+    # groups x 100 clusters)
     for c, cl in enumerate(clusters):
-        reason = (policy[c] or refusal(g.group, cl) or missing.get(cl.name)
-                  or storage_reason(claims, cl, len(g.group.workloads) > 1) or missing_key(g, cl))
+        reason = (policy[c] or refusal(g.group, cl) or (missing.get(cl.name) if missing else None)
+                  or (storage_reason(claims, cl, several) if claims else None)
+                  or (missing_key(g, cl) if g.units else None))
         if reason is not None:
             g.static[c] = reason
         elif c in infos and _may_use(g, infos[c], kinds):

@@ -24,7 +24,7 @@ from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem, states_of
 from placer.solve.quotas import group_use, tally, within
 from placer.solve.scheduling import fits_resources
-from placer.solve.state import ClusterState, PodAssign, may_fit, try_place, undo
+from placer.solve.state import ClusterState, PodAssign, may_fit, try_place
 from placer.solve.topology import pack_domains
 
 PACK_MAX_VARS = 4000          # larger exact checks are skipped (best fit decides alone)
@@ -205,26 +205,24 @@ def repair(problem: Problem, result: Result, deadline: float | None = None,
     return within(problem, result)          # issue 23: a displacement may break a quota
 
 
-def _displace(problem: Problem, result: Result, states: Mapping[int, ClusterState],
+def _displace(problem: Problem, result: Result, states: dict[int, ClusterState],
               on: "_Placed", g: GroupInfo, deadline: float | None) -> list[GroupInfo] | None:
     """Places `g` on the first cluster where it fits once that cluster's strictly
     lower-priority work is taken out (that work leaves the plan); returns the work taken
-    out, or None (nothing changed)."""
+    out, or None (nothing changed). The cluster without that work is `on.without`'s copy:
+    a cluster where `g` does not fit is left as it was, not emptied and filled again."""
     for c in g.eligible:
         st = states[c]
         if not on.any_lower(c, g.priority) or g.gpus > st.free_gpus + on.lower_gpus(c, g.priority):
             continue                    # even without the lower-priority work it cannot fit
         lower = on.lower(c, g.priority)
-        mark = st.mark()
-        for h in lower:
-            undo(st, h, result[h.index][1])
-        assign = place(st, g, deadline) if _quota_room(problem, result, lower, g) else None
-        if assign is None:
-            for h in lower:
-                for j, i in result[h.index][1]:
-                    st.take(i, h.parts[j].demand)
-            st.restore(mark)            # the same content as before
+        if not _quota_room(problem, result, lower, g):
             continue
+        emptied = on.without(c, st, g.priority, lower, result)
+        assign = place(emptied, g, deadline)
+        if assign is None:
+            continue
+        states[c] = emptied             # the cluster as the displacement leaves it
         result[g.index] = (c, assign)
         for h in lower:
             del result[h.index]
@@ -236,6 +234,8 @@ def _quota_room(problem: Problem, result: Result, lower: list[GroupInfo], g: Gro
     """Whether `g` stays within its quotas once `lower` leaves the plan: a displacement that
     the final quota trim would undo takes the lower-priority work out for nothing (issue 23:
     a higher priority over its quota used to push out a lower one within it, then both left)."""
+    if not problem.fleet.quotas:
+        return True
     out = {h.index for h in lower}
     t = tally(problem, [i for i in result if i not in out])
     return t is None or t.room(group_use(t.quotas, g))
@@ -248,6 +248,8 @@ class _Placed:
 
     def __init__(self, result: Result, by_idx: Mapping[int, GroupInfo]):
         self.by_idx = by_idx
+        self.emptied: dict[tuple[int, int], tuple[int, ClusterState]] = {}
+        self.sums: dict[int, dict[int, int]] = {}          # cluster -> priority -> GPUs below it
         self.rows: dict[int, list[tuple[int, int]]] = {}
         for h, (c, _) in result.items():
             self.rows.setdefault(c, []).append((by_idx[h].priority, h))
@@ -256,10 +258,12 @@ class _Placed:
 
     def add(self, h: int, c: int) -> None:
         bisect.insort(self.rows.setdefault(c, []), (self.by_idx[h].priority, h))
+        self.sums.pop(c, None)
 
     def remove(self, h: int, c: int) -> None:
         row = self.rows[c]
         row.pop(bisect.bisect_left(row, (self.by_idx[h].priority, h)))
+        self.sums.pop(c, None)
 
     def _below(self, c: int, priority: int) -> list[tuple[int, int]]:
         row = self.rows.get(c, [])
@@ -270,11 +274,34 @@ class _Placed:
         return bool(row) and row[0][0] < priority
 
     def lower_gpus(self, c: int, priority: int) -> int:
-        return sum(self.by_idx[h].gpus for _, h in self._below(c, priority))
+        """GPUs of the cluster's work below `priority`, remembered until its row changes
+        (issue 24: summed for every cluster on every turn, a third of the displacements)."""
+        sums = self.sums.setdefault(c, {})
+        got = sums.get(priority)
+        if got is None:
+            got = sums[priority] = sum(self.by_idx[h].gpus for _, h in self._below(c, priority))
+        return got
 
     def lower(self, c: int, priority: int) -> list[GroupInfo]:
         """The cluster's placed groups of strictly lower priority, by index."""
         return [self.by_idx[h] for h in sorted(h for _, h in self._below(c, priority))]
+
+    def without(self, c: int, st: ClusterState, priority: int, lower: list[GroupInfo],
+                result: Result) -> ClusterState:
+        """A copy of cluster c's state with its `lower` work (below `priority`) taken out,
+        kept while the cluster's content is unchanged (its version): the groups that find no
+        room there try the same emptied cluster in turn (issue 24: each try took every
+        lower-priority pod out and put it back, most of the repair at 10,000 groups). A
+        group's best fit and exact check depend on the content alone, so a group fits the
+        copy exactly when it would fit the cluster emptied in place."""
+        key = (c, priority)
+        got = self.emptied.get(key)
+        if got is not None and got[0] == st.version:
+            return got[1]
+        emptied = st.copy()
+        emptied.give_all((i, h.parts[j].demand) for h in lower for j, i in result[h.index][1])
+        self.emptied[key] = (st.version, emptied)
+        return emptied
 
 
 def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], deadline: float | None,

@@ -140,7 +140,7 @@ class ClusterState:
             k = self.node_class[i]
             for index, keys in ((self.buckets[k], self.keys[k]), (self.levels, self.level_keys)):
                 lst = index[old]
-                lst.remove(i)
+                del lst[bisect.bisect_left(lst, i)]     # kept in node order: found by bisection
                 if not lst:
                     del index[old]
                     del keys[bisect.bisect_left(keys, old)]
@@ -167,6 +167,20 @@ class ClusterState:
         for r, v in demand.items():
             f[r] = f.get(r, 0) + v
         self._move(i, self._gpus(f))
+
+    def give_all(self, pods: Iterable[tuple[int, Mapping[str, int]]]) -> None:
+        """`give` of many pods at once, each node's bucket moved once (the same content as
+        one `give` per pod: the buckets keep node order; issue 24: taking a cluster's
+        lower-priority work out pod by pod moved each node through every level between)."""
+        self.version = self.grown = next(_STAMPS)
+        touched: dict[int, None] = {}
+        for i, demand in pods:
+            f = self.free[i]
+            for r, v in demand.items():
+                f[r] = f.get(r, 0) + v
+            touched[i] = None
+        for i in touched:
+            self._move(i, self._gpus(self.free[i]))
 
     def _gpus(self, f: Mapping[str, int]) -> int:
         names = self.info.gpu_names
