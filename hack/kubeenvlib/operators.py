@@ -261,7 +261,8 @@ def ensure(name: str, kubectl: Path, update: bool = False) -> Path:
     if shutil.which("go") is None:
         raise Fail(f"no Go on PATH: needed once to build {name} {p.version} into {out}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    with locked(out.parent / f".{name}.lock"):
+    # one lock per version: another version's cold build (a pin under test) is not waited for
+    with locked(out.parent / f".{out.name}.lock"):
         if present(name) and not update:
             return out  # another process built it while we waited
         source = module_dir(p)
