@@ -21,7 +21,7 @@ from typing import Sequence
 from placer.solve.greedy import greedy_order
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem, states_of
-from placer.solve.state import ClusterState, PodAssign, try_place, undo
+from placer.solve.state import ClusterState, PodAssign, redo, try_place, undo
 
 Result = dict[int, tuple[int, PodAssign]]
 
@@ -80,8 +80,7 @@ def _swap(st: ClusterState, h: GroupInfo, assign: PodAssign,
         return added
     for g, a in reversed(added):
         undo(st, g, a)
-    for j, i in assign:
-        st.take(i, h.parts[j].demand)
+    redo(st, h, assign)
     st.restore(mark)                       # the same content as before
     return None
 

@@ -37,7 +37,7 @@ from placer.solve.scheduling import (
     matches_node_selector,
     untolerated_taints,
 )
-from placer.solve.state import ClusterState, PodAssign, holds, may_fit, try_place, undo
+from placer.solve.state import ClusterState, PodAssign, holds, may_fit, redo, try_place, undo
 from placer.solve.topology import domain_reason
 
 
@@ -246,8 +246,7 @@ class Explainer:
             n = self.taken[c]
             while n < len(lst) and lst[n][0].priority > priority:
                 h, assign = lst[n]
-                for j, i in assign:
-                    self.higher[c].take(i, h.parts[j].demand)
+                redo(self.higher[c], h, assign)
                 n += 1
             self.taken[c] = n
 

@@ -16,7 +16,7 @@ from placer.solve.groups import GPU_RESOURCES, ClusterInfo, GroupInfo, Part, gpu
 from placer.solve.policy import group_policy, policy_reason
 from placer.solve.ranking import cost_units, ordered, ranks_of
 from placer.solve.scheduling import admitted, pod_demand, runtime_overhead
-from placer.solve.state import ClusterState, PodAssign
+from placer.solve.state import ClusterState, PodAssign, redo
 from placer.solve.storage import claims_of, storage_reason
 
 NODE_EXACT_MAX_NODES = 100         # up to this many nodes, every node is its own class (exact)
@@ -204,8 +204,7 @@ def states_of(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
     for gi, (c, assign) in result.items():
         g = by_idx[gi]
         if keep(g):
-            for j, i in assign:
-                states[c].take(i, g.parts[j].demand)
+            redo(states[c], g, assign)
     return states
 
 

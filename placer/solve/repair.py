@@ -24,7 +24,7 @@ from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem, states_of
 from placer.solve.quotas import group_use, tally, within
 from placer.solve.scheduling import fits_resources
-from placer.solve.state import ClusterState, PodAssign, may_fit, try_place
+from placer.solve.state import ClusterState, PodAssign, may_fit, redo, try_place
 from placer.solve.topology import pack_domains
 
 PACK_MAX_VARS = 4000          # larger exact checks are skipped (best fit decides alone)
@@ -160,8 +160,7 @@ def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodA
     if not isinstance(packed, list):
         return None
     assign = packed
-    for j, i in assign:
-        st.take(i, g.parts[j].demand)
+    redo(st, g, assign)
     return assign
 
 

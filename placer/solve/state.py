@@ -301,6 +301,12 @@ def undo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
         state.give(i, g.parts[j].demand)
 
 
+def redo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
+    """`g`'s pods taken on the nodes `assign` names (what `undo` gives back)."""
+    for j, i in assign:
+        state.take(i, g.parts[j].demand)
+
+
 
 def _free_gpus(st: ClusterState, classes: Iterable[int]) -> int:
     return sum(level * len(nodes) for k in classes for level, nodes in st.buckets[k].items())

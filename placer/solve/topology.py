@@ -15,7 +15,7 @@ from placer.model.workload import PlacementGroup
 from placer.solve.domains import INF, Unit, by_domain, class_domain, domain_of
 from placer.solve.groups import ClusterInfo, GroupInfo, Part
 from placer.solve.problem import Problem, states_of
-from placer.solve.state import ClusterState, PodAssign, try_place_topology
+from placer.solve.state import ClusterState, PodAssign, redo, try_place_topology
 
 
 def compact(problem: Problem, result: dict[int, tuple[int, PodAssign]], deadline: float | None = None) -> None:
@@ -43,8 +43,7 @@ def compact(problem: Problem, result: dict[int, tuple[int, PodAssign]], deadline
         if new is not None:
             for j, i in new:
                 st.give(i, g.parts[j].demand)
-        for j, i in old:
-            st.take(i, g.parts[j].demand)
+        redo(st, g, old)
 
 
 # --- the exact check's and the model's domain variables -------------------------------------------
