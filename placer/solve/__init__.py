@@ -378,20 +378,24 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
 def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign,
                 passed: Mapping[str, Reason] | None = None) -> list[Placement]:
     info = problem.infos[c]
-    per_wl: dict[object, dict[str, dict[str, int]]] = {w.ref: {} for w in g.group.workloads}
+    refs = [w.ref for w in g.group.workloads]
+    per_wl: dict[object, dict[str, dict[str, int]]] = {r: {} for r in refs}
+    # each part's workload and instance named once, not once per pod (issue 24)
+    names = [(part.workload.ref, part.instance.key) for part in g.parts]
     order = info.pos
     for j, i in assign:
-        part = g.parts[j]
+        ref, ikey = names[j]
         node = info.nodes[i].name
-        slot = per_wl[part.workload.ref].setdefault(node, {})
-        slot[part.instance.key] = slot.get(part.instance.key, 0) + 1
+        slot = per_wl[ref].setdefault(node, {})
+        slot[ikey] = slot.get(ikey, 0) + 1
     out = []
-    for w in g.group.workloads:
-        nodes = dict(sorted(per_wl[w.ref].items(), key=lambda kv: order[kv[0]]))
+    with_cost = costed(problem.clusters)
+    for w, ref in zip(g.group.workloads, refs):
+        nodes = dict(sorted(per_wl[ref].items(), key=lambda kv: order[kv[0]]))
         out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
-                             g.priority, nodes, ref=w.ref, topology=choices(g, w.key, info, assign),
+                             g.priority, nodes, ref=ref, topology=choices(g, w.key, info, assign),
                              creates=creates(g.group, problem.clusters[c]),
-                             cost=cost_of(problem.clusters[c], w.gpus, costed(problem.clusters)),
+                             cost=cost_of(problem.clusters[c], w.gpus, with_cost),
                              passed_over=dict(passed or {})))
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from placer.solve.greedy import greedy_order
-from placer.solve.groups import ClusterInfo, GroupInfo, expand
+from placer.solve.groups import ClusterInfo, GroupInfo, Part, expand
 from placer.solve.model import Agg, part_type
 from placer.solve.problem import Problem
 from placer.solve.state import ClusterState, PodAssign, undo
@@ -105,7 +105,14 @@ def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo],
     done: list[tuple[GroupInfo, int, int]] = []
     for g, j in pods:
         part = g.parts[j]
-        i = st.best_node(part.demand, part.gpu, confined.get((g.index, j), st.info.compat(part)))
+        # the pod before, of the same part, took the best fit: that node is still the best while
+        # the pod fits it (only it lost capacity, and it was the least; as placer.solve.state's
+        # best fit reasons; issue 24: a search per pod)
+        last = done[-1] if done else None
+        if last is not None and last[0] is g and last[1] == j and _fits_node(st, part, last[2]):
+            i: int | None = last[2]
+        else:
+            i = st.best_node(part.demand, part.gpu, confined.get((g.index, j), st.info.compat(part)))
         if i is None:
             for gg, jj, ii in reversed(done):
                 st.give(ii, gg.parts[jj].demand)
@@ -117,3 +124,9 @@ def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo],
         out[g.index].append((j, i))
     return out
 
+
+
+def _fits_node(st: ClusterState, part: Part, i: int) -> bool:
+    """One more of the part's pods fits node i as it is now."""
+    free = st.free[i]
+    return st.gpu[i] >= part.gpu and all(v <= free.get(r, 0) for r, v in part.demand.items())

@@ -299,14 +299,17 @@ class Explainer:
         return self._taken(c, g.priority, verdict == _TAKEN_HIGHER)
 
     def _verdict(self, g: GroupInfo, c: int) -> int:
+        if self.taken.get(c, 0):
+            # `higher` has no node with more free than in `base`: a group found to fit it (a
+            # placement or an exact count) fits `base` too, so the usual verdict, taken by work
+            # of its own priority, costs one exact check less (issue 24)
+            if fits(self.higher[c], g, self.deadline):
+                return _ROOM_LEFT if fits(self.after[c], g, self.deadline) else _TAKEN
+            return _TAKEN_HIGHER if fits(self.base[c], g, self.deadline) else _CAPACITY
+        # nothing of higher priority on it: `higher` holds what `base` holds
         if not fits(self.base[c], g, self.deadline):
             return _CAPACITY
-        # nothing of higher priority on it: `higher` holds what `base` holds, and the group fits
-        if self.taken.get(c, 0) and not fits(self.higher[c], g, self.deadline):
-            return _TAKEN_HIGHER
-        if fits(self.after[c], g, self.deadline):
-            return _ROOM_LEFT
-        return _TAKEN
+        return _ROOM_LEFT if fits(self.after[c], g, self.deadline) else _TAKEN
 
     def _taken(self, c: int, priority: int, higher: bool) -> R.Reason:
         """The work on cluster c that took the room: of higher priority, or else of the same

@@ -194,7 +194,7 @@ def solve_stages(agg: Agg, problem: Problem, groups: Sequence[GroupInfo], hint: 
     levels, GPUs, fragmentation) was proven; the final tie-break is a bounded polish."""
     m = _to_cpsat(agg)
     stages = stages_of(agg, problem, groups)
-    lim = _Limits(deadline, workers, seed, effort, bool(agg.spread), progress, by_gap, Relaxation())
+    lim = _Limits(deadline, workers, seed, effort, bool(agg.spread), progress, by_gap, Relaxation(agg))
     best = hint
     all_optimal, timed_out = True, False
     # the searches that decide what is placed where (and its cost) get the large shares; the
