@@ -170,6 +170,9 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     if held is not None:
         st.remember(key, held)
         return held
+    if (wide := _widest(g)) is not None and holds(st, wide):
+        st.remember(key, True)
+        return True
     mark = st.mark()
     assign = try_place(st, g)
     if assign is not None:
@@ -199,6 +202,26 @@ def _one_kind(g: GroupInfo) -> GroupInfo | None:
     if any(p.kind_key != first.kind_key for p in g.parts[1:]):
         return None
     part = replace(first, instance=replace(first.instance, pods=g.pods))
+    return GroupInfo(g.index, g.group, g.policy, [part])
+
+
+def _widest(g: GroupInfo) -> GroupInfo | None:
+    """A group whose parts share their predicates (no topology request) as one part of all its
+    pods, each asking for the most any of its pods asks for, of every resource: where those
+    fit, the group's own pods fit on the same nodes, so `holds` on it proves a fit by counting
+    (a PyTorchJob's master and workers of different CPU; issue 24: the reasons placed and gave
+    back every pod of such groups). Not a proof of the contrary."""
+    if g.units or len(g.parts) < 2:
+        return None
+    first = g.parts[0]
+    if any(p.pred_key != first.pred_key for p in g.parts[1:]):
+        return None
+    demand: dict[str, int] = {}
+    for p in g.parts:
+        for r, v in p.demand.items():
+            demand[r] = max(demand.get(r, 0), v)
+    part = replace(first, instance=replace(first.instance, pods=g.pods), demand=demand,
+                   gpu=max(p.gpu for p in g.parts))
     return GroupInfo(g.index, g.group, g.policy, [part])
 
 

@@ -114,7 +114,9 @@ def signatures(groups: Sequence[GroupInfo]) -> list[Sig]:
 def part_type(info: ClusterInfo, p: Part) -> tuple:
     """A pod kind on a cluster: its demand and the classes it may use (and, for pods a
     topology request covers, their own part: constrained per domain)."""
-    return (tuple(sorted(p.demand.items())), info.compat(p), p.topo)
+    # the part's demand as sorted items, as its kind key holds it (issue 24: sorted again for
+    # every signature on every cluster)
+    return (p.kind_key[1], info.compat(p), p.topo)
 
 
 def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
