@@ -416,9 +416,11 @@ def explain_all(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
     """Reasons per unplaced group index, highest priority first; then, with the time left, for
     the `placed` groups too (true of every cluster but their own: why a cluster they rank
     better did not take them), so that those never take the unplaced groups' time."""
-    ex = Explainer(problem, result, deadline)
     todo = sorted((g for g in problem.groups if g.index not in result), key=lambda g: (-g.priority, g.index))
-    out = {g.index: ex.reasons(g) for g in todo}
+    out: dict[int, dict[str, R.Reason]] = {}
+    if todo:            # everything placed: no states to build (an Explainer builds three of the fleet)
+        ex = Explainer(problem, result, deadline)
+        out = {g.index: ex.reasons(g) for g in todo}
     if placed:
         ex = Explainer(problem, result, deadline)
         also = set(placed)
