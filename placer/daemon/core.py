@@ -67,6 +67,7 @@ from placer.model.errors import PlacerError
 from placer.model.workload import WorkloadRef
 
 log = logging.getLogger("placer.daemon")
+STOP_WAIT = 60.0            # seconds stop() waits for the reconcile thread to finish its step
 
 
 class Daemon:
@@ -177,7 +178,11 @@ class Daemon:
         self._wake.set()
         self.leader.stop()
         if self._thread:
-            self._thread.join(timeout=10)
+            # a step ends within its requests' deadlines; a loaded machine can stretch it well past
+            # 10 s, and a thread left running would act (and log) after stop() returned
+            self._thread.join(timeout=STOP_WAIT)
+            if self._thread.is_alive():
+                log.warning("the reconcile thread is still in a step after %.0f s; stopping without it", STOP_WAIT)
         self.workers.stop()
         self.planner.stop()
         outcome = self.leader.release() if release else "lease kept"

@@ -6,6 +6,7 @@ import json
 import random
 import socket
 import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -182,6 +183,12 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
     cluster: "ApiServer"
+
+    def handle_error(self, request, client_address) -> None:
+        # a client that hangs up (a test ending, a request deadline, a stopped daemon) is not the
+        # server's error: socketserver would print its traceback into the test run's output
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
