@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from placer.definitions.karta import FORMAT as KARTA_FORMAT
 from placer.definitions.karta import is_karta
-from placer.definitions.program import Layout, build_paths_program, build_program, compile_program, layout
+from placer.definitions.program import Layout, build_paths_program, compile_checked, compile_program, layout
 from placer.definitions.schema import Definition, parse_definition
 from placer.model.documents import decode, load_yaml
 from placer.model.errors import DefinitionError, InputError
@@ -50,9 +50,8 @@ class CompiledDefinition:
 
 
 def compile_definition(data: Any, source: str, format: str = PLACER_FORMAT) -> CompiledDefinition:
-    defn = parse_definition(data, source)
-    return CompiledDefinition(defn, source, compile_program(build_program(defn), defn.name), layout(defn),
-                              format=format)
+    defn = parse_definition(data, source, check=False)
+    return CompiledDefinition(defn, source, compile_checked(defn, source), layout(defn), format=format)
 
 
 @dataclass(frozen=True)
