@@ -65,8 +65,7 @@ def plan(
 
     def go() -> PlanResult:
         from placer.ops.plan import plan_files  # heavy (client, solver): loaded when the command runs
-
-        one_shot_heap()
+        one_shot_heap()                          # now that the plan's modules are loaded
         status = err.status("planning...") if tty else nullcontext()
         with status as st:
             update = (lambda msg: st.update(escape(msg))) if st is not None else None
