@@ -312,6 +312,21 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def bytecode(compile_first: bool) -> str:
+    """With `compile_first`, placer's modules compiled to bytecode first, as installing the
+    wheel does (pip compiles by default): with PYTHONDONTWRITEBYTECODE set and no cache, every
+    run compiles placer's ~25,000 lines again (about 0.25 s CPU; issue 24). Says which."""
+    import compileall
+    import importlib.util
+
+    root = os.path.join(os.path.dirname(__file__), "..", "placer")
+    if compile_first:
+        compileall.compile_dir(root, quiet=1)
+    cached = os.path.exists(importlib.util.cache_from_source(os.path.join(root, "solve", "__init__.py")))
+    return ("bytecode: placer's modules compiled (as installed)" if cached else
+            f"bytecode: none cached, compiled by every run (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})")
+
+
 def import_floor() -> tuple[float, float]:
     """Wall and CPU seconds of `python -c "import placer.cli"`, the least any command costs (best of 3)."""
     walls, cpus = [], []
@@ -342,6 +357,8 @@ def main() -> None:
     ap.add_argument("--scale", action="append", choices=sorted(SCALE), default=[])
     ap.add_argument("--scale-at-target", action="store_true",
                     help="run each scale scenario with --time-limit set to its target")
+    ap.add_argument("--compiled", action="store_true",
+                    help="compile placer's modules to bytecode before the scale runs, as an installed wheel has them")
     args = ap.parse_args()
     names = args.scenario or list(SCENARIOS)
     print(f"# solver: time limit {args.time_limit}s, effort {args.effort}, workers {args.workers}, "
@@ -386,8 +403,9 @@ def main() -> None:
         for name in args.e2e or ["large"]:
             end_to_end(name, args.runs, [])
     if args.scale:
+        print("\n" + bytecode(args.compiled))
         wall, cpu = import_floor()
-        print(f"\nimport floor (python -c 'import placer.cli'): {wall:.2f} s wall, {cpu:.2f} s CPU")
+        print(f"import floor (python -c 'import placer.cli'): {wall:.2f} s wall, {cpu:.2f} s CPU")
     for name in args.scale:
         scale(name, args.runs, ["--time-limit", str(SCALE[name][2])] if args.scale_at_target else [])
 

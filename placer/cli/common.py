@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
@@ -41,7 +42,7 @@ app = typer.Typer(cls=_Root, no_args_is_help=True,
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True)
 
-_state = {"debug": False}
+_state = {"debug": False, "own_process": False}   # own_process: run by main(), not called in a host
 
 T = TypeVar("T")
 
@@ -73,9 +74,28 @@ def run(fn: Callable[[], T]) -> T:
         raise typer.Exit(130)
 
 
+# A command that runs once (not the daemon, placer.daemon.heap) makes its objects and exits;
+# CPython's collector meanwhile walks every tracked object (the imports' ~47,000 and the
+# input's) each time the survivors grow by a quarter: 0.26 s CPU of `placer plan`'s 3.4 at
+# 1,000 workloads on 10,000 nodes, freeing almost nothing (issue 24).
+ONE_SHOT_GEN0 = 10_000
+
+
+def one_shot_heap() -> None:
+    """For a one-shot command in placer's own process, once its modules are loaded: they are
+    never scanned again (`gc.freeze`), and the youngest generation is collected every 10,000
+    net allocations rather than 700 (reference cycles are still freed, a little later). A
+    host's process (tests calling the app) is left as it is: what it froze would stay."""
+    if not _state["own_process"]:
+        return
+    gc.freeze()
+    gc.set_threshold(ONE_SHOT_GEN0, *gc.get_threshold()[1:])
+
+
 def main() -> None:
     # run as kubectl's plugin (`kubectl placer ...` execs kubectl-placer): help says so
     plugin = os.path.basename(sys.argv[0] or "") == "kubectl-placer"
+    _state["own_process"] = True
     app(prog_name="kubectl placer" if plugin else None)
 
 

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, out, run
+from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, one_shot_heap, out, run
 from placer.cli.output import OUTPUT_HELP, emit, kind_text, parse_output
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 from placer.cli.topology_view import topology_lines
@@ -65,7 +65,7 @@ def plan(
 
     def go() -> PlanResult:
         from placer.ops.plan import plan_files  # heavy (client, solver): loaded when the command runs
-
+        one_shot_heap()                          # now that the plan's modules are loaded
         status = err.status("planning...") if tty else nullcontext()
         with status as st:
             update = (lambda msg: st.update(escape(msg))) if st is not None else None

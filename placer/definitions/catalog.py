@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from placer.definitions.karta import FORMAT as KARTA_FORMAT
-from placer.definitions.karta import is_karta, karta_definition
-from placer.definitions.program import Layout, build_paths_program, build_program, compile_program, layout
+from placer.definitions.karta import is_karta
+from placer.definitions.program import Layout, build_paths_program, compile_checked, compile_program, layout
 from placer.definitions.schema import Definition, parse_definition
 from placer.model.documents import decode, load_yaml
 from placer.model.errors import DefinitionError, InputError
@@ -50,9 +50,8 @@ class CompiledDefinition:
 
 
 def compile_definition(data: Any, source: str, format: str = PLACER_FORMAT) -> CompiledDefinition:
-    defn = parse_definition(data, source)
-    return CompiledDefinition(defn, source, compile_program(build_program(defn), defn.name), layout(defn),
-                              format=format)
+    defn = parse_definition(data, source, check=False)
+    return CompiledDefinition(defn, source, compile_checked(defn, source), layout(defn), format=format)
 
 
 @dataclass(frozen=True)
@@ -132,6 +131,8 @@ def compile_document(doc: Any, source: str) -> CompiledDefinition:
     the latter, so they point at the user's own text. A Karta is read as the placer
     definition it stands for."""
     if is_karta(doc):
+        from placer.definitions.karta.load import karta_definition  # the schema loads with the first Karta
+
         translated = karta_definition(doc, source)
         compiled = compile_definition(translated.document, source, KARTA_FORMAT)
         compiled.gang_check = translated.gang_check

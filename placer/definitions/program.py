@@ -16,12 +16,25 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import jq
 
-from placer.definitions.schema import Component, Definition, FieldExpr, PodFields, StatusRule
+from placer.definitions.schema import (
+    COMPONENT_VARS,
+    GANG_VARS,
+    OBJECT_VARS,
+    STATUS_VARS,
+    Component,
+    Definition,
+    FieldExpr,
+    PodFields,
+    StatusRule,
+    check_expressions,
+    expressions,
+)
 from placer.model.errors import DefinitionError, EvaluationError
 
 POD_FIELDS = tuple(PodFields.model_fields)
@@ -98,21 +111,41 @@ def layout(defn: Definition) -> Layout:
     return Layout(keys, tuple(Columns.of(k) for k in keys))
 
 
+# How the fused program writes an expression of the definition, given the variables it may
+# use and whether it runs once per instance (`hot`): in place, parenthesised (`_inline`), or
+# as a call of a function of its own (`_Calls`).
+Ref = Callable[[str, tuple[str, ...], bool], str]
+
+
+def _inline(expr: str, variables: tuple[str, ...], hot: bool = False) -> str:
+    return f"({expr})"
+
+
 def _instances(comp: Component) -> str:
     return comp.instances or "."
 
 
-def _lets(defn: Definition) -> str:
-    return "".join(f"({expr}) as ${name} | " for name, expr in defn.let.items())
+def _instances_ref(comp: Component, ref: Ref, variables: tuple[str, ...]) -> str:
+    return ref(comp.instances, variables, False) if comp.instances and ref is not _inline else _instances(comp)
 
 
-def _rule(rule: StatusRule) -> str:
-    reason, message = rule.reason or "null", rule.message or "null"
-    out = f'[{json.dumps(rule.phase)}, (({reason}) // $c.reason), (({message}) // $c.message)]'
+def _lets(defn: Definition, ref: Ref = _inline) -> str:
+    out, lets = "", tuple[str, ...]()
+    for name, expr in defn.let.items():
+        out += f"{ref(expr, OBJECT_VARS + lets, False)} as ${name} | "
+        lets += (name,)
+    return out
+
+
+def _rule(rule: StatusRule, ref: Ref = _inline, lets: tuple[str, ...] = ()) -> str:
+    at = STATUS_VARS + lets
+    reason = ref(rule.reason, at, False) if rule.reason else "(null)"
+    message = ref(rule.message, at, False) if rule.message else "(null)"
+    out = f'[{json.dumps(rule.phase)}, ({reason} // $c.reason), ({message} // $c.message)]'
     if rule.condition:
         return (f'($conds[{json.dumps(rule.condition)}] as $c | if $c != null and $c.status == '
                 f'{json.dumps(rule.conditionStatus)} then {out} else empty end)')
-    return f"(null as $c | if ({rule.when}) then {out} else empty end)"
+    return f"(null as $c | if {ref(rule.when or 'null', at, False)} then {out} else empty end)"
 
 
 # The last condition of each type, indexed once per object (training operators append).
@@ -141,24 +174,79 @@ def _gang_rows(defn: Definition, keys: Layout) -> str:
     return f"[{', '.join(rows)}] as $instances | "
 
 
-def build_program(defn: Definition) -> str:
+def build_program(defn: Definition, ref: Ref = _inline) -> str:
     keys = layout(defn)
+    lets = tuple(defn.let)
     comps = []
     for i, comp in enumerate(defn.components):
         fields = component_fields(comp).values()
-        row = ", ".join(f"({expr})" for _, expr in fields)
+        row = ", ".join(ref(expr, COMPONENT_VARS + lets, True) for _, expr in fields)
+        instances = _instances_ref(comp, ref, OBJECT_VARS + lets)
         if any("$key" in expr or "$path" in expr for _, expr in fields):
-            comps.append(f"[path({_instances(comp)}) as $path | ($path | if length > 0 then .[-1] else null end)"
+            comps.append(f"[path({instances}) as $path | ($path | if length > 0 then .[-1] else null end)"
                          f" as $key | $root | getpath($path) | [{row}]]")
         else:       # path tracking costs jq several steps per instance: only when used
-            comps.append(f"[{_instances(comp)} | [{row}]]")
-    rules = ", ".join([*(_rule(r) for r in defn.status.rules), _NO_STATUS, _UNKNOWN])
+            comps.append(f"[{instances} | [{row}]]")
+    rules = ", ".join([*(_rule(r, ref, lets) for r in defn.status.rules), _NO_STATUS, _UNKNOWN])
     conds = _CONDS if any(r.condition or _uses_conds(r) for r in defn.status.rules) else ""
-    suspended = f"(({defn.suspend.path}) // false)" if defn.suspend else "null"
-    gangs = defn.gangs or "[]"
+    suspended = f"({ref(defn.suspend.path, OBJECT_VARS + lets, False)} // false)" if defn.suspend else "null"
+    gangs = ref(defn.gangs, GANG_VARS + lets, False) if defn.gangs else "([])"
     instances = _gang_rows(defn, keys) if defn.gangs and "$instances" in defn.gangs else ""
-    return (f". as $root | {_lets(defn)}[{', '.join(comps)}] as $c | {instances}"
-            f"$c + [({conds}first({rules})), {suspended}, ({gangs})]")
+    return (f". as $root | {_lets(defn, ref)}[{', '.join(comps)}] as $c | {instances}"
+            f"$c + [({conds}first({rules})), {suspended}, {gangs}]")
+
+
+class _Calls:
+    """`Ref` writing each expression as a function defined before the program, whose
+    parameters are the variables it uses among those it may: the function must parse on
+    its own and may use no other variable, which is what `check_expressions` checks. A
+    per-instance expression that uses variables stays in place too (jq binds a function's
+    parameters on every call: 20-30% more time per object), its function only checked."""
+
+    def __init__(self) -> None:
+        self.defs: dict[tuple[str, tuple[str, ...]], int] = {}
+
+    def __call__(self, expr: str, variables: tuple[str, ...], hot: bool = False) -> str:
+        used = tuple(v for v in variables if re.search(rf"\${v}\b", expr))
+        n = self.defs.setdefault((expr, used), len(self.defs))
+        if hot and used:
+            return f"({expr})"
+        return f"_pe{n}({'; '.join('$' + v for v in used)})" if used else f"_pe{n}"
+
+    def head(self) -> str:
+        return "".join(f"def _pe{n}{'(' + '; '.join('$' + v for v in used) + ')' if used else ''}: {expr}\n;\n"
+                       for (expr, used), n in self.defs.items())
+
+    def never(self) -> str:
+        """A call of every function, in a branch never taken: jq checks the variables of
+        the functions in use only."""
+        calls = [f"_pe{n}({'; '.join('null' for _ in used)})" if used else f"_pe{n}"
+                 for (_, used), n in self.defs.items()]
+        return f"(if false then ({', '.join(calls)}) else empty end)"
+
+
+def build_checked_program(defn: Definition) -> str:
+    """The fused program with every expression of the definition (those it does not run
+    too: write paths, scale) a function of its own: one jq compile that checks what
+    `check_expressions` checks and compiles the fused program (issue 24: jq compiles in
+    time proportional to the text, and the two programs are each as long)."""
+    calls = _Calls()
+    body = build_program(defn, calls)
+    for _, expr, variables in expressions(defn):
+        calls(expr, variables, False)
+    return f"{calls.head()}({body}), {calls.never()}"
+
+
+def compile_checked(defn: Definition, source: str) -> Any:
+    """The definition's fused program, its expressions checked: in one compile; when that
+    fails, `check_expressions` names the expression at fault, and if none is, the fused
+    program is compiled as it stands (its error, or the program)."""
+    try:
+        return jq.compile(build_checked_program(defn))
+    except ValueError:
+        pass
+    check_expressions(defn, source)
+    return compile_program(build_program(defn), defn.name)
 
 
 def build_paths_program(defn: Definition) -> str:

@@ -29,10 +29,10 @@ from pydantic_core import ErrorDetails
 from placer.model.errors import DefinitionError
 
 # Which jq variables each kind of expression may use.
-_COMPONENT_VARS = ("root", "key", "path")
-_OBJECT_VARS = ("root",)
-_GANG_VARS = ("root", "instances")
-_STATUS_VARS = ("root", "conds")             # $conds: condition type -> its last condition
+COMPONENT_VARS = ("root", "key", "path")
+OBJECT_VARS = ("root",)
+GANG_VARS = ("root", "instances")
+STATUS_VARS = ("root", "conds")             # $conds: condition type -> its last condition
 
 
 def _nonempty(expr: str) -> str:
@@ -233,8 +233,10 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out or "<root>"
 
 
-def parse_definition(data: Any, source: str) -> Definition:
-    """Validate a definition document; errors read `source: path.to.field: message`."""
+def parse_definition(data: Any, source: str, *, check: bool = True) -> Definition:
+    """Validate a definition document; errors read `source: path.to.field: message`.
+    `check=False`: its jq expressions are left to the caller, which compiles them
+    (`placer.definitions.program.compile_checked` checks them in the same compile)."""
     if not isinstance(data, dict):
         raise DefinitionError("a definition must be a mapping", source=source)
     try:
@@ -243,7 +245,8 @@ def parse_definition(data: Any, source: str) -> Definition:
         first = _best_error(e.errors())
         msg = re.sub(r"^Value error, ", "", first["msg"])
         raise DefinitionError(f"{_loc(first['loc'])}: {msg}", source=source) from None
-    check_expressions(defn, source)
+    if check:
+        check_expressions(defn, source)
     return defn
 
 
@@ -265,19 +268,19 @@ def expressions(defn: Definition) -> list[ExprAt]:
     out: list[ExprAt] = []
     lets: tuple[str, ...] = ()
     for name, expr in defn.let.items():
-        out.append((f"let.{name}", expr, _OBJECT_VARS + lets))
+        out.append((f"let.{name}", expr, OBJECT_VARS + lets))
         lets += (name,)
     for i, comp in enumerate(defn.components):
-        out += _component_expressions(f"components[{i}]", comp, _OBJECT_VARS + lets, _COMPONENT_VARS + lets)
+        out += _component_expressions(f"components[{i}]", comp, OBJECT_VARS + lets, COMPONENT_VARS + lets)
     for j, rule in enumerate(defn.status.rules):
-        out += [(f"status.rules[{j}].{name}", getattr(rule, name), _STATUS_VARS + lets)
+        out += [(f"status.rules[{j}].{name}", getattr(rule, name), STATUS_VARS + lets)
                 for name in ("when", "reason", "message") if getattr(rule, name)]
     if defn.suspend:
-        out.append(("suspend.path", defn.suspend.path, _OBJECT_VARS + lets))
+        out.append(("suspend.path", defn.suspend.path, OBJECT_VARS + lets))
     if defn.gangs:
-        out.append(("gangs", defn.gangs, _GANG_VARS + lets))
+        out.append(("gangs", defn.gangs, GANG_VARS + lets))
     if defn.scale:
-        out.append(("scale.replicas", defn.scale.replicas, _OBJECT_VARS + lets))
+        out.append(("scale.replicas", defn.scale.replicas, OBJECT_VARS + lets))
     return out
 
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 import random
 import socket
-import ssl
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
-
-import urllib3
 
 from placer.model.errors import Conflict, Forbidden, Gone, Invalid, KubeError, NotFound, ServerError, Unreachable
 
@@ -123,6 +120,12 @@ def _lines(raw) -> Iterator[bytes]:
 
 def connection_reason(e: BaseException) -> str:
     """A short human reason for a transport failure."""
+    # loaded with the client, whose failure this names (issue 24: `placer plan` on simulated
+    # clusters never loads them, ~0.07 s)
+    import ssl
+
+    import urllib3
+
     seen = set()
     cur: BaseException | None = e
     while cur is not None and id(cur) not in seen:

@@ -1,7 +1,8 @@
 """`placer plan` of files loads nothing the command did not ask for (issue 24, item 2): not the
 options search's CP-SAT layer (which imports pandas) without --explain, no graph library for
-grouping, and no Kubernetes client library on simulated clusters. A probe in a fresh
-interpreter; with --explain the probe sees pandas (tests/house: and placer.kube.client the client),
+grouping, no Kubernetes client library (nor urllib3) on simulated clusters, and no Karta schema
+when the catalog holds no Karta. A probe in a fresh interpreter; with --explain the probe sees
+pandas, with a Karta in --catalog the schema (tests/house: and placer.kube.client the client),
 so it can fail."""
 
 import os
@@ -11,7 +12,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEAVY = ("pandas", "networkx", "kubernetes")
+HEAVY = ("pandas", "networkx", "kubernetes", "urllib3", "placer.definitions.karta.schema")
+KARTAS = os.path.join(ROOT, "tests", "fixtures", "karta")
 
 
 TOO_BIG = """apiVersion: batch/v1
@@ -43,7 +45,8 @@ def _loaded_after_plan(tmp_path, files: str, *extra: str) -> list[str]:
              f"sys.argv = ['placer', 'plan', '--dry-run', '-f', {files!r}, '--clusters', {str(tmp_path / 'clusters.yaml')!r}, "
              f"*{list(extra)!r}]\n"
              "try:\n    runpy.run_module('placer', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-             f"print('LOADED', ' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))")
+             f"print('LOADED', ' '.join(sorted(h for h in {HEAVY!r} if any(m == h or m.startswith(h + '.') "
+             "for m in sys.modules))))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert "placed" in done.stdout + done.stderr, done.stderr       # the plan was made
     line = next(x for x in done.stdout.splitlines() if x.startswith("LOADED"))
@@ -61,3 +64,7 @@ def test_a_plan_without_explain_loads_no_pandas_graph_library_nor_client(files, 
 def test_the_probe_sees_the_options_search_when_asked(tmp_path):
     (tmp_path / "job.yaml").write_text(TOO_BIG)
     assert "pandas" in _loaded_after_plan(tmp_path, str(tmp_path / "job.yaml"), "--explain")
+
+
+def test_the_probe_sees_the_karta_schema_with_a_karta_in_the_catalog(tmp_path):
+    assert _loaded_after_plan(tmp_path, "examples/", "--catalog", KARTAS) == ["placer.definitions.karta.schema"]

@@ -10,18 +10,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from placer.definitions.karta.gangs import unpredicted_expression
+from placer.definitions.karta.kind import FORMAT, is_karta  # noqa: F401 (re-exported)
 from placer.definitions.karta.rules import problems
-from placer.definitions.karta.schema import API_GROUP, KIND, Karta
+from placer.definitions.karta.schema import Karta
 from placer.definitions.karta.translate import translate
 from placer.definitions.karta.tree import Tree
 from placer.model.errors import DefinitionError
-
-FORMAT = "karta"
-
-
-def is_karta(doc: Any) -> bool:
-    return (isinstance(doc, dict) and doc.get("kind") == KIND
-            and str(doc.get("apiVersion") or "").partition("/")[0] == API_GROUP)
 
 
 def _name(doc: Any) -> str:

@@ -10,9 +10,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-API_GROUP = "run.ai"
-API_VERSION = "run.ai/v1alpha1"
-KIND = "Karta"
+from placer.definitions.karta.kind import API_GROUP, API_VERSION, KIND  # noqa: F401 (re-exported)
+
 # the normalized statuses, in the order the library reports them when several match
 STATUS_ORDER = ("resuming", "suspending", "suspended", "running", "failed", "completed",
                 "initializing", "degraded")
