@@ -13,8 +13,6 @@ from placer.solve.domains import Unit, by_domain, class_domain, domain_of
 from placer.solve.groups import MANY_CLASSES, ClusterInfo, GroupInfo, gpus_of, runs
 from placer.solve.scheduling import fits_resources
 
-UNBOUNDED = 1 << 62               # pods of a demand without positive requests that fit one node
-
 # content stamps, unique across all states: a stamp never names two different contents
 _STAMPS = itertools.count(1)
 
@@ -133,10 +131,21 @@ class ClusterState:
         GPUs, class position, node), each filled (issue 24: one search per pod, most of a
         greedy plan's time at 10,000 nodes)."""
         out: list[tuple[int, int]] = []
-        free, need = self.free, list(demand.items())
+        free = self.free
+        # a request > 0 limits how many pods fit, one <= 0 only whether any does (taking pods
+        # never lowers what is free of it below what it was)
+        limits = [(r, v) for r, v in demand.items() if v > 0]
+        floors = [(r, v) for r, v in demand.items() if v <= 0]
         for i in self._fitting_order(gpu, classes):
-            if _fits(need, free[i]):
-                n = min(pods, _room(demand, free[i]))
+            f = free[i]
+            n = pods
+            for r, v in limits:
+                room = f.get(r, 0) // v
+                if room < n:
+                    n = room
+                    if n <= 0:
+                        break
+            if n > 0 and (not floors or _fits(floors, f)):
                 out.append((i, n))
                 pods -= n
                 if not pods:
@@ -300,7 +309,8 @@ def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     if g.units:
         return try_place_topology(state, g)
     key = ("best-fit", g.shape)
-    if state.recall(key) is False:
+    got = state.memo.get(key)          # `recall`, inline: most calls at scale end here
+    if got is not None and got[1] is False and got[0] == state.version:
         return None
     mark = state.mark()
     done = _best_fit(state, g)
@@ -329,19 +339,6 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
             state.take(i, part.demand, n)
             done += [(j, i)] * n
     return done
-
-
-def _room(demand: Mapping[str, int], free: Mapping[str, int]) -> int:
-    """How many pods of `demand` fit one after another on a node with `free` (at least 1:
-    the caller found that one does). Zero requests fit while free stays >= 0, i.e. always
-    once one did; a negative request (none are made) counts as one pod at a time."""
-    most = UNBOUNDED
-    for r, v in demand.items():
-        if v > 0:
-            most = min(most, free.get(r, 0) // v)
-        elif v < 0:
-            return 1
-    return max(1, most)
 
 
 def undo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
