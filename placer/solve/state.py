@@ -215,11 +215,12 @@ class ClusterState:
             f[r] = f.get(r, 0) - v * times
         self._move(i, self._gpus(f))
 
-    def give(self, i: int, demand: Mapping[str, int]) -> None:
+    def give(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
+        """`times` pods of `demand` off node i."""
         self.version = self.grown = next(_STAMPS)
         f = self.free[i]
         for r, v in demand.items():
-            f[r] = f.get(r, 0) + v
+            f[r] = f.get(r, 0) + v * times
         self._move(i, self._gpus(f))
 
     def give_all(self, pods: Iterable[tuple[int, Mapping[str, int]]]) -> None:
@@ -342,14 +343,27 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
 
 
 def undo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
-    for j, i in reversed(assign):
-        state.give(i, g.parts[j].demand)
+    for j, i, n in reversed(_same_node_runs(assign)):
+        state.give(i, g.parts[j].demand, n)
 
 
 def redo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
     """`g`'s pods taken on the nodes `assign` names (what `undo` gives back)."""
+    for j, i, n in _same_node_runs(assign):
+        state.take(i, g.parts[j].demand, n)
+
+
+def _same_node_runs(assign: PodAssign) -> list[tuple[int, int, int]]:
+    """(part, node, pods) for each run of equal entries: best fit lists a node's pods of a
+    part together, and one take of n pods leaves what n takes do (issue 24: rebuilding a
+    plan's states took and moved every pod alone)."""
+    out: list[tuple[int, int, int]] = []
     for j, i in assign:
-        state.take(i, g.parts[j].demand)
+        if out and out[-1][0] == j and out[-1][1] == i:
+            out[-1] = (j, i, out[-1][2] + 1)
+        else:
+            out.append((j, i, 1))
+    return out
 
 
 

@@ -49,3 +49,25 @@ def test_batched_best_fit_is_pod_by_pod_best_fit():
         # every group tried on every cluster (placed wherever it fits): the many-class cluster
         # takes some, so the comparison is not empty
         assert placed >= 3 and len(problem.infos[2].classes) > MANY_CLASSES, case
+
+
+def test_redo_and_undo_by_runs_leave_what_one_pod_at_a_time_leaves():
+    fl = fleet("c0: 3x8 used=2 | 2x4 | 4x8")
+    gs = groups(wl("ml/a", "6x2"), wl("ml/b", "3x8"), wl("ml/c", "5x1"))
+    problem = S.prepare(fl, gs)
+    first = problem.state()[0]
+    placed = {g.index: ST.try_place(first, g) for g in problem.groups}
+    assert all(placed.values()) and any(len(set(a)) < len(a) for a in placed.values())   # runs exist
+    by_runs, one_by_one = problem.state()[0], problem.state()[0]
+    for g in problem.groups:
+        ST.redo(by_runs, g, placed[g.index])
+        for j, i in placed[g.index]:
+            one_by_one.take(i, g.parts[j].demand)
+    assert (by_runs.free, by_runs.buckets, by_runs.free_gpus) == (one_by_one.free, one_by_one.buckets,
+                                                                  one_by_one.free_gpus)
+    assert by_runs.free == first.free
+    pristine = problem.state()[0]
+    for g in problem.groups:
+        ST.undo(by_runs, g, placed[g.index])
+    assert (by_runs.free, by_runs.buckets, by_runs.free_gpus) == (pristine.free, pristine.buckets,
+                                                                  pristine.free_gpus)
