@@ -54,7 +54,7 @@ from placer.solve.exchange import exchange
 from placer.solve.explain import explain_all
 from placer.solve.fairshare import key as fair_key
 from placer.solve.fairshare import model_key as fair_model_key
-from placer.solve.greedy import BASELINES, greedy, priority_arrival_order
+from placer.solve.greedy import BASELINES, greedy, greedy_order, priority_arrival_order
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
 from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
@@ -253,9 +253,13 @@ def _best_baseline(problem: Problem, seed_plan: Result, seed_states: Mapping[int
     contenders: list[tuple[str, Callable[[Iterable[GroupInfo]], list[GroupInfo]]]] = (
         [] if searched else [("priority-arrival", priority_arrival_order)])
     contenders += [(name, order) for name, order in BASELINES.items() if name != "priority"]
+    done = {_sequence(problem, greedy_order)}
     for name, order in contenders:
         if time.monotonic() >= run.search_end:
             break
+        if (seq := _sequence(problem, order)) in done:
+            continue                    # the same greedy plan, repaired the same: no other result
+        done.add(seq)
         states = problem.state()
         other = greedy(problem, states, order=order)
         if not searched and name in BASELINES and rank.lex(other) <= rank.lex(result):
@@ -267,6 +271,13 @@ def _best_baseline(problem: Problem, seed_plan: Result, seed_states: Mapping[int
     if run.progress:
         run.progress(f"best greedy baseline (repaired): {best_name}")
     return result
+
+
+def _sequence(problem: Problem, order: Callable[[Iterable[GroupInfo]], list[GroupInfo]]) -> tuple[int, ...]:
+    """The groups a greedy pass in `order` tries, in turn: two orders that try them alike give
+    the same plan (e.g. first-fit decreasing and priority-then-size when every group has one
+    priority, as by default)."""
+    return tuple(g.index for g in order(problem.groups) if g.eligible)
 
 
 def _exchange(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
