@@ -54,7 +54,7 @@ from placer.solve.exchange import exchange
 from placer.solve.explain import explain_all
 from placer.solve.fairshare import key as fair_key
 from placer.solve.fairshare import model_key as fair_model_key
-from placer.solve.greedy import BASELINES, greedy, priority_arrival_order
+from placer.solve.greedy import BASELINES, greedy, greedy_order, priority_arrival_order
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
 from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
@@ -152,7 +152,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     seed_plan = greedy(problem, work)
     candidates = [g for g in problem.groups if g.eligible]
     searched = _model_size(problem, candidates, MODEL_MAX_VARS) <= MODEL_MAX_VARS
-    result = _best_baseline(problem, seed_plan, rank, run, searched) if use_solver else seed_plan
+    result = _best_baseline(problem, seed_plan, work, rank, run, searched) if use_solver else seed_plan
     result = legalize(problem, result, families)
     clock.lap("greedy")
     status, timed_out = "greedy", False
@@ -239,20 +239,27 @@ def _take_committed(problem: Problem) -> tuple[Problem, list[tuple[GroupInfo, in
     return rebase(problem, base), committed_assign, overcommitted
 
 
-def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run, searched: bool) -> Result:
+def _best_baseline(problem: Problem, seed_plan: Result, seed_states: Mapping[int, ClusterState], rank: _Rank,
+                   run: _Run, searched: bool) -> Result:
     """Every baseline, repaired: the plan is never below any of them. When the model is too
     large to search, the greedy plan is the plan: then the seeds are the two greedy plans in
     priority order (then size; then arrival), whose repair moves little, and a baseline that
     ignores priority (first-fit decreasing, arrival) is repaired only when the best seed does
     not already reach it lexicographically (issue 24: at 10,000 groups repairing those two
     cost 38 s, mostly moving lower-priority work out of the way, for a plan no better)."""
-    best_name, result = "priority", repair(problem, seed_plan, run.search_end)
+    # the seed's capacity copied, not rebuilt pod by pod (the seed's own states hint the model)
+    seeded = {c: st.copy() for c, st in seed_states.items()}
+    best_name, result = "priority", repair(problem, seed_plan, run.search_end, seeded)
     contenders: list[tuple[str, Callable[[Iterable[GroupInfo]], list[GroupInfo]]]] = (
         [] if searched else [("priority-arrival", priority_arrival_order)])
     contenders += [(name, order) for name, order in BASELINES.items() if name != "priority"]
+    done = {_sequence(problem, greedy_order)}
     for name, order in contenders:
         if time.monotonic() >= run.search_end:
             break
+        if (seq := _sequence(problem, order)) in done:
+            continue                    # the same greedy plan, repaired the same: no other result
+        done.add(seq)
         states = problem.state()
         other = greedy(problem, states, order=order)
         if not searched and name in BASELINES and rank.lex(other) <= rank.lex(result):
@@ -264,6 +271,13 @@ def _best_baseline(problem: Problem, seed_plan: Result, rank: _Rank, run: _Run, 
     if run.progress:
         run.progress(f"best greedy baseline (repaired): {best_name}")
     return result
+
+
+def _sequence(problem: Problem, order: Callable[[Iterable[GroupInfo]], list[GroupInfo]]) -> tuple[int, ...]:
+    """The groups a greedy pass in `order` tries, in turn: two orders that try them alike give
+    the same plan (e.g. first-fit decreasing and priority-then-size when every group has one
+    priority, as by default)."""
+    return tuple(g.index for g in order(problem.groups) if g.eligible)
 
 
 def _exchange(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:

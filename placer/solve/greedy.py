@@ -45,7 +45,10 @@ def greedy(problem: Problem, states: dict[int, ClusterState], groups: Iterable[G
         use = group_use(quota.quotas, g) if quota else {}
         if quota and not quota.room(use):
             continue
+        gpus = g.gpus
         for c in g.eligible:
+            if gpus > states[c].free_gpus:
+                continue                # full (issue 24: most clusters, late in a pass at 100 clusters)
             assign = try_place(states[c], g)
             if assign is not None:
                 out[g.index] = (c, assign)

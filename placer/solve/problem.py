@@ -157,6 +157,7 @@ def _runtime_classes(g: GroupInfo, candidates: Sequence[Cluster], names: Sequenc
         if extra:
             p.demand = {r: p.demand.get(r, 0) + extra.get(r, 0) for r in {**p.demand, **extra}}
             p.gpu, p.sort_key = gpus_of(p.demand, names), sort_key(p.demand, names)
+            g.forget()
     return missing
 
 

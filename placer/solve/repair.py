@@ -311,7 +311,10 @@ def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], 
         use = group_use(quota.quotas, g) if quota else {}
         if quota and not quota.room(use):
             continue
+        gpus = g.gpus
         for c in g.eligible:
+            if gpus > states[c].free_gpus:
+                continue                # cannot fit: not worth a call (issue 24: most clusters at scale)
             assign = place(states[c], g, deadline)
             if assign is not None:
                 result[g.index] = (c, assign)

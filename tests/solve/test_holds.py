@@ -60,7 +60,8 @@ def test_reasons_do_not_place_groups_of_one_pod_kind(monkeypatch):
     assert len(result) < len(gs), "the instance must leave work unplaced"
     takes = []
     take = ST.ClusterState.take
-    monkeypatch.setattr(ST.ClusterState, "take", lambda self, i, d: takes.append(i) or take(self, i, d))
+    monkeypatch.setattr(ST.ClusterState, "take",
+                        lambda self, i, d, n=1: takes.extend([i] * n) or take(self, i, d, n))   # pods taken
     explain_all(problem, result, None)
     placed_pods = sum(len(assign) for _, assign in result.values())
     # building the states beside the plan takes each placed pod (twice: all of it, and the
