@@ -23,6 +23,11 @@ Measured:
   the copy; p50/p99/max over the steady phase; the burst's time to the last copy;
 - baseline in the same run: a bare create round trip on the hub, and a create made directly
   on a target until the same watch sees it (what a perfect placer's latency would be here);
+- the burst's baseline in the same run, before the daemon starts: the same number of staging
+  creates on the hub (in another namespace, which the daemon does not watch) each followed by
+  a create made directly on a target (round robin), from the same thread pool, until the same
+  watches see the last copy: what a perfect placer's burst must at least cost on these servers
+  (a zero-cost placer still needs both writes); the burst is reported as a ratio to it;
 - duplicates: workloads ever created on more than one cluster (from the servers' request logs,
   every copy ever made, plus copies the watches saw twice);
 - LIST requests the daemon made during the steady phase, per cluster (servers' request logs,
@@ -253,12 +258,40 @@ class RealFleet:
         for ns in (STAGING, "baseline"):
             self.env.namespace("hub", ns)
             self.env.namespace("alpha", ns)
+        self.env.namespace("beta", "baseline")          # the burst's baseline creates on every target
 
     def ask(self, cmd: str, arg=None):
         return None
 
     def stop(self) -> None:
         self.env.down()
+
+
+@dataclass(frozen=True)
+class BurstFloor:
+    seconds: float                       # from the first create to the last copy the watches saw
+    server_cpu: float | None             # the servers' process CPU meanwhile (None: real servers)
+
+
+def burst_baseline(hub, res, user: Kube, names: list[str], arrivals: Arrivals, pool: ThreadPoolExecutor, n: int,
+                   timeout: float, fleet) -> BurstFloor:
+    """What a perfect placer's burst costs at least here: n hub creates, each followed by a
+    create made directly on a target (round robin), until the watches see every copy."""
+    targets = [user.client(c) for c in names]
+    kinds = [t.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet") for t in targets]
+
+    def both(i: int) -> None:
+        name = f"floor-{i:04d}"
+        hub.create(res, jobset(name, pods=1, gpus=1, ns="baseline"), "baseline")
+        k = i % len(targets)
+        targets[k].create(kinds[k], jobset(name, pods=1, gpus=1, ns="baseline"), "baseline")
+    server_cpu = fleet.ask("cpu")
+    t = time.perf_counter()
+    list(pool.map(both, range(n)))
+    if not arrivals.wait({f"baseline/floor-{i:04d}" for i in range(n)}, timeout):
+        raise SystemExit("the burst's baseline: not every direct create was seen by the watches")
+    seconds = max(arrivals.seen[f"baseline/floor-{i:04d}"] for i in range(n)) - t
+    return BurstFloor(seconds, fleet.ask("cpu") - server_cpu if server_cpu is not None else None)
 
 
 class ThreadMeter:
@@ -388,6 +421,9 @@ def main() -> None:
         arrivals.wait({f"baseline/direct-{i}"}, 10)
         base_seen.append(arrivals.seen[f"baseline/direct-{i}"] - t)
 
+    pool = ThreadPoolExecutor(8)
+    floor_burst = burst_baseline(hub, res, user, names, arrivals, pool, args.burst, args.timeout, fleet)
+
     rss_before = rss_mib()
     kubeconfig = fleet.kubeconfig if args.real else token_kubeconfig(fleet, Path(directory) / "daemon.kubeconfig",
                                                                      DAEMON_TOKEN)
@@ -404,7 +440,6 @@ def main() -> None:
 
     # steady arrivals
     created: dict[str, float] = {}
-    pool = ThreadPoolExecutor(8)
 
     def create(name: str) -> None:
         hub.create(res, jobset(name, pods=1, gpus=1), STAGING)
@@ -463,6 +498,10 @@ def main() -> None:
     fleet.stop()
     report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_to - steady_from, lists_steady,
            burst, arrivals, ok_burst, burst_done, created_s, twice, rounds, rss_before, rss_synced, rss_peak)
+    print(f"the burst's baseline (the same {args.burst} staging creates, each followed by a create made directly "
+          f"on a target, no daemon): {floor_burst.seconds:.1f} s to the last copy seen"
+          + (f", the servers' process {floor_burst.server_cpu:.2f} s CPU" if floor_burst.server_cpu is not None else "")
+          + f"; the burst took {burst_done / max(floor_burst.seconds, 1e-3):.1f}x that")
     print(f"the burst, until the daemon was idle again: {burst_rounds} planning rounds; the daemon thread ran "
           f"{meter.steps} steps taking {meter.wall:.1f} s, {meter.cpu:.2f} s CPU (thread time), in {burst_to - burst_from:.1f} s")
     print(f"this process (the daemon, all its threads, and the load generator) used {own_cpu:.2f} s CPU in the burst")
