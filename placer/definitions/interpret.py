@@ -20,7 +20,7 @@ from placer.definitions.program import NOT_A_PATH, PATCHABLE, Columns, diagnose
 from placer.definitions.scale import with_scaling
 from placer.definitions.topology_requests import with_topology
 from placer.model.errors import EvaluationError, InputError, UnknownKind
-from placer.model.names import ANN_SPREAD
+from placer.model.names import ANN_MESSAGE, ANN_PHASE, ANN_SPREAD, PLACED_CLUSTER, SHARES_STATUS
 from placer.model.podspec import DEFAULT_GPU_RESOURCES, gpu_count, value_kind
 from placer.model.selectors import label_selector_parts
 from placer.model.workload import Gang, Instance, Phase, PodShape, Workload
@@ -58,8 +58,8 @@ def interpret(obj: Mapping[str, Any], catalog: Catalog, *,
 class Interpreter:
     """`interpret` for a long-lived caller that keeps re-reading the same objects (the
     daemon lists every placed object each planning round): results are remembered by what
-    jq sees of the object, and `sweep()`, called once per round, forgets what was not asked
-    for in the last two rounds, so memory follows the working set. Thread-safe."""
+    jq sees of the object, and `sweep()`, called every few seconds, forgets what was not asked
+    for in the last two such periods, so memory follows the working set. Thread-safe."""
 
     def __init__(self, catalog: Lookup, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES):
         self.catalog, self.gpu_resources = catalog, tuple(gpu_resources)
@@ -84,9 +84,10 @@ class Interpreter:
             with self._lock:
                 self._current[key] = (compiled, found)
                 self.misses += 1
-        else:       # same content: only what jq does not see (last-applied, managedFields) differs
-            annotations = (obj.get("metadata") or {}).get("annotations") or {}
-            found = dataclasses.replace(found, annotations=dict(annotations), source=source, obj=obj)
+        else:       # same content: only what jq does not see (jq_view) differs
+            meta = obj.get("metadata") or {}
+            found = dataclasses.replace(found, annotations=dict(meta.get("annotations") or {}),
+                                        labels=dict(meta.get("labels") or {}), source=source, obj=obj)
         return found
 
     def sweep(self) -> None:
@@ -164,22 +165,35 @@ def json_text(value: Any) -> str:
 
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# what a workload's shape never depends on: bookkeeping every write changes, and what placer
+# itself reports on a staging object (where it went, its phase); left out of what jq sees, a
+# staging object is interpreted once, not again after placer's finalizer and its report
+UNREAD_META = frozenset({"managedFields", "resourceVersion", "finalizers"})
+UNREAD_ANNOTATIONS = frozenset({LAST_APPLIED, PLACED_CLUSTER, ANN_PHASE, ANN_MESSAGE, SHARES_STATUS})
+UNREAD_LABELS = frozenset({PLACED_CLUSTER})
 
 
 def jq_view(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object as jq sees it: without managedFields and kubectl's last-applied copy, which
-    live objects carry (often several KB) and no definition reads. A shallow copy, only
-    when there is something to drop."""
+    live objects carry (often several KB) and no definition reads, nor its resourceVersion,
+    finalizers and placer's own reports (UNREAD_*); labels or annotations left empty are left
+    out, as an API server leaves out empty ones (so that an object placer has labelled reads
+    as it did before). A shallow copy, only when there is something to drop."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj
-    annotations = meta.get("annotations")
-    bulky = isinstance(annotations, dict) and LAST_APPLIED in annotations
-    if "managedFields" not in meta and not bulky:
+    maps = {"annotations": UNREAD_ANNOTATIONS, "labels": UNREAD_LABELS}
+    trim = [k for k, unread in maps.items()
+            if isinstance(meta.get(k), dict) and (not meta[k] or not unread.isdisjoint(meta[k]))]
+    if UNREAD_META.isdisjoint(meta) and not trim:
         return obj
-    meta = {k: v for k, v in meta.items() if k != "managedFields"}
-    if bulky and isinstance(annotations, dict):
-        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    meta = {k: v for k, v in meta.items() if k not in UNREAD_META}
+    for k in trim:
+        kept = {n: v for n, v in meta[k].items() if n not in maps[k]}
+        if kept:
+            meta[k] = kept
+        else:
+            del meta[k]
     return {**obj, "metadata": meta}
 
 

@@ -13,6 +13,7 @@ import yaml
 from placer.definitions.catalog import Catalog, compile_definition, load_catalog
 from placer.definitions.interpret import LAST_APPLIED, Interpreter, interpret, patch_pod_templates
 from placer.model.errors import DefinitionError, EvaluationError, InputError, PlacerError, UnknownKind
+from placer.model.names import ANN_MESSAGE, ANN_PHASE, FINALIZER, PLACED_CLUSTER
 from placer.model.podspec import effective_requests
 from placer.model.quantity import canonical, format_quantity, parse_quantity
 from placer.model.workload import Phase
@@ -312,6 +313,30 @@ def test_an_interpreter_remembers_unchanged_objects_for_two_sweeps(cat):
     remember.sweep()
     remember.sweep()
     assert remember(changed).instances_of("role")[0].pods == 2 and remember.misses == 3   # forgotten
+
+
+def test_an_interpreter_remembers_a_staging_object_through_placers_own_writes(cat):
+    """The daemon's finalizer and its report (where, phase, message; the placed-cluster label)
+    change the staging object's version, not its workload: read once, not three times. What
+    the user wrote (another annotation, a label, the spec) is read again."""
+    remember = Interpreter(cat)
+    obj = trainer()
+    obj["metadata"].update(resourceVersion="1", annotations={})
+    first = remember(obj, "a")
+    placed = copy.deepcopy(obj)
+    placed["metadata"].update(resourceVersion="3", finalizers=[FINALIZER],
+                              labels={PLACED_CLUSTER: "east"},
+                              annotations={PLACED_CLUSTER: "east", ANN_PHASE: "Pending", ANN_MESSAGE: "placed"})
+    hit = remember(placed, "b")
+    assert hit.instances is first.instances and (remember.hits, remember.misses) == (1, 1)
+    assert (hit.labels, hit.annotations, hit.obj) == ({PLACED_CLUSTER: "east"}, placed["metadata"]["annotations"],
+                                                      placed)
+    assert hit == interpret(placed, cat, source="b")                           # what interpret says
+    for key, value in (("labels", {"team": "a"}), ("annotations", {"note": "x"})):
+        edited = copy.deepcopy(placed)
+        edited["metadata"][key] = {**edited["metadata"][key], **value}
+        assert remember(edited) == interpret(edited, cat)
+    assert remember.misses == 3
 
 
 def test_suspend_is_read_through_its_path(cat):
