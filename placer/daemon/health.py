@@ -40,6 +40,7 @@ log = logging.getLogger("placer.daemon")
 
 MAX_HOLD = 60.0                 # the longest a cluster that answers again waits to be trusted
 REPEAT_WINDOW = 300.0           # degraded again within this of coming back: a repeat
+LOOK_EVERY = 0.05               # seconds between two looks at the targets' first lists and usability
 
 
 def timed_out(e: BaseException) -> bool:
@@ -161,6 +162,7 @@ class Degradation:
         self.on_capacity = on_capacity
         self.started: float | None = None          # when the watches started (time.monotonic)
         self._usable: set[str] = set()             # clusters a round could plan on, last seen
+        self._next_look = 0.0                       # watch_first_lists looks at most every LOOK_EVERY s
         health.on_recover = self.recovered
 
     def target_failed(self, cluster: str, e: PlacerError) -> None:
@@ -190,10 +192,15 @@ class Degradation:
         """Planning waits for a target's first lists no longer than `patience` (a copy there
         that the daemon could not see yet is reconciled once they answer); a cluster that
         becomes usable later (synced, relisted, answering, out of a failure window) makes the
-        unplaced be planned again."""
+        unplaced be planned again. Asked every step, it looks every LOOK_EVERY seconds (a burst
+        runs thousands of steps)."""
+        now = time.monotonic()
+        if now < self._next_look:
+            return
+        self._next_look = now + LOOK_EVERY
         if self.started is None:                     # the first step after the watches started
             self.started = time.monotonic() if self.targets.caches else None
-        if self.started is not None and time.monotonic() - self.started > self.patience:
+        if self.started is not None and now - self.started > self.patience:
             for name, cache in self.targets.caches.items():
                 if name not in self.health.waited_out and not cache.tried:
                     self.health.waited_out.add(name)

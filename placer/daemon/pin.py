@@ -63,6 +63,8 @@ class Pinner:
         return did
 
     def _forget(self, cluster: str, gated: list[dict]) -> None:
+        if not self._inflight and not self._backoff:
+            return                                    # asked every step: nothing to forget, nothing to read
         still = {(cluster, p["metadata"]["namespace"], p["metadata"]["name"]) for p in gated}
         with self._lock:
             for k in [k for k in self._inflight if k[0] == cluster and k not in still]:

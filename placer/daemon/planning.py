@@ -64,7 +64,9 @@ class Planner:
         book, due = self.bench.book, []
         if book.window_opened is not None:
             due.append(book.window_opened + self.config.batch_window)
-        if any(p.message for p in book.pending.values()):
+        # asked every step: the pending are only looked through when a change or a retry is due
+        if (book.fleet_changed is not None or book.retry_at is not None) and \
+                any(p.message for p in book.pending.values()):
             if book.fleet_changed is not None:
                 due.append(book.fleet_changed)
             if book.retry_at is not None:
