@@ -10,15 +10,9 @@ import sys
 from typer.testing import CliRunner
 
 from placer.cli import app
+from tests.cli.test_plan_imports import CLUSTERS  # one small fleet for both probes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLUSTERS = """clusters:
-- name: east
-  nodes:
-  - namePrefix: gpu-
-    count: 4
-    allocatable: {nvidia.com/gpu: 8, cpu: '96', memory: 1024Gi, pods: 110}
-"""
 
 
 def test_plan_in_its_own_process_freezes_its_modules_and_collects_less_often(tmp_path):
