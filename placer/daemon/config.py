@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import signal
+import sys
 
 from placer.daemon.core import Daemon
 from placer.daemon.definitions import FleetDefinitions
@@ -33,8 +34,22 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out)
 
 
+class _Stderr(logging.StreamHandler):
+    """A handler on standard error as it is when a record is emitted, not as it was when the
+    handler was made: a host that swaps stderr (a test runner, a CLI harness) and closes the old
+    one does not leave the daemon's logging writing into a closed file."""
+
+    @property                                   # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:           # StreamHandler.__init__ sets it; always sys.stderr
+        pass
+
+
 def setup_logging(fmt: str = "text", level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler()
+    handler = _Stderr()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     elif fmt == "text":

@@ -3,9 +3,11 @@ with a staging namespace plus GPU clusters alpha and beta."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
+import sys
 import urllib.request
 
 from placer import daemon as D
@@ -422,3 +424,18 @@ def test_claims_go_only_where_they_can_bind(env):
     env.create(sts)
     assert d.wait_idle(20)
     assert list(env.copies(sts)) == ["beta"]
+
+
+def test_the_daemons_log_follows_stderr_after_the_one_it_started_with_is_closed(monkeypatch):
+    # a CLI harness's stderr, closed once the command returns (issue 24: CI's "Logging error")
+    first, later = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    D.setup_logging("text")
+    try:
+        first.close()
+        monkeypatch.setattr(sys, "stderr", later)
+        logging.getLogger("placer.daemon").info("placed after the swap")
+    finally:
+        logging.getLogger("placer").handlers[:] = []
+        logging.getLogger("placer").propagate = True
+    assert later.getvalue().endswith(" INFO placed after the swap\n") and "Logging error" not in later.getvalue()
