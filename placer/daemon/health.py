@@ -199,7 +199,7 @@ class Degradation:
             return
         self._next_look = now + LOOK_EVERY
         if self.started is None:                     # the first step after the watches started
-            self.started = time.monotonic() if self.targets.caches else None
+            self.started = now if self.targets.caches else None
         if self.started is not None and now - self.started > self.patience:
             for name, cache in self.targets.caches.items():
                 if name not in self.health.waited_out and not cache.tried:

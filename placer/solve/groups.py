@@ -166,14 +166,14 @@ class ClusterInfo:
 
 
 def expand(g: GroupInfo) -> list[int]:
-    """Pod list of a group as part indices, biggest pods first (first-fit decreasing)."""
-    order = sorted(range(len(g.parts)), key=lambda j: (g.parts[j].sort_key, j))
-    return [j for j in order for _ in range(g.parts[j].pods)]
+    """Pod list of a group as part indices, biggest pods first (first-fit decreasing): `runs`,
+    one entry per pod."""
+    return [j for j, pods in runs(g) for _ in range(pods)]
 
 
 def runs(g: GroupInfo) -> list[tuple[int, int]]:
-    """`expand`'s pod list as (part index, pods) runs, biggest pods first (remembered: the
-    greedy plans and the repair place the same group many times)."""
+    """A group's pods as (part index, pods) runs, biggest pods first, parts in index order on a
+    tie (remembered: the greedy plans and the repair place the same group many times)."""
     got = g.__dict__.get("_runs")
     if got is None:
         order = sorted(range(len(g.parts)), key=lambda j: (g.parts[j].sort_key, j))
