@@ -22,11 +22,12 @@ from placer.model.errors import InputError
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _RESOLVED: dict[str, str] = {}
 _RESOLVED_MAX = 200_000
-_ScalarNode = yaml.ScalarNode
+_ScalarNode, _MappingNode, _SequenceNode = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
 # the first characters the safe loader's implicit resolvers are filed under (it has no
 # resolver for any first character, which would be filed under None)
 _IMPLICIT_FIRST = frozenset(k for k in _BaseLoader.yaml_implicit_resolvers if k)
 assert None not in _BaseLoader.yaml_implicit_resolvers
+assert not _BaseLoader.yaml_path_resolvers      # so a mapping's tag is always map, a sequence's seq
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 
 
@@ -36,8 +37,9 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
     few texts (issue 24: resolving them was most of reading a clusters file node by node)."""
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is not _ScalarNode:
-            return super().resolve(kind, value, implicit)
+        if kind is not _ScalarNode:          # libyaml asks for every mapping and sequence too
+            return _MAP if kind is _MappingNode else _SEQ if kind is _SequenceNode else super().resolve(
+                kind, value, implicit)
         if not implicit[0]:          # quoted or block: a string (the safe loader has no path resolvers)
             return _STR
         if value and value[0] not in _IMPLICIT_FIRST:
@@ -147,53 +149,60 @@ _SCALARS: dict[tuple[str, str], Any] = {}
 
 
 class _Slow(Exception):
-    """The document needs PyYAML's full constructor (another tag, a merge key, a
-    non-scalar key, deep nesting): it is built that way instead, with the same result."""
+    """The document needs PyYAML's full constructor and `check_tree` (another tag, a merge
+    key, an alias, a key that is not a string, a value check_tree refuses, deep nesting):
+    it is built and checked that way instead, with the same result or the same error."""
 
 
 def _scalar(loader: Any, node: Any) -> Any:
+    """A plain null, bool, int or float, as PyYAML builds it; _Slow for what check_tree
+    would refuse (an integer beyond 64 bits, a float that is not finite)."""
     if node.tag not in _PLAIN or type(node.value) is not str:
         raise _Slow
     key = (node.tag, node.value)
     got = _SCALARS.get(key, _SCALARS)
     if got is _SCALARS:
+        got = loader.yaml_constructors[node.tag](loader, node)
+        if (type(got) is int and not INT64[0] <= got <= INT64[1]) or (type(got) is float and not math.isfinite(got)):
+            raise _Slow
         if len(_SCALARS) >= _RESOLVED_MAX:
             _SCALARS.clear()
-        got = _SCALARS[key] = loader.yaml_constructors[node.tag](loader, node)
+        _SCALARS[key] = got
     return got
 
 
-def _tree(loader: Any, node: Any, memo: dict[int, Any], depth: int = 0) -> Any:
-    """What PyYAML's safe constructor builds of a mapping or sequence node, built with
-    less Python per node (issue 24: constructing 10,000 manifests took longer than libyaml's
-    parse): plain strings are taken as they are, a node met again (an alias) is the same
-    object, as PyYAML makes it; anything else raises _Slow."""
-    got = memo.get(id(node))
-    if got is not None:
-        return got
-    if depth > MAX_DEPTH:
+def _tree(loader: Any, node: Any, seen: set[int], left: list[int], depth: int = 0) -> Any:
+    """What PyYAML's safe constructor builds of a mapping or sequence node, already as
+    `check_tree` leaves it, built with less Python per node (issue 24: constructing and then
+    checking 10,000 manifests took longer than libyaml's parse): plain strings are taken as
+    they are, and the values are counted against `left[0]`; anything check_tree would have
+    to look at again, or PyYAML build otherwise, raises _Slow. A node met again (an alias)
+    does too: check_tree counts an aliased subtree at each place it occurs."""
+    if id(node) in seen or depth >= MAX_DEPTH:
         raise _Slow
-    tag, kind, depth = node.tag, node.id, depth + 1
+    seen.add(id(node))
+    tag, kind, items, depth = node.tag, node.id, node.value, depth + 1
+    left[0] -= len(items)
+    if left[0] < 0:
+        raise _Slow
     if tag == _MAP and kind == "mapping":
         out: Any = {}
-        memo[id(node)] = out
-        for k, v in node.value:
-            key = k.value if k.tag == _STR else _scalar(loader, k)
+        for k, v in items:
+            if k.tag != _STR or type(k.value) is not str:
+                raise _Slow                        # a key that is no string, or !!str on a container
             value = v.value
             if v.tag != _STR:
-                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, memo, depth)
+                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, seen, left, depth)
             elif type(value) is not str:
                 raise _Slow                        # !!str on a mapping or a sequence: PyYAML's error
-            if k.tag == _STR and type(key) is not str:
-                raise _Slow                        # !!str on a mapping key: PyYAML's error
-            out[key] = value
+            out[k.value] = value
         return out
     if tag == _SEQ and kind == "sequence":
-        out = memo[id(node)] = []
-        for v in node.value:
+        out = []
+        for v in items:
             value = v.value
             if v.tag != _STR:
-                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, memo, depth)
+                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, seen, left, depth)
             elif type(value) is not str:
                 raise _Slow
             out.append(value)
@@ -201,10 +210,20 @@ def _tree(loader: Any, node: Any, memo: dict[int, Any], depth: int = 0) -> Any:
     raise _Slow
 
 
+def checked(loader: Any, node: Any, source: str, line: int, max_values: int = MAX_VALUES) -> Any:
+    """The document of a composed node, checked: by `_tree` when it can, else built by
+    PyYAML's constructor (which says a bad value in its own order) and checked by check_tree."""
+    try:
+        return _tree(loader, node, set(), [max_values - 1])
+    except Exception:          # _Slow, or a bad value
+        pass
+    return check_tree(loader.construct_document(node), source, line, max_values=max_values)
+
+
 def construct(loader: Any, node: Any) -> Any:
     """The document of a composed node, as `loader.construct_document` builds it."""
     try:
-        return _tree(loader, node, {})
+        return _tree(loader, node, set(), [MAX_VALUES])
     except Exception:          # _Slow, or a bad value: PyYAML says it, in its own order
         return loader.construct_document(node)
 
@@ -216,7 +235,7 @@ def load_yaml(text: str, source: str, *, max_values: int = MAX_VALUES) -> Iterat
         while loader.check_node():
             node = loader.get_node()
             line = node.start_mark.line + 1
-            yield check_tree(construct(loader, node), source, line, max_values=max_values), line
+            yield checked(loader, node, source, line, max_values), line
     except yaml.YAMLError as e:
         raise yaml_input_error(e, source) from None
     except RecursionError:
