@@ -171,20 +171,23 @@ def _scalar(loader: Any, node: Any) -> Any:
     return got
 
 
-def _tree(loader: Any, node: Any, seen: set[int], left: list[int], depth: int = 0) -> Any:
+def _tree(loader: Any, node: Any, memo: dict[int, Any], left: list[int], depth: int = 0) -> Any:
     """What PyYAML's safe constructor builds of a mapping or sequence node, already as
     `check_tree` leaves it, built with less Python per node (issue 24: constructing and then
     checking 10,000 manifests took longer than libyaml's parse): plain strings are taken as
-    they are, and the values are counted against `left[0]`; anything check_tree would have
-    to look at again, or PyYAML build otherwise, raises _Slow. A node met again (an alias)
-    does too: check_tree counts an aliased subtree at each place it occurs."""
-    if id(node) in seen or depth >= MAX_DEPTH:
-        raise _Slow
-    seen.add(id(node))
-    tag, kind, items, depth = node.tag, node.id, node.value, depth + 1
+    they are, a node met again (an alias) is the same object, as PyYAML makes it, and the
+    values are counted against `left[0]` (an aliased subtree at each place it occurs, as
+    check_tree counts it); anything check_tree would refuse, or PyYAML build otherwise,
+    raises _Slow."""
+    got = memo.get(id(node), memo)
+    if got is not memo:
+        return _again(got, left, depth)
+    memo[id(node)] = None
+    tag, kind, items = node.tag, node.id, node.value
     left[0] -= len(items)
-    if left[0] < 0:
+    if left[0] < 0 or depth >= MAX_DEPTH:
         raise _Slow
+    depth += 1
     if tag == _MAP and kind == "mapping":
         out: Any = {}
         for k, v in items:
@@ -192,29 +195,55 @@ def _tree(loader: Any, node: Any, seen: set[int], left: list[int], depth: int = 
                 raise _Slow                        # a key that is no string, or !!str on a container
             value = v.value
             if v.tag != _STR:
-                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, seen, left, depth)
+                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, memo, left, depth)
             elif type(value) is not str:
                 raise _Slow                        # !!str on a mapping or a sequence: PyYAML's error
             out[k.value] = value
-        return out
-    if tag == _SEQ and kind == "sequence":
+    elif tag == _SEQ and kind == "sequence":
         out = []
         for v in items:
             value = v.value
             if v.tag != _STR:
-                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, seen, left, depth)
+                value = _scalar(loader, v) if type(value) is str else _tree(loader, v, memo, left, depth)
             elif type(value) is not str:
                 raise _Slow
             out.append(value)
-        return out
-    raise _Slow
+    else:
+        raise _Slow
+    memo[id(node)] = out
+    return out
+
+
+def _again(got: Any, left: list[int], depth: int) -> Any:
+    """A node met again (an alias): its built value, its values counted once more."""
+    if got is None:                                # an alias inside itself: check_tree's error
+        raise _Slow
+    below, height = _extent(got)
+    left[0] -= below
+    if left[0] < 0 or depth + height >= MAX_DEPTH:
+        raise _Slow
+    return got
+
+
+def _extent(value: dict | list) -> tuple[int, int]:
+    """The values below a built container, and how many levels of containers it holds below itself."""
+    below = height = 0
+    stack = [(value, 0)]
+    while stack:
+        v, level = stack.pop()
+        height = max(height, level)
+        for item in v.values() if type(v) is dict else v:
+            below += 1
+            if type(item) is dict or type(item) is list:
+                stack.append((item, level + 1))
+    return below, height
 
 
 def checked(loader: Any, node: Any, source: str, line: int, max_values: int = MAX_VALUES) -> Any:
     """The document of a composed node, checked: by `_tree` when it can, else built by
     PyYAML's constructor (which says a bad value in its own order) and checked by check_tree."""
     try:
-        return _tree(loader, node, set(), [max_values - 1])
+        return _tree(loader, node, {}, [max_values - 1])
     except Exception:          # _Slow, or a bad value
         pass
     return check_tree(loader.construct_document(node), source, line, max_values=max_values)
@@ -223,7 +252,7 @@ def checked(loader: Any, node: Any, source: str, line: int, max_values: int = MA
 def construct(loader: Any, node: Any) -> Any:
     """The document of a composed node, as `loader.construct_document` builds it."""
     try:
-        return _tree(loader, node, set(), [MAX_VALUES])
+        return _tree(loader, node, {}, [MAX_VALUES])
     except Exception:          # _Slow, or a bad value: PyYAML says it, in its own order
         return loader.construct_document(node)
 

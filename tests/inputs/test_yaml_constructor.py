@@ -152,3 +152,76 @@ def test_merge_keys_and_tags_still_take_pyyamls_constructor(monkeypatch):
 def test_an_alias_is_the_same_object_as_pyyaml_makes_it():
     [(doc, _)] = list(D.load_yaml("a: &x {b: [1]}\nc: *x\n", "t.yaml"))
     assert doc["a"] is doc["c"]
+
+
+def _loaded(text: str, build, max_values: int) -> list:
+    """Per document of `text`: its typed, checked value, or the error it raises."""
+    loader = D._Loader(text)
+    out: list = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            line = node.start_mark.line + 1
+            try:
+                out.append(typed(build(loader, node, line, max_values)))
+            except Exception as e:      # noqa: BLE001 - the error itself is what is compared
+                out.append(("error", type(e).__name__, str(e)))
+                break
+    except yaml.YAMLError as e:
+        out.append(("parse error", str(e)))
+    finally:
+        loader.dispose()
+    return out
+
+
+def checked_by_pyyaml(loader, node, line, max_values):
+    return D.check_tree(loader.construct_document(node), "t.yaml", line, max_values=max_values)
+
+
+def checked_in_one_walk(loader, node, line, max_values):
+    return D.checked(loader, node, "t.yaml", line, max_values)
+
+
+CHECKED_CORNERS = CORNERS + [
+    "a: 9223372036854775807\nb: -9223372036854775808\n",
+    "a: 9223372036854775808\n",
+    "a: [1, 2, -9223372036854775809]\n",
+    "a: {b: .nan}\n",
+    "a: &x {b: [1, 2, 3], c: {d: 4}}\ne: *x\nf: [*x, *x, *x]\n",
+    "a: &x [1, 2, 3, 4, 5, 6]\nb: [*x, *x, *x, *x]\n",
+    "x: &d " + "[" * 60 + "1" + "]" * 60 + "\ny: " + "[" * 39 + "*d" + "]" * 39 + "\n",
+    "x: &d " + "[" * 60 + "1" + "]" * 60 + "\ny: " + "[" * 40 + "*d" + "]" * 40 + "\n",
+    "k: " + "[" * 99 + "]" * 99 + "\n",
+    "k: " + "[" * 99 + "1" + "]" * 99 + "\n",
+    "k: " + "[" * 100 + "]" * 100 + "\n",
+    "a: {1: x}\n",
+    "when: 2024-01-02\nlist: [2024-01-02T03:04:05Z]\n",
+]
+
+
+@pytest.mark.parametrize("max_values", [8, 12, 30, D.MAX_VALUES])
+@pytest.mark.parametrize("text", CHECKED_CORNERS)
+def test_a_document_checked_in_one_walk_reads_as_pyyaml_and_check_tree_read_it(text, max_values):
+    """The same value or the same one-line error, whichever walk built it: values counted
+    with their aliases expanded, depth and scalars judged as check_tree judges them."""
+    assert _loaded(text, checked_in_one_walk, max_values) == _loaded(text, checked_by_pyyaml, max_values)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_every_manifest_checked_in_one_walk_reads_as_before(path):
+    text = path.read_text(encoding="utf-8-sig")
+    for max_values in (50, D.MAX_VALUES):
+        assert _loaded(text, checked_in_one_walk, max_values) == _loaded(text, checked_by_pyyaml, max_values)
+
+
+def test_aliased_manifests_stay_on_the_one_walk(monkeypatch):
+    """`yaml.dump` writes a dict used twice as an anchor and an alias (a Deployment's
+    selector and template labels): such documents are built by the trimmed walk too."""
+    calls = []
+    full = D._Loader.construct_document
+    monkeypatch.setattr(D._Loader, "construct_document", lambda self, node: calls.append(node) or full(self, node))
+    text = ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector:\n"
+            "    matchLabels: &id001\n      app: d\n  template:\n    metadata:\n      labels: *id001\n")
+    [(doc, _)] = list(D.load_yaml(text, "t.yaml"))
+    assert doc["spec"]["template"]["metadata"]["labels"] is doc["spec"]["selector"]["matchLabels"]
+    assert calls == []
