@@ -30,29 +30,38 @@ _NAMED = {"configMap": ("ConfigMap", "name"), "configMapRef": ("ConfigMap", "nam
 
 def workload_refs(obj: Mapping[str, Any]) -> set[Ref]:
     """Every ConfigMap, Secret, PVC and ServiceAccount named anywhere in the object's spec
-    (pod templates of any depth, whatever the workload type)."""
-    return set(_walk(obj.get("spec")))
+    (pod templates of any depth, whatever the workload type). A loop over a stack, not a
+    recursive generator (issue 24: one generator per value was most of grouping)."""
+    refs: set[Ref] = set()
+    stack = [obj.get("spec")]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if key in _REF_KEYS:
+                    refs.update(_refs(key, value))
+                if isinstance(value, (dict, list)):
+                    stack.append(value)
+    return refs
 
 
-def _walk(node: Any) -> Iterator[Ref]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _walk(item)
-        return
-    if not isinstance(node, dict):
-        return
-    for key, value in node.items():
-        if key in _NAMED and isinstance(value, dict) and isinstance(value.get(_NAMED[key][1]), str):
-            yield _NAMED[key][0], value[_NAMED[key][1]]
-        elif key == "secret" and isinstance(value, dict):          # a volume, or a projected source
-            name = value.get("secretName") or value.get("name")
-            if isinstance(name, str):
-                yield "Secret", name
-        elif key in ("serviceAccountName", "serviceAccount") and isinstance(value, str) and value:
-            yield "ServiceAccount", value
-        elif key == "imagePullSecrets" and isinstance(value, list):
-            yield from (("Secret", s["name"]) for s in value if isinstance(s, dict) and isinstance(s.get("name"), str))
-        yield from _walk(value)
+_REF_KEYS = frozenset(_NAMED) | {"secret", "serviceAccountName", "serviceAccount", "imagePullSecrets"}
+
+
+def _refs(key: str, value: Any) -> Iterator[Ref]:
+    """What one field names (a key of _REF_KEYS)."""
+    if key in _NAMED and isinstance(value, dict) and isinstance(value.get(_NAMED[key][1]), str):
+        yield _NAMED[key][0], value[_NAMED[key][1]]
+    elif key == "secret" and isinstance(value, dict):          # a volume, or a projected source
+        name = value.get("secretName") or value.get("name")
+        if isinstance(name, str):
+            yield "Secret", name
+    elif key in ("serviceAccountName", "serviceAccount") and isinstance(value, str) and value:
+        yield "ServiceAccount", value
+    elif key == "imagePullSecrets" and isinstance(value, list):
+        yield from (("Secret", s["name"]) for s in value if isinstance(s, dict) and isinstance(s.get("name"), str))
 
 
 def _pod_labels(w: Workload) -> list[Mapping[str, str]]:

@@ -170,3 +170,52 @@ def test_grouping_scales_with_labels_not_services_times_workloads(tmp_path, cata
         docs += [obj("ConfigMap", f"cm{k}"), obj("Service", f"s{k}", spec={"selector": {"app": f"a{k}"}})]
     groups = load_groups([write(tmp_path, "many.yaml", *docs)], catalog)
     assert len(groups) == 200 and all(len(g.workloads) == 10 and len(g.companions) == 2 for g in groups)
+
+
+def _refs_by_recursion(node, out):
+    """The judge: every (kind, name) a spec names, found by plain recursion."""
+    named = {"configMap": ("ConfigMap", "name"), "configMapRef": ("ConfigMap", "name"),
+             "configMapKeyRef": ("ConfigMap", "name"), "secretRef": ("Secret", "name"),
+             "secretKeyRef": ("Secret", "name"), "persistentVolumeClaim": ("PersistentVolumeClaim", "claimName")}
+    if isinstance(node, list):
+        for item in node:
+            _refs_by_recursion(item, out)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in named and isinstance(value, dict) and isinstance(value.get(named[key][1]), str):
+                out.add((named[key][0], value[named[key][1]]))
+            elif key == "secret" and isinstance(value, dict):
+                name = value.get("secretName") or value.get("name")
+                if isinstance(name, str):
+                    out.add(("Secret", name))
+            elif key in ("serviceAccountName", "serviceAccount") and isinstance(value, str) and value:
+                out.add(("ServiceAccount", value))
+            elif key == "imagePullSecrets" and isinstance(value, list):
+                out |= {("Secret", s["name"]) for s in value if isinstance(s, dict) and isinstance(s.get("name"), str)}
+            _refs_by_recursion(value, out)
+    return out
+
+
+def test_references_are_found_at_any_depth_as_plain_recursion_finds_them():
+    """On every document of examples/, tests/fixtures and the shared corpus, and on one
+    naming each kind of reference at several depths."""
+    from placer.inputs.grouping import workload_refs
+
+    root = Path(__file__).resolve().parents[2]
+    dirs = [root / "examples", root / "tests" / "fixtures", root.parent / "shared" / "corpus"]
+    docs = [d for base in dirs if base.is_dir() for f in sorted(base.rglob("*.y*ml"))
+            for d in yaml.load_all(f.read_text(encoding="utf-8-sig"), Loader=yaml.CSafeLoader) if isinstance(d, dict)]
+    deep = {"spec": {"a": [{"configMap": {"name": "c"}, "secretRef": {"name": 1}},
+                           {"volumes": [{"secret": {"secretName": "s"}}, {"projected": {"secret": {"name": "p"}}}]},
+                           [[{"persistentVolumeClaim": {"claimName": "v", "configMapKeyRef": {"name": "k"}}}]]],
+                     "serviceAccountName": "sa", "serviceAccount": "", "imagePullSecrets": [{"name": "r"}, "x"]}}
+    docs.append(deep)
+    assert len(docs) >= 50
+    assert workload_refs(deep) == {("ConfigMap", "c"), ("Secret", "s"), ("Secret", "p"), ("PersistentVolumeClaim", "v"),
+                                   ("ConfigMap", "k"), ("ServiceAccount", "sa"), ("Secret", "r")}
+    found = 0
+    for d in docs:
+        got = workload_refs(d)
+        assert got == _refs_by_recursion(d.get("spec"), set())
+        found += len(got)
+    assert found >= 10
