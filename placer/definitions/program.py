@@ -207,7 +207,8 @@ class _Calls:
         self.defs: dict[tuple[str, tuple[str, ...]], int] = {}
 
     def __call__(self, expr: str, variables: tuple[str, ...], hot: bool = False) -> str:
-        used = tuple(v for v in variables if re.search(rf"\${v}\b", expr))
+        # the substring test first: the regex costs more, and most expressions use no variable
+        used = tuple(v for v in variables if f"${v}" in expr and re.search(rf"\${v}\b", expr))
         n = self.defs.setdefault((expr, used), len(self.defs))
         if hot and used:
             return f"({expr})"
