@@ -17,7 +17,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from placer.definitions.karta import FORMAT as KARTA_FORMAT
 from placer.definitions.karta import is_karta
-from placer.definitions.program import Layout, build_paths_program, compile_checked, compile_program, layout
+from placer.definitions.program import (
+    Layout,
+    build_paths_program,
+    build_program,
+    compile_checked,
+    compile_program,
+    layout,
+)
 from placer.definitions.schema import Definition, parse_definition
 from placer.model.documents import decode, load_yaml
 from placer.model.errors import DefinitionError, InputError
@@ -31,7 +38,7 @@ PREFERENCES = (PLACER_FORMAT, KARTA_FORMAT)
 class CompiledDefinition:
     definition: Definition
     source: str
-    program: Any                                  # the fused jq program
+    _program: Any                                 # the fused jq program; None: compiled on first use
     layout: Layout                                # where the program puts each field
     _paths_program: Any = field(default=None, repr=False)
     format: str = PLACER_FORMAT                   # what the source document was: placer or karta
@@ -42,6 +49,15 @@ class CompiledDefinition:
         return self.definition.name
 
     @property
+    def program(self) -> Any:
+        """The fused jq program. A built-in definition's is compiled when its kind is first
+        interpreted, from the plain fused text: its expressions were checked when placer was
+        tested (tests/definitions), and a command that reads two kinds compiles two."""
+        if self._program is None:
+            self._program = compile_program(build_program(self.definition), self.name)
+        return self._program
+
+    @property
     def paths_program(self) -> Any:
         """Compiled on first mutation only: most commands never rewrite objects."""
         if self._paths_program is None:
@@ -49,9 +65,13 @@ class CompiledDefinition:
         return self._paths_program
 
 
-def compile_definition(data: Any, source: str, format: str = PLACER_FORMAT) -> CompiledDefinition:
+def compile_definition(data: Any, source: str, format: str = PLACER_FORMAT, *,
+                       built_in: bool = False) -> CompiledDefinition:
+    """A definition, its expressions checked and its program compiled in one jq compile;
+    a built-in one (`built_in`) is validated now and compiled on first use."""
     defn = parse_definition(data, source, check=False)
-    return CompiledDefinition(defn, source, compile_checked(defn, source), layout(defn), format=format)
+    program = None if built_in else compile_checked(defn, source)
+    return CompiledDefinition(defn, source, program, layout(defn), format=format)
 
 
 @dataclass(frozen=True)
@@ -126,7 +146,7 @@ def unwrap(doc: Any, source: str) -> tuple[Any, str]:
     return ({**spec, "name": spec.get("name") or name}, "spec.")
 
 
-def compile_document(doc: Any, source: str) -> CompiledDefinition:
+def compile_document(doc: Any, source: str, *, built_in: bool = False) -> CompiledDefinition:
     """A definition document or WorkloadDefinition object; errors name `spec.<field>` for
     the latter, so they point at the user's own text. A Karta is read as the placer
     definition it stands for."""
@@ -134,12 +154,12 @@ def compile_document(doc: Any, source: str) -> CompiledDefinition:
         from placer.definitions.karta.load import karta_definition  # the schema loads with the first Karta
 
         translated = karta_definition(doc, source)
-        compiled = compile_definition(translated.document, source, KARTA_FORMAT)
+        compiled = compile_definition(translated.document, source, KARTA_FORMAT, built_in=built_in)
         compiled.gang_check = translated.gang_check
         return compiled
     doc, prefix = unwrap(doc, source)
     try:
-        return compile_definition(doc, source)
+        return compile_definition(doc, source, built_in=built_in)
     except DefinitionError as e:
         if not prefix:
             raise
@@ -157,8 +177,8 @@ def list_items(docs: Iterable[Any]) -> list[Any]:
     return out
 
 
-def load_definition_file(path: Path) -> list[CompiledDefinition]:
-    return [compile_document(doc, str(path)) for doc in list_items(read_yaml_documents(path))]
+def load_definition_file(path: Path, *, built_in: bool = False) -> list[CompiledDefinition]:
+    return [compile_document(doc, str(path), built_in=built_in) for doc in list_items(read_yaml_documents(path))]
 
 
 def is_companions_file(path: Path) -> bool:
@@ -218,8 +238,8 @@ def load_catalog(extra_dirs: Sequence[str | Path] = (), *, builtin: bool = True,
         raise InputError(f"prefer: {prefer!r}: expected one of {', '.join(PREFERENCES)}")
     dirs = ([builtin_catalog_dir()] if builtin else []) + [Path(d) for d in extra_dirs]
     catalog, kartas = Catalog({}, frozenset()), Catalog({}, frozenset())
-    for directory in dirs:
-        defs = directory_definitions(directory)
+    for n, directory in enumerate(dirs):
+        defs = directory_definitions(directory, built_in=builtin and n == 0)
         kartas = kartas.with_definitions(d for d in defs if d.format == KARTA_FORMAT)
         catalog = Catalog(catalog.with_definitions(d for d in defs if d.format != KARTA_FORMAT).by_gvk,
                           catalog.companion_kinds | _companions(directory))
@@ -230,15 +250,16 @@ def load_catalog(extra_dirs: Sequence[str | Path] = (), *, builtin: bool = True,
 _LAYERS: dict[tuple[Any, ...], list[CompiledDefinition]] = {}
 
 
-def directory_definitions(directory: Path) -> list[CompiledDefinition]:
+def directory_definitions(directory: Path, *, built_in: bool = False) -> list[CompiledDefinition]:
     """A directory's definitions, compiled once per process while its files' contents are
     unchanged (a command that loads the catalog twice, as describe does for its JSON, pays
-    once; reading and hashing the files costs far less than compiling them)."""
+    once; reading and hashing the files costs far less than compiling them). `built_in`:
+    placer's own catalog, whose programs compile on first use (`CompiledDefinition.program`)."""
     files = definition_files(directory)
-    key = (str(directory.resolve()), *((str(p), _digest(p)) for p in files))
+    key = (str(directory.resolve()), built_in, *((str(p), _digest(p)) for p in files))
     found = _LAYERS.get(key)
     if found is None:
-        found = [d for path in files for d in load_definition_file(path)]
+        found = [d for path in files for d in load_definition_file(path, built_in=built_in)]
         _reject_duplicates(found)
         if len(_LAYERS) > 64:                 # a long-lived process re-reading changing directories
             _LAYERS.clear()
