@@ -11,10 +11,10 @@ from typing import Any, Callable
 
 import urllib3
 from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
 
 from placer.kube.request import Request
 from placer.kube.transport import RetryPolicy, Stats, connection_reason, status_error
+from placer.kube.wire import Wire
 from placer.model.errors import KubeError, Unreachable
 
 
@@ -34,6 +34,12 @@ class Transport:
     stats: Stats = field(default_factory=Stats)
     before_attempt: Callable[[Request], None] | None = None
     on_failure: Callable[[KubeError], None] | None = None
+    # the requests' way onto the wire (placer.kube.wire); derived transports share it
+    wire: Wire = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.wire is None:
+            object.__setattr__(self, "wire", Wire(self.api))
 
     def derive(self, **changes: Any) -> Transport:
         """The same connection pool and statistics, other settings or hooks."""
@@ -68,16 +74,13 @@ class Transport:
         started = time.perf_counter()
         try:
             try:
-                prepared = self.api.param_serialize(request.method, request.path, query_params=list(request.query),
-                                                    header_params=request.headers, body=request.body,
-                                                    auth_settings=["BearerToken"])
-                resp = self.api.call_api(*prepared, _request_timeout=(self.connect_timeout, read_timeout))
+                resp = self.wire.send(request, (self.connect_timeout, read_timeout))
                 if not 200 <= resp.status <= 299:
                     resp.read()
                     resp.response.release_conn()
                 elif not stream:
                     resp.read()
-            except (urllib3.exceptions.HTTPError, ApiException, OSError) as e:
+            except (urllib3.exceptions.HTTPError, OSError) as e:
                 raise Unreachable(f"unreachable ({connection_reason(e)})", cluster=self.cluster,
                                   obj=request.obj) from None
             if not 200 <= resp.status <= 299:
