@@ -3,7 +3,6 @@ that policy (the daemon's fencing, its failure reports) is composed in, not wrap
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -14,7 +13,7 @@ from kubernetes import client as k8s_client
 
 from placer.kube.request import Request
 from placer.kube.transport import RetryPolicy, Stats, connection_reason, status_error
-from placer.kube.wire import Wire
+from placer.kube.wire import Wire, decode_body
 from placer.model.errors import KubeError, Unreachable
 
 
@@ -43,12 +42,14 @@ class Transport:
 
     def derive(self, **changes: Any) -> Transport:
         """The same connection pool and statistics, other settings or hooks."""
+        if "api" in changes and "wire" not in changes:
+            changes["wire"] = None                # another client's pool: a wire of its own
         return replace(self, **changes)
 
     def call(self, request: Request, *, timeout: float | None = None, retry: RetryPolicy | None = None) -> Any:
         """The parsed JSON body of the answer (None when empty)."""
         data = self.send(request, timeout=timeout, retry=retry).read()
-        return json.loads(data) if data else None
+        return decode_body(data) if data else None
 
     def send(self, request: Request, *, timeout: float | None = None, retry: RetryPolicy | None = None,
              stream: bool = False) -> Any:

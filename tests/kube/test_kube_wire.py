@@ -109,3 +109,23 @@ def test_no_authorization_header_without_a_token():
     api, _ = _api(token=None)
     Wire(api).send(R.get_request(NODES, "n", None), (1.0, 1.0))
     assert "authorization" not in api.rest_client.pool_manager.sent[0]["headers"]
+
+
+@pytest.mark.parametrize("value", [
+    {"metadata": {"name": "é", "labels": {"a": "b"}}, "spec": {"replicas": 3, "f": 0.1, "n": None, "t": True}},
+    {"big": 2 ** 70, "neg": -(2 ** 65)},                # beyond orjson's 64 bits: json's way
+    [1, "x", {"y": [2.5e-7, 1e300]}],
+])
+def test_bodies_and_answers_mean_what_json_says(value):
+    from placer.kube.wire import decode_body, encode_body
+    assert json.loads(encode_body(value)) == value
+    assert decode_body(json.dumps(value)) == value and decode_body(json.dumps(value).encode()) == value
+
+
+def test_bodies_json_lacks_are_sent_as_the_library_sends_them():
+    from decimal import Decimal
+
+    from placer.kube.wire import encode_body
+    api, _ = _api()
+    value = {"d": Decimal("1.5"), "t": (1, 2), 3: "int key"}
+    assert json.loads(encode_body(value)) == json.loads(json.dumps(api.sanitize_for_serialization(value)))
