@@ -3,7 +3,6 @@ that policy (the daemon's fencing, its failure reports) is composed in, not wrap
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -11,10 +10,10 @@ from typing import Any, Callable
 
 import urllib3
 from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
 
 from placer.kube.request import Request
 from placer.kube.transport import RetryPolicy, Stats, connection_reason, status_error
+from placer.kube.wire import Wire, decode_body
 from placer.model.errors import KubeError, Unreachable
 
 
@@ -34,15 +33,23 @@ class Transport:
     stats: Stats = field(default_factory=Stats)
     before_attempt: Callable[[Request], None] | None = None
     on_failure: Callable[[KubeError], None] | None = None
+    # the requests' way onto the wire (placer.kube.wire); derived transports share it
+    wire: Wire = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.wire is None:
+            object.__setattr__(self, "wire", Wire(self.api))
 
     def derive(self, **changes: Any) -> Transport:
         """The same connection pool and statistics, other settings or hooks."""
+        if "api" in changes and "wire" not in changes:
+            changes["wire"] = None                # another client's pool: a wire of its own
         return replace(self, **changes)
 
     def call(self, request: Request, *, timeout: float | None = None, retry: RetryPolicy | None = None) -> Any:
         """The parsed JSON body of the answer (None when empty)."""
         data = self.send(request, timeout=timeout, retry=retry).read()
-        return json.loads(data) if data else None
+        return decode_body(data) if data else None
 
     def send(self, request: Request, *, timeout: float | None = None, retry: RetryPolicy | None = None,
              stream: bool = False) -> Any:
@@ -68,16 +75,13 @@ class Transport:
         started = time.perf_counter()
         try:
             try:
-                prepared = self.api.param_serialize(request.method, request.path, query_params=list(request.query),
-                                                    header_params=request.headers, body=request.body,
-                                                    auth_settings=["BearerToken"])
-                resp = self.api.call_api(*prepared, _request_timeout=(self.connect_timeout, read_timeout))
+                resp = self.wire.send(request, (self.connect_timeout, read_timeout))
                 if not 200 <= resp.status <= 299:
                     resp.read()
                     resp.response.release_conn()
                 elif not stream:
                     resp.read()
-            except (urllib3.exceptions.HTTPError, ApiException, OSError) as e:
+            except (urllib3.exceptions.HTTPError, OSError) as e:
                 raise Unreachable(f"unreachable ({connection_reason(e)})", cluster=self.cluster,
                                   obj=request.obj) from None
             if not 200 <= resp.status <= 299:

@@ -11,6 +11,7 @@ from placer.kube.request import Request, watch_request
 from placer.kube.resources import ObjectList, Resource, WatchEvent
 from placer.kube.sending import Transport
 from placer.kube.transport import NO_RETRY, _lines, connection_reason
+from placer.kube.wire import decode_body
 from placer.model.errors import Gone, ServerError, Unreachable
 
 
@@ -61,7 +62,7 @@ def _watch_once(transport: Transport, request: Request, timeout_seconds: int) ->
     raw = resp.response
     try:
         for line in _lines(raw):
-            ev = json.loads(line)
+            ev = decode_body(line)
             kind, o = ev.get("type"), ev.get("object") or {}
             if kind == "ERROR":
                 code = o.get("code") or 500

@@ -96,16 +96,13 @@ class _FakeApi:
         self.statuses = list(statuses)
         self.sent: list[tuple] = []
 
-    def param_serialize(self, method, path, query_params, header_params, body, auth_settings):
-        return (method, path, tuple(query_params), header_params.get("Content-Type"), body)
-
-    def call_api(self, *req, _request_timeout):
-        self.sent.append((*req, _request_timeout))
+    def send(self, request, timeout):            # as placer.kube.wire.Wire sends
+        self.sent.append((request.method, request.path, request.query, request.content_type, request.body, timeout))
         return _Resp(self.statuses.pop(0))
 
 
 def _transport(api, **kw) -> Transport:
-    return Transport(api, cluster="c", retry=RetryPolicy(attempts=3, jitter=0.0), sleep=lambda s: None,  # type: ignore[arg-type]
+    return Transport(api, cluster="c", wire=api, retry=RetryPolicy(attempts=3, jitter=0.0), sleep=lambda s: None,  # type: ignore[arg-type]
                      rng=random.Random(0), **kw)
 
 
