@@ -5,7 +5,6 @@ nothing: a group that does not fit leaves the state unchanged."""
 from __future__ import annotations
 
 import bisect
-import heapq
 import itertools
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -55,6 +54,16 @@ class ClusterState:
         # stamped whenever capacity is given back: a group proven not to fit stays so until then
         self.grown = self.version
         self.no_fit: dict[tuple, int] = {}
+        self._init_fast()
+
+    def _init_fast(self) -> None:
+        # the one GPU resource, when there is one: a node's GPUs are one lookup (issue 24:
+        # `take` is called for every node a pod goes to, 100,000s of times at 10,000 nodes)
+        names = self.info.gpu_names
+        self.gpu1: str | None = names[0] if len(names) == 1 else None
+        # GPU blocks free per (classes, block size) on this content (see `blocks`)
+        self.block_memo: dict[tuple[tuple[int, ...], int], int] = {}
+        self.block_version = 0
 
     def copy(self) -> "ClusterState":
         """An independent state with the same free capacity (cheaper than from the info)."""
@@ -69,6 +78,7 @@ class ClusterState:
         new.free_gpus = self.free_gpus
         new.version = new.grown = next(_STAMPS)
         new.memo, new.no_fit = {}, {}
+        new._init_fast()
         return new
 
     def mark(self) -> tuple[int, int]:
@@ -160,14 +170,21 @@ class ClusterState:
             for n in range(bisect.bisect_left(keys, gpu), len(keys)):
                 yield from (i for i in self.levels[keys[n]] if self.node_class[i] in ok)
             return
-        lists = [self.keys[k][bisect.bisect_left(self.keys[k], gpu):] for k in classes]
-        last = None
-        for level in heapq.merge(*lists):
-            if level == last:
-                continue
-            last = level
+        buckets = self.buckets
+        if len(classes) == 1:
+            b, keys = buckets[classes[0]], self.keys[classes[0]]
+            for n in range(bisect.bisect_left(keys, gpu), len(keys)):
+                yield from b[keys[n]]
+            return
+        # the levels of all the classes, merged: a set of a few small ints, sorted (issue 24:
+        # heapq.merge's generator cost more than the nodes it ordered)
+        levels: set[int] = set()
+        for k in classes:
+            keys = self.keys[k]
+            levels.update(keys[bisect.bisect_left(keys, gpu):])
+        for level in sorted(levels):
             for k in classes:
-                yield from self.buckets[k].get(level, ())
+                yield from buckets[k].get(level, ())
 
     def allowed(self, classes: Sequence[int]) -> frozenset[int]:
         key = tuple(classes)
@@ -189,21 +206,9 @@ class ClusterState:
         old = self.gpu[i]
         if old != new_gpu:
             k = self.node_class[i]
-            indexes = ((self.buckets[k], self.keys[k]), (self.levels, self.level_keys)) if self.many \
-                else ((self.buckets[k], self.keys[k]),)
-            for index, keys in indexes:
-                lst = index[old]
-                del lst[bisect.bisect_left(lst, i)]     # kept in node order: found by bisection
-                if not lst:
-                    del index[old]
-                    del keys[bisect.bisect_left(keys, old)]
-                got = index.get(new_gpu)
-                if got is None:
-                    index[new_gpu] = [i]
-                    bisect.insort(keys, new_gpu)
-                else:
-                    # keep node order inside a bucket for deterministic first fit
-                    bisect.insort(got, i)
+            _shift(self.buckets[k], self.keys[k], i, old, new_gpu)
+            if self.many:
+                _shift(self.levels, self.level_keys, i, old, new_gpu)
             self.free_gpus += new_gpu - old
             self.gpu[i] = new_gpu
 
@@ -213,7 +218,21 @@ class ClusterState:
         f = self.free[i]
         for r, v in demand.items():
             f[r] = f.get(r, 0) - v * times
-        self._move(i, self._gpus(f))
+        g1 = self.gpu1
+        self._move(i, f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names))
+
+    def take_runs(self, runs: Iterable[tuple[int, int]], demand: Mapping[str, int]) -> None:
+        """`take(i, demand, n)` for each (i, n) of `runs`, one content stamp for all (issue 24:
+        best fit takes a group's pods node by node)."""
+        self.version = next(_STAMPS)
+        free, gpu, g1, items = self.free, self.gpu, self.gpu1, tuple(demand.items())
+        for i, n in runs:
+            f = free[i]
+            for r, v in items:
+                f[r] = f.get(r, 0) - v * n
+            new = f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
+            if new != gpu[i]:
+                self._move(i, new)
 
     def give(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
         """`times` pods of `demand` off node i."""
@@ -221,25 +240,73 @@ class ClusterState:
         f = self.free[i]
         for r, v in demand.items():
             f[r] = f.get(r, 0) + v * times
-        self._move(i, self._gpus(f))
+        g1 = self.gpu1
+        self._move(i, f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names))
 
     def give_all(self, pods: Iterable[tuple[int, Mapping[str, int]]]) -> None:
         """`give` of many pods at once, each node's bucket moved once (the same content as
         one `give` per pod: the buckets keep node order; issue 24: taking a cluster's
-        lower-priority work out pod by pod moved each node through every level between)."""
+        lower-priority work out pod by pod moved each node through every level between).
+        The pods of one demand on one node are counted first, then given in one step."""
         self.version = self.grown = next(_STAMPS)
-        touched: dict[int, None] = {}
+        runs: dict[tuple[int, int], list] = {}
         for i, demand in pods:
-            f = self.free[i]
+            got = runs.get((i, id(demand)))       # the demand is alive in `pods` meanwhile
+            if got is None:
+                runs[(i, id(demand))] = [i, demand, 1]
+            else:
+                got[2] += 1
+        free = self.free
+        touched: dict[int, None] = {}
+        for i, demand, n in runs.values():
+            f = free[i]
             for r, v in demand.items():
-                f[r] = f.get(r, 0) + v
+                f[r] = f.get(r, 0) + v * n
             touched[i] = None
         for i in touched:
-            self._move(i, self._gpus(self.free[i]))
+            self._move(i, self._gpus(free[i]))
 
     def _gpus(self, f: Mapping[str, int]) -> int:
-        names = self.info.gpu_names
-        return f.get(names[0], 0) if len(names) == 1 else gpus_of(f, names)
+        g1 = self.gpu1
+        return f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
+
+    def blocks(self, classes: tuple[int, ...], size: int) -> int:
+        """GPU blocks of `size` free on the nodes of `classes` (over all nodes when a pod may
+        use many classes: weaker, as a necessary condition), remembered while the content
+        is unchanged (issue 24: `may_fit` summed them for every group on every cluster a
+        greedy pass tried, though most of those clusters had not changed since)."""
+        if self.block_version != self.version:
+            self.block_memo = {}
+            self.block_version = self.version
+        key = (classes, size)
+        got = self.block_memo.get(key)
+        if got is None:
+            if len(classes) > MANY_CLASSES:
+                got = sum(len(nodes) * (level // size) for level, nodes in self.levels.items() if level >= size)
+            else:
+                got = sum(len(nodes) * (level // size) for k in classes for level, nodes in self.buckets[k].items()
+                          if level >= size)
+            self.block_memo[key] = got
+        return got
+
+
+def _shift(index: dict[int, list[int]], keys: list[int], i: int, old: int, new: int) -> None:
+    """Node i from level `old` to `new` of a level index, each level's nodes in node order (for a
+    deterministic first fit), `keys` its sorted levels."""
+    lst = index[old]
+    if len(lst) == 1:
+        del index[old]
+        del keys[bisect.bisect_left(keys, old)]
+    else:
+        del lst[bisect.bisect_left(lst, i)]     # kept in node order: found by bisection
+    got = index.get(new)
+    if got is None:
+        index[new] = [i]
+        bisect.insort(keys, new)
+    elif got[-1] < i:
+        got.append(i)
+    else:
+        bisect.insort(got, i)
 
 
 def _fits(need: Sequence[tuple[str, int]], free: Mapping[str, int]) -> bool:
@@ -258,18 +325,8 @@ def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
     if g.gpus > st.free_gpus:
         return False
-    need: dict[tuple, int] = {}
-    for p in g.parts:
-        if p.gpu:
-            key = (st.info.compat(p), p.gpu)
-            need[key] = need.get(key, 0) + p.pods
-    for (classes, size), pods in need.items():
-        if len(classes) > MANY_CLASSES:        # over all nodes: weaker, as necessary, cheaper
-            have = sum(len(nodes) * (level // size) for level, nodes in st.levels.items() if level >= size)
-        else:
-            have = sum(len(nodes) * (level // size) for k in classes for level, nodes in st.buckets[k].items()
-                       if level >= size)
-        if have < pods:
+    for classes, size, pods in st.info.kinds(g)[1]:
+        if st.blocks(classes, size) < pods:
             return False
     return True
 
@@ -322,11 +379,10 @@ def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
 
 
 def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
-    info = state.info
     if not may_fit(state, g):
         return None
-    compat = [info.compat(p) for p in g.parts]
-    if any(not c for c in compat):
+    compat = state.info.kinds(g)[0]
+    if not all(compat):
         return None
     done: PodAssign = []
     for j, pods in runs(g):
@@ -336,8 +392,8 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
             for jj, ii in reversed(done):
                 state.give(ii, g.parts[jj].demand)
             return None
+        state.take_runs(got, part.demand)
         for i, n in got:
-            state.take(i, part.demand, n)
             done += [(j, i)] * n
     return done
 
