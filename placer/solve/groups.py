@@ -29,6 +29,20 @@ def sort_key(demand: Mapping[str, int], names: Sequence[str] = GPU_RESOURCES) ->
     return (-gpus_of(demand, names), -demand.get("cpu", 0), -demand.get("memory", 0))
 
 
+class Shape(tuple):
+    """A group's shape (`GroupInfo.shape`): a tuple, hashed once (issue 24: a key of the
+    states' memos, looked up 100,000s of times at scale; hashing its nested parts each
+    time cost more than the lookup)."""
+
+    def __new__(cls, items) -> "Shape":
+        self = super().__new__(cls, items)
+        self.__dict__["_hash"] = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self.__dict__["_hash"]
+
+
 @dataclass
 class Part:
     """One instance of one workload of a group: `pods` identical pods."""
@@ -84,9 +98,9 @@ class GroupInfo:
         topology tag) and its topology requests."""
         got = self.__dict__.get("_shape")
         if got is None:
-            got = self.__dict__["_shape"] = (
+            got = self.__dict__["_shape"] = Shape((
                 tuple((tuple(sorted(p.demand.items())), p.pred_key, p.pods, p.topo) for p in self.parts),
-                tuple(self.units) if self.units else None)
+                tuple(self.units) if self.units else None))
         return got
 
     @property

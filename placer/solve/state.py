@@ -176,13 +176,16 @@ class ClusterState:
             for n in range(bisect.bisect_left(keys, gpu), len(keys)):
                 yield from b[keys[n]]
             return
-        # the levels of all the classes, merged: a set of a few small ints, sorted (issue 24:
-        # heapq.merge's generator cost more than the nodes it ordered)
+        # the levels of all the classes, merged: a set of a few small ints, taken lowest first
+        # as the search goes on (issue 24: heapq.merge's generator cost more than the nodes it
+        # ordered, and the search mostly stops at the first level)
         levels: set[int] = set()
         for k in classes:
             keys = self.keys[k]
             levels.update(keys[bisect.bisect_left(keys, gpu):])
-        for level in sorted(levels):
+        while levels:
+            level = min(levels)
+            levels.discard(level)
             for k in classes:
                 yield from buckets[k].get(level, ())
 
