@@ -61,9 +61,12 @@ class ClusterState:
         # `take` is called for every node a pod goes to, 100,000s of times at 10,000 nodes)
         names = self.info.gpu_names
         self.gpu1: str | None = names[0] if len(names) == 1 else None
-        # GPU blocks free per (classes, block size) on this content (see `blocks`)
+        # GPU blocks free per (classes, block size) on this content, and per (class, block
+        # size) at the class's stamp, which changes whenever one of its nodes moves (`blocks`)
         self.block_memo: dict[tuple[tuple[int, ...], int], int] = {}
         self.block_version = 0
+        self.class_blocks: dict[tuple[int, int], tuple[int, int]] = {}
+        self.class_stamp = [0] * len(self.buckets)
 
     def copy(self) -> "ClusterState":
         """An independent state with the same free capacity (cheaper than from the info)."""
@@ -212,6 +215,7 @@ class ClusterState:
             _shift(self.buckets[k], self.keys[k], i, old, new_gpu)
             if self.many:
                 _shift(self.levels, self.level_keys, i, old, new_gpu)
+            self.class_stamp[k] += 1
             self.free_gpus += new_gpu - old
             self.gpu[i] = new_gpu
 
@@ -226,16 +230,26 @@ class ClusterState:
 
     def take_runs(self, runs: Iterable[tuple[int, int]], demand: Mapping[str, int]) -> None:
         """`take(i, demand, n)` for each (i, n) of `runs`, one content stamp for all (issue 24:
-        best fit takes a group's pods node by node)."""
+        best fit takes a group's pods node by node; `_move` is inlined for the same reason)."""
         self.version = next(_STAMPS)
         free, gpu, g1, items = self.free, self.gpu, self.gpu1, tuple(demand.items())
+        node_class, buckets, keys, stamp = self.node_class, self.buckets, self.keys, self.class_stamp
+        gained = 0
         for i, n in runs:
             f = free[i]
             for r, v in items:
                 f[r] = f.get(r, 0) - v * n
             new = f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
-            if new != gpu[i]:
-                self._move(i, new)
+            old = gpu[i]
+            if new != old:
+                k = node_class[i]
+                _shift(buckets[k], keys[k], i, old, new)
+                if self.many:
+                    _shift(self.levels, self.level_keys, i, old, new)
+                stamp[k] += 1
+                gained += new - old
+                gpu[i] = new
+        self.free_gpus += gained
 
     def give(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
         """`times` pods of `demand` off node i."""
@@ -276,8 +290,9 @@ class ClusterState:
     def blocks(self, classes: tuple[int, ...], size: int) -> int:
         """GPU blocks of `size` free on the nodes of `classes` (over all nodes when a pod may
         use many classes: weaker, as a necessary condition), remembered while the content
-        is unchanged (issue 24: `may_fit` summed them for every group on every cluster a
-        greedy pass tried, though most of those clusters had not changed since)."""
+        is unchanged, and per class while none of its nodes moved (issue 24: `may_fit`
+        summed them for every group on every cluster a greedy pass tried, though most of
+        those clusters, and most classes of the others, had not changed since)."""
         if self.block_version != self.version:
             self.block_memo = {}
             self.block_version = self.version
@@ -287,8 +302,17 @@ class ClusterState:
             if len(classes) > MANY_CLASSES:
                 got = sum(len(nodes) * (level // size) for level, nodes in self.levels.items() if level >= size)
             else:
-                got = sum(len(nodes) * (level // size) for k in classes for level, nodes in self.buckets[k].items()
-                          if level >= size)
+                got = 0
+                memo, stamp = self.class_blocks, self.class_stamp
+                for k in classes:
+                    known = memo.get((k, size))
+                    if known is None or known[0] != stamp[k]:
+                        n = 0
+                        for level, nodes in self.buckets[k].items():
+                            if level >= size:
+                                n += len(nodes) * (level // size)
+                        known = memo[(k, size)] = (stamp[k], n)
+                    got += known[1]
             self.block_memo[key] = got
         return got
 
@@ -366,24 +390,33 @@ def holds(st: ClusterState, g: GroupInfo) -> bool | None:
 def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     """Place every pod of the group on this cluster or nothing (state unchanged then). Best
     fit is deterministic, so pods of the same shape that found no room on this content find
-    none again (remembered until the content changes)."""
+    none again (remembered until the content changes). A group proven not to fit at all
+    (`may_fit` fails, or best fit for pods of one kind, which is exact) stays so while only
+    pods are taken (`proven_no_fit`; issue 24: a greedy pass tried every group again on
+    every cluster that had taken anything since)."""
     if g.units:
         return try_place_topology(state, g)
-    key = ("best-fit", g.shape)
+    shape = g.shape
+    if state.no_fit.get(shape) == state.grown:
+        return None
+    key = ("best-fit", shape)
     got = state.memo.get(key)          # `recall`, inline: most calls at scale end here
     if got is not None and got[1] is False and got[0] == state.version:
+        return None
+    if not may_fit(state, g):
+        state.prove_no_fit(shape)
         return None
     mark = state.mark()
     done = _best_fit(state, g)
     if done is None:
         state.restore(mark)                # rolled back: the same content
         state.remember(key, False)
+        if len(g.parts) == 1:
+            state.prove_no_fit(shape)
     return done
 
 
 def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
-    if not may_fit(state, g):
-        return None
     compat = state.info.kinds(g)[0]
     if not all(compat):
         return None
