@@ -21,7 +21,12 @@ class ClusterState:
 
     def __init__(self, info: ClusterInfo):
         self.info = info
-        self.free = [dict(info.class_free[k]) for k in self._class_of_nodes()]
+        # a node's free capacity is its class's, one dict shared by all of the class's
+        # untouched nodes (the state's own, never changed), until a pod comes or goes there
+        # (issue 24: copying a state copied every node's; best fit computes how many pods
+        # an untouched node holds once for the whole run of them)
+        self.pristine = [dict(f) for f in info.class_free]
+        self.free = [self.pristine[k] for k in self._class_of_nodes()]
         self.gpu = [gpus_of(f, info.gpu_names) for f in self.free]
         self.buckets: list[dict[int, list[int]]] = []
         for k, members in enumerate(info.class_nodes):
@@ -72,7 +77,9 @@ class ClusterState:
         """An independent state with the same free capacity (cheaper than from the info)."""
         new = ClusterState.__new__(ClusterState)
         new.info, new.node_class, new._allowed, new.many = self.info, self.node_class, self._allowed, self.many
-        new.free = [dict(f) for f in self.free]
+        new.pristine = pristine = self.pristine
+        nc = self.node_class
+        new.free = [f if f is pristine[nc[i]] else dict(f) for i, f in enumerate(self.free)]
         new.gpu = list(self.gpu)
         new.buckets = [{lv: list(ns) for lv, ns in b.items()} for b in self.buckets]
         new.levels = {lv: list(ns) for lv, ns in self.levels.items()}
@@ -149,16 +156,22 @@ class ClusterState:
         # never lowers what is free of it below what it was)
         limits = [(r, v) for r, v in demand.items() if v > 0]
         floors = [(r, v) for r, v in demand.items() if v <= 0]
+        last: dict[str, int] | None = None
+        room = 0
         for i in self._fitting_order(gpu, classes):
             f = free[i]
-            n = pods
-            for r, v in limits:
-                room = f.get(r, 0) // v
-                if room < n:
-                    n = room
-                    if n <= 0:
-                        break
-            if n > 0 and (not floors or _fits(floors, f)):
+            if f is not last:           # untouched nodes of a class share one dict: one count
+                last, room = f, pods
+                for r, v in limits:
+                    got = f.get(r, 0) // v
+                    if got < room:
+                        room = got
+                        if room <= 0:
+                            break
+                if room > 0 and floors and not _fits(floors, f):
+                    room = 0
+            if room > 0:
+                n = room if room < pods else pods
                 out.append((i, n))
                 pods -= n
                 if not pods:
@@ -222,7 +235,7 @@ class ClusterState:
     def take(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
         """`times` pods of `demand` on node i."""
         self.version = next(_STAMPS)
-        f = self.free[i]
+        f = self._own(i)
         for r, v in demand.items():
             f[r] = f.get(r, 0) - v * times
         g1 = self.gpu1
@@ -234,9 +247,12 @@ class ClusterState:
         self.version = next(_STAMPS)
         free, gpu, g1, items = self.free, self.gpu, self.gpu1, tuple(demand.items())
         node_class, buckets, keys, stamp = self.node_class, self.buckets, self.keys, self.class_stamp
+        pristine = self.pristine
         gained = 0
         for i, n in runs:
             f = free[i]
+            if f is pristine[node_class[i]]:
+                f = free[i] = dict(f)
             for r, v in items:
                 f[r] = f.get(r, 0) - v * n
             new = f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
@@ -254,7 +270,7 @@ class ClusterState:
     def give(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
         """`times` pods of `demand` off node i."""
         self.version = self.grown = next(_STAMPS)
-        f = self.free[i]
+        f = self._own(i)
         for r, v in demand.items():
             f[r] = f.get(r, 0) + v * times
         g1 = self.gpu1
@@ -263,25 +279,26 @@ class ClusterState:
     def give_all(self, pods: Iterable[tuple[int, Mapping[str, int]]]) -> None:
         """`give` of many pods at once, each node's bucket moved once (the same content as
         one `give` per pod: the buckets keep node order; issue 24: taking a cluster's
-        lower-priority work out pod by pod moved each node through every level between).
-        The pods of one demand on one node are counted first, then given in one step."""
+        lower-priority work out pod by pod moved each node through every level between)."""
         self.version = self.grown = next(_STAMPS)
-        runs: dict[tuple[int, int], list] = {}
-        for i, demand in pods:
-            got = runs.get((i, id(demand)))       # the demand is alive in `pods` meanwhile
-            if got is None:
-                runs[(i, id(demand))] = [i, demand, 1]
-            else:
-                got[2] += 1
-        free = self.free
         touched: dict[int, None] = {}
-        for i, demand, n in runs.values():
+        free = self.free
+        for i, demand in pods:
             f = free[i]
+            if i not in touched:
+                f = self._own(i)
+                touched[i] = None
             for r, v in demand.items():
-                f[r] = f.get(r, 0) + v * n
-            touched[i] = None
+                f[r] = f.get(r, 0) + v
         for i in touched:
             self._move(i, self._gpus(free[i]))
+
+    def _own(self, i: int) -> dict[str, int]:
+        """Node i's free capacity, its own (a copy of its class's when it was untouched)."""
+        f = self.free[i]
+        if f is self.pristine[self.node_class[i]]:
+            f = self.free[i] = dict(f)
+        return f
 
     def _gpus(self, f: Mapping[str, int]) -> int:
         g1 = self.gpu1
