@@ -282,14 +282,14 @@ class ClusterState:
         lower-priority work out pod by pod moved each node through every level between)."""
         self.version = self.grown = next(_STAMPS)
         touched: dict[int, None] = {}
-        free = self.free
+        free, pristine, node_class = self.free, self.pristine, self.node_class
         for i, demand in pods:
             f = free[i]
-            if i not in touched:
-                f = self._own(i)
-                touched[i] = None
+            if f is pristine[node_class[i]]:    # `_own`, inline: one call per pod cost more
+                f = free[i] = dict(f)
             for r, v in demand.items():
                 f[r] = f.get(r, 0) + v
+            touched[i] = None
         for i in touched:
             self._move(i, self._gpus(free[i]))
 
