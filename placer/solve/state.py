@@ -304,35 +304,6 @@ class ClusterState:
         g1 = self.gpu1
         return f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
 
-    def blocks(self, classes: tuple[int, ...], size: int) -> int:
-        """GPU blocks of `size` free on the nodes of `classes` (over all nodes when a pod may
-        use many classes: weaker, as a necessary condition), remembered while the content
-        is unchanged, and per class while none of its nodes moved (issue 24: `may_fit`
-        summed them for every group on every cluster a greedy pass tried, though most of
-        those clusters, and most classes of the others, had not changed since)."""
-        if self.block_version != self.version:
-            self.block_memo = {}
-            self.block_version = self.version
-        key = (classes, size)
-        got = self.block_memo.get(key)
-        if got is None:
-            if len(classes) > MANY_CLASSES:
-                got = sum(len(nodes) * (level // size) for level, nodes in self.levels.items() if level >= size)
-            else:
-                got = 0
-                memo, stamp = self.class_blocks, self.class_stamp
-                for k in classes:
-                    known = memo.get((k, size))
-                    if known is None or known[0] != stamp[k]:
-                        n = 0
-                        for level, nodes in self.buckets[k].items():
-                            if level >= size:
-                                n += len(nodes) * (level // size)
-                        known = memo[(k, size)] = (stamp[k], n)
-                    got += known[1]
-            self.block_memo[key] = got
-        return got
-
 
 def _shift(index: dict[int, list[int]], keys: list[int], i: int, old: int, new: int) -> None:
     """Node i from level `old` to `new` of a level index, each level's nodes in node order (for a
@@ -363,13 +334,43 @@ def _fits(need: Sequence[tuple[str, int]], free: Mapping[str, int]) -> bool:
 
 
 
+def blocks(st: ClusterState, classes: tuple[int, ...], size: int) -> int:
+    """GPU blocks of `size` free on the nodes of `classes` (over all nodes when a pod may
+    use many classes: weaker, as a necessary condition), remembered while the content
+    is unchanged, and per class while none of its nodes moved (issue 24: `may_fit`
+    summed them for every group on every cluster a greedy pass tried, though most of
+    those clusters, and most classes of the others, had not changed since)."""
+    if st.block_version != st.version:
+        st.block_memo = {}
+        st.block_version = st.version
+    key = (classes, size)
+    got = st.block_memo.get(key)
+    if got is None:
+        if len(classes) > MANY_CLASSES:
+            got = sum(len(nodes) * (level // size) for level, nodes in st.levels.items() if level >= size)
+        else:
+            got = 0
+            memo, stamp = st.class_blocks, st.class_stamp
+            for k in classes:
+                known = memo.get((k, size))
+                if known is None or known[0] != stamp[k]:
+                    n = 0
+                    for level, nodes in st.buckets[k].items():
+                        if level >= size:
+                            n += len(nodes) * (level // size)
+                    known = memo[(k, size)] = (stamp[k], n)
+                got += known[1]
+        st.block_memo[key] = got
+    return got
+
+
 def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     """A cheap necessary condition: the cluster's GPUs in total, and for each pod kind enough
     GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
     if g.gpus > st.free_gpus:
         return False
     for classes, size, pods in st.info.kinds(g)[1]:
-        if st.blocks(classes, size) < pods:
+        if blocks(st, classes, size) < pods:
             return False
     return True
 
