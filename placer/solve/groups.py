@@ -29,6 +29,20 @@ def sort_key(demand: Mapping[str, int], names: Sequence[str] = GPU_RESOURCES) ->
     return (-gpus_of(demand, names), -demand.get("cpu", 0), -demand.get("memory", 0))
 
 
+class Shape(tuple):
+    """A group's shape (`GroupInfo.shape`): a tuple, hashed once (issue 24: a key of the
+    states' memos, looked up 100,000s of times at scale; hashing its nested parts each
+    time cost more than the lookup)."""
+
+    def __new__(cls, items) -> "Shape":
+        self = super().__new__(cls, items)
+        self.__dict__["_hash"] = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self.__dict__["_hash"]
+
+
 @dataclass
 class Part:
     """One instance of one workload of a group: `pods` identical pods."""
@@ -84,9 +98,9 @@ class GroupInfo:
         topology tag) and its topology requests."""
         got = self.__dict__.get("_shape")
         if got is None:
-            got = self.__dict__["_shape"] = (
+            got = self.__dict__["_shape"] = Shape((
                 tuple((tuple(sorted(p.demand.items())), p.pred_key, p.pods, p.topo) for p in self.parts),
-                tuple(self.units) if self.units else None)
+                tuple(self.units) if self.units else None))
         return got
 
     @property
@@ -136,6 +150,7 @@ class ClusterInfo:
         self.class_nodes = [[pos[n.name] for n in k.nodes] for k in self.classes]
         self.class_free = [_free(k.sample) for k in self.classes]
         self._compat: dict[tuple, tuple[int, ...]] = {}
+        self._kinds: dict[tuple, Kinds] = {}              # by a group's shape (`kinds`)
         self.statics: dict[tuple, R.Reason] = {}          # static reasons by pod kind (explain)
         self._pred: dict[tuple, tuple[int, ...]] = {}
         self.may_use: dict[tuple, bool] = {}              # by a group's pod kinds (problem.prepare)
@@ -162,6 +177,26 @@ class ClusterInfo:
             got = tuple(k for k in self.matching(part) if fits_resources(part.demand, self.class_free[k]))
             self._compat[key] = got
         return got
+
+    def kinds(self, g: GroupInfo) -> "Kinds":
+        """`compat` of each of the group's parts, and its GPU pods per (classes, GPUs per pod):
+        what best fit and `may_fit` ask of every group on every cluster they try, remembered
+        by the group's shape (issue 24: recomputed on each of 10,000s of tries; most groups
+        share their shape with others)."""
+        shape = g.shape
+        got = self._kinds.get(shape)
+        if got is None:
+            compat = tuple(self.compat(p) for p in g.parts)
+            need: dict[tuple[tuple[int, ...], int], int] = {}
+            for p, classes in zip(g.parts, compat):
+                if p.gpu:
+                    need[(classes, p.gpu)] = need.get((classes, p.gpu), 0) + p.pods
+            got = self._kinds[shape] = (compat, tuple((classes, size, pods) for (classes, size), pods in need.items()))
+        return got
+
+
+# per part the classes it may use; per (classes, GPUs per pod) the pods (ClusterInfo.kinds)
+Kinds = tuple[tuple[tuple[int, ...], ...], tuple[tuple[tuple[int, ...], int, int], ...]]
 
 
 

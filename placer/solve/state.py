@@ -5,11 +5,10 @@ nothing: a group that does not fit leaves the state unchanged."""
 from __future__ import annotations
 
 import bisect
-import heapq
 import itertools
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
-from placer.solve.domains import Unit, by_domain, class_domain, domain_of
+from placer.solve.domain_fit import PodAssign, try_place_topology
 from placer.solve.groups import MANY_CLASSES, ClusterInfo, GroupInfo, gpus_of, runs
 from placer.solve.scheduling import fits_resources
 
@@ -22,7 +21,12 @@ class ClusterState:
 
     def __init__(self, info: ClusterInfo):
         self.info = info
-        self.free = [dict(info.class_free[k]) for k in self._class_of_nodes()]
+        # a node's free capacity is its class's, one dict shared by all of the class's
+        # untouched nodes (the state's own, never changed), until a pod comes or goes there
+        # (issue 24: copying a state copied every node's; best fit computes how many pods
+        # an untouched node holds once for the whole run of them)
+        self.pristine = [dict(f) for f in info.class_free]
+        self.free = [self.pristine[k] for k in self._class_of_nodes()]
         self.gpu = [gpus_of(f, info.gpu_names) for f in self.free]
         self.buckets: list[dict[int, list[int]]] = []
         for k, members in enumerate(info.class_nodes):
@@ -55,12 +59,27 @@ class ClusterState:
         # stamped whenever capacity is given back: a group proven not to fit stays so until then
         self.grown = self.version
         self.no_fit: dict[tuple, int] = {}
+        self._init_fast()
+
+    def _init_fast(self) -> None:
+        # the one GPU resource, when there is one: a node's GPUs are one lookup (issue 24:
+        # `take` is called for every node a pod goes to, 100,000s of times at 10,000 nodes)
+        names = self.info.gpu_names
+        self.gpu1: str | None = names[0] if len(names) == 1 else None
+        # GPU blocks free per (classes, block size) on this content, and per (class, block
+        # size) at the class's stamp, which changes whenever one of its nodes moves (`blocks`)
+        self.block_memo: dict[tuple[tuple[int, ...], int], int] = {}
+        self.block_version = 0
+        self.class_blocks: dict[tuple[int, int], tuple[int, int]] = {}
+        self.class_stamp = [0] * len(self.buckets)
 
     def copy(self) -> "ClusterState":
         """An independent state with the same free capacity (cheaper than from the info)."""
         new = ClusterState.__new__(ClusterState)
         new.info, new.node_class, new._allowed, new.many = self.info, self.node_class, self._allowed, self.many
-        new.free = [dict(f) for f in self.free]
+        new.pristine = pristine = self.pristine
+        nc = self.node_class
+        new.free = [f if f is pristine[nc[i]] else dict(f) for i, f in enumerate(self.free)]
         new.gpu = list(self.gpu)
         new.buckets = [{lv: list(ns) for lv, ns in b.items()} for b in self.buckets]
         new.levels = {lv: list(ns) for lv, ns in self.levels.items()}
@@ -69,6 +88,7 @@ class ClusterState:
         new.free_gpus = self.free_gpus
         new.version = new.grown = next(_STAMPS)
         new.memo, new.no_fit = {}, {}
+        new._init_fast()
         return new
 
     def mark(self) -> tuple[int, int]:
@@ -136,16 +156,22 @@ class ClusterState:
         # never lowers what is free of it below what it was)
         limits = [(r, v) for r, v in demand.items() if v > 0]
         floors = [(r, v) for r, v in demand.items() if v <= 0]
+        last: dict[str, int] | None = None
+        room = 0
         for i in self._fitting_order(gpu, classes):
             f = free[i]
-            n = pods
-            for r, v in limits:
-                room = f.get(r, 0) // v
-                if room < n:
-                    n = room
-                    if n <= 0:
-                        break
-            if n > 0 and (not floors or _fits(floors, f)):
+            if f is not last:           # untouched nodes of a class share one dict: one count
+                last, room = f, pods
+                for r, v in limits:
+                    got = f.get(r, 0) // v
+                    if got < room:
+                        room = got
+                        if room <= 0:
+                            break
+                if room > 0 and floors and not _fits(floors, f):
+                    room = 0
+            if room > 0:
+                n = room if room < pods else pods
                 out.append((i, n))
                 pods -= n
                 if not pods:
@@ -160,14 +186,24 @@ class ClusterState:
             for n in range(bisect.bisect_left(keys, gpu), len(keys)):
                 yield from (i for i in self.levels[keys[n]] if self.node_class[i] in ok)
             return
-        lists = [self.keys[k][bisect.bisect_left(self.keys[k], gpu):] for k in classes]
-        last = None
-        for level in heapq.merge(*lists):
-            if level == last:
-                continue
-            last = level
+        buckets = self.buckets
+        if len(classes) == 1:
+            b, keys = buckets[classes[0]], self.keys[classes[0]]
+            for n in range(bisect.bisect_left(keys, gpu), len(keys)):
+                yield from b[keys[n]]
+            return
+        # the levels of all the classes, merged: a set of a few small ints, taken lowest first
+        # as the search goes on (issue 24: heapq.merge's generator cost more than the nodes it
+        # ordered, and the search mostly stops at the first level)
+        levels: set[int] = set()
+        for k in classes:
+            keys = self.keys[k]
+            levels.update(keys[bisect.bisect_left(keys, gpu):])
+        while levels:
+            level = min(levels)
+            levels.discard(level)
             for k in classes:
-                yield from self.buckets[k].get(level, ())
+                yield from buckets[k].get(level, ())
 
     def allowed(self, classes: Sequence[int]) -> frozenset[int]:
         key = tuple(classes)
@@ -189,39 +225,56 @@ class ClusterState:
         old = self.gpu[i]
         if old != new_gpu:
             k = self.node_class[i]
-            indexes = ((self.buckets[k], self.keys[k]), (self.levels, self.level_keys)) if self.many \
-                else ((self.buckets[k], self.keys[k]),)
-            for index, keys in indexes:
-                lst = index[old]
-                del lst[bisect.bisect_left(lst, i)]     # kept in node order: found by bisection
-                if not lst:
-                    del index[old]
-                    del keys[bisect.bisect_left(keys, old)]
-                got = index.get(new_gpu)
-                if got is None:
-                    index[new_gpu] = [i]
-                    bisect.insort(keys, new_gpu)
-                else:
-                    # keep node order inside a bucket for deterministic first fit
-                    bisect.insort(got, i)
+            _shift(self.buckets[k], self.keys[k], i, old, new_gpu)
+            if self.many:
+                _shift(self.levels, self.level_keys, i, old, new_gpu)
+            self.class_stamp[k] += 1
             self.free_gpus += new_gpu - old
             self.gpu[i] = new_gpu
 
     def take(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
         """`times` pods of `demand` on node i."""
         self.version = next(_STAMPS)
-        f = self.free[i]
+        f = self._own(i)
         for r, v in demand.items():
             f[r] = f.get(r, 0) - v * times
-        self._move(i, self._gpus(f))
+        g1 = self.gpu1
+        self._move(i, f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names))
+
+    def take_runs(self, runs: Iterable[tuple[int, int]], demand: Mapping[str, int]) -> None:
+        """`take(i, demand, n)` for each (i, n) of `runs`, one content stamp for all (issue 24:
+        best fit takes a group's pods node by node; `_move` is inlined for the same reason)."""
+        self.version = next(_STAMPS)
+        free, gpu, g1, items = self.free, self.gpu, self.gpu1, tuple(demand.items())
+        node_class, buckets, keys, stamp = self.node_class, self.buckets, self.keys, self.class_stamp
+        pristine = self.pristine
+        gained = 0
+        for i, n in runs:
+            f = free[i]
+            if f is pristine[node_class[i]]:
+                f = free[i] = dict(f)
+            for r, v in items:
+                f[r] = f.get(r, 0) - v * n
+            new = f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
+            old = gpu[i]
+            if new != old:
+                k = node_class[i]
+                _shift(buckets[k], keys[k], i, old, new)
+                if self.many:
+                    _shift(self.levels, self.level_keys, i, old, new)
+                stamp[k] += 1
+                gained += new - old
+                gpu[i] = new
+        self.free_gpus += gained
 
     def give(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
         """`times` pods of `demand` off node i."""
         self.version = self.grown = next(_STAMPS)
-        f = self.free[i]
+        f = self._own(i)
         for r, v in demand.items():
             f[r] = f.get(r, 0) + v * times
-        self._move(i, self._gpus(f))
+        g1 = self.gpu1
+        self._move(i, f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names))
 
     def give_all(self, pods: Iterable[tuple[int, Mapping[str, int]]]) -> None:
         """`give` of many pods at once, each node's bucket moved once (the same content as
@@ -229,17 +282,46 @@ class ClusterState:
         lower-priority work out pod by pod moved each node through every level between)."""
         self.version = self.grown = next(_STAMPS)
         touched: dict[int, None] = {}
+        free, pristine, node_class = self.free, self.pristine, self.node_class
         for i, demand in pods:
-            f = self.free[i]
+            f = free[i]
+            if f is pristine[node_class[i]]:    # `_own`, inline: one call per pod cost more
+                f = free[i] = dict(f)
             for r, v in demand.items():
                 f[r] = f.get(r, 0) + v
             touched[i] = None
         for i in touched:
-            self._move(i, self._gpus(self.free[i]))
+            self._move(i, self._gpus(free[i]))
+
+    def _own(self, i: int) -> dict[str, int]:
+        """Node i's free capacity, its own (a copy of its class's when it was untouched)."""
+        f = self.free[i]
+        if f is self.pristine[self.node_class[i]]:
+            f = self.free[i] = dict(f)
+        return f
 
     def _gpus(self, f: Mapping[str, int]) -> int:
-        names = self.info.gpu_names
-        return f.get(names[0], 0) if len(names) == 1 else gpus_of(f, names)
+        g1 = self.gpu1
+        return f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
+
+
+def _shift(index: dict[int, list[int]], keys: list[int], i: int, old: int, new: int) -> None:
+    """Node i from level `old` to `new` of a level index, each level's nodes in node order (for a
+    deterministic first fit), `keys` its sorted levels."""
+    lst = index[old]
+    if len(lst) == 1:
+        del index[old]
+        del keys[bisect.bisect_left(keys, old)]
+    else:
+        del lst[bisect.bisect_left(lst, i)]     # kept in node order: found by bisection
+    got = index.get(new)
+    if got is None:
+        index[new] = [i]
+        bisect.insort(keys, new)
+    elif got[-1] < i:
+        got.append(i)
+    else:
+        bisect.insort(got, i)
 
 
 def _fits(need: Sequence[tuple[str, int]], free: Mapping[str, int]) -> bool:
@@ -250,7 +332,36 @@ def _fits(need: Sequence[tuple[str, int]], free: Mapping[str, int]) -> bool:
     return True
 
 
-PodAssign = list[tuple[int, int]]          # (part index in group, node index in cluster)
+
+
+def blocks(st: ClusterState, classes: tuple[int, ...], size: int) -> int:
+    """GPU blocks of `size` free on the nodes of `classes` (over all nodes when a pod may
+    use many classes: weaker, as a necessary condition), remembered while the content
+    is unchanged, and per class while none of its nodes moved (issue 24: `may_fit`
+    summed them for every group on every cluster a greedy pass tried, though most of
+    those clusters, and most classes of the others, had not changed since)."""
+    if st.block_version != st.version:
+        st.block_memo = {}
+        st.block_version = st.version
+    key = (classes, size)
+    got = st.block_memo.get(key)
+    if got is None:
+        if len(classes) > MANY_CLASSES:
+            got = sum(len(nodes) * (level // size) for level, nodes in st.levels.items() if level >= size)
+        else:
+            got = 0
+            memo, stamp = st.class_blocks, st.class_stamp
+            for k in classes:
+                known = memo.get((k, size))
+                if known is None or known[0] != stamp[k]:
+                    n = 0
+                    for level, nodes in st.buckets[k].items():
+                        if level >= size:
+                            n += len(nodes) * (level // size)
+                    known = memo[(k, size)] = (stamp[k], n)
+                got += known[1]
+        st.block_memo[key] = got
+    return got
 
 
 def may_fit(st: ClusterState, g: GroupInfo) -> bool:
@@ -258,18 +369,8 @@ def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
     if g.gpus > st.free_gpus:
         return False
-    need: dict[tuple, int] = {}
-    for p in g.parts:
-        if p.gpu:
-            key = (st.info.compat(p), p.gpu)
-            need[key] = need.get(key, 0) + p.pods
-    for (classes, size), pods in need.items():
-        if len(classes) > MANY_CLASSES:        # over all nodes: weaker, as necessary, cheaper
-            have = sum(len(nodes) * (level // size) for level, nodes in st.levels.items() if level >= size)
-        else:
-            have = sum(len(nodes) * (level // size) for k in classes for level, nodes in st.buckets[k].items()
-                       if level >= size)
-        if have < pods:
+    for classes, size, pods in st.info.kinds(g)[1]:
+        if blocks(st, classes, size) < pods:
             return False
     return True
 
@@ -306,27 +407,35 @@ def holds(st: ClusterState, g: GroupInfo) -> bool | None:
 def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     """Place every pod of the group on this cluster or nothing (state unchanged then). Best
     fit is deterministic, so pods of the same shape that found no room on this content find
-    none again (remembered until the content changes)."""
+    none again (remembered until the content changes). A group proven not to fit at all
+    (`may_fit` fails, or best fit for pods of one kind, which is exact) stays so while only
+    pods are taken (`proven_no_fit`; issue 24: a greedy pass tried every group again on
+    every cluster that had taken anything since)."""
     if g.units:
-        return try_place_topology(state, g)
-    key = ("best-fit", g.shape)
+        return try_place_topology(state, g) if may_fit(state, g) else None
+    shape = g.shape
+    if state.no_fit.get(shape) == state.grown:
+        return None
+    key = ("best-fit", shape)
     got = state.memo.get(key)          # `recall`, inline: most calls at scale end here
     if got is not None and got[1] is False and got[0] == state.version:
+        return None
+    if not may_fit(state, g):
+        state.prove_no_fit(shape)
         return None
     mark = state.mark()
     done = _best_fit(state, g)
     if done is None:
         state.restore(mark)                # rolled back: the same content
         state.remember(key, False)
+        if len(g.parts) == 1:
+            state.prove_no_fit(shape)
     return done
 
 
 def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
-    info = state.info
-    if not may_fit(state, g):
-        return None
-    compat = [info.compat(p) for p in g.parts]
-    if any(not c for c in compat):
+    compat = state.info.kinds(g)[0]
+    if not all(compat):
         return None
     done: PodAssign = []
     for j, pods in runs(g):
@@ -336,8 +445,8 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
             for jj, ii in reversed(done):
                 state.give(ii, g.parts[jj].demand)
             return None
+        state.take_runs(got, part.demand)
         for i, n in got:
-            state.take(i, part.demand, n)
             done += [(j, i)] * n
     return done
 
@@ -364,113 +473,3 @@ def _same_node_runs(assign: PodAssign) -> list[tuple[int, int, int]]:
         else:
             out.append((j, i, 1))
     return out
-
-
-
-def _free_gpus(st: ClusterState, classes: Iterable[int]) -> int:
-    return sum(level * len(nodes) for k in classes for level, nodes in st.buckets[k].items())
-
-
-# --- best fit with domains ---------------------------------------------------------------------
-
-def _pods(g: GroupInfo, js: Iterable[int]) -> list[int]:
-    """Pods of these parts, biggest first."""
-    js = sorted(js, key=lambda j: (g.parts[j].sort_key, j))
-    return [j for j in js for _ in range(g.parts[j].pods)]
-
-
-class _Placer:
-    def __init__(self, st: ClusterState, g: GroupInfo):
-        self.st, self.g, self.info = st, g, st.info
-        self.allowed = [list(self.info.compat(p)) for p in g.parts]
-        self.done: PodAssign = []
-
-    def rollback(self, mark: int = 0) -> None:
-        while len(self.done) > mark:
-            j, i = self.done.pop()
-            self.st.give(i, self.g.parts[j].demand)
-
-    def put(self, js: Iterable[int], classes: Callable[[int], Sequence[Sequence[int]]]) -> bool:
-        """Every pod of parts `js`, each on the best node of the first class list that has one."""
-        mark = len(self.done)
-        for j in _pods(self.g, js):
-            part = self.g.parts[j]
-            i = None
-            for ks in classes(j):
-                if ks:
-                    i = self.st.best_node(part.demand, part.gpu, ks)
-                if i is not None:
-                    break
-            if i is None:
-                self.rollback(mark)
-                return False
-            self.st.take(i, part.demand)
-            self.done.append((j, i))
-        return True
-
-    def used(self, u: Unit) -> set[str | None]:
-        mine = set(u.parts)
-        return {domain_of(self.info.nodes[i], u.key) for j, i in self.done if j in mine}
-
-    def required(self, u: Unit) -> bool:
-        pending = [j for j in u.parts if not any(jj == j for jj, _ in self.done)]
-        fixed = self.used(u)
-        if len(fixed) > 1 or None in fixed:
-            return False
-        doms = by_domain(self.info, dict.fromkeys(k for j in u.parts for k in self.allowed[j]), u.key)
-        doms.pop(None, None)
-        need = sum(self.g.parts[j].gpu * self.g.parts[j].pods for j in pending)
-        cands = [v for v in doms if not fixed or v in fixed]
-        # best fit: the domain left with the fewest free GPUs first, whole domains kept whole
-        free = {v: _free_gpus(self.st, doms[v]) for v in cands}
-        for v in sorted((v for v in cands if free[v] >= need), key=lambda v: (free[v], str(v))):
-            inside = {j: [k for k in self.allowed[j] if class_domain(self.info, k, u.key) == v] for j in u.parts}
-            if any(not inside[j] for j in pending):
-                continue
-            if self.put(pending, lambda j: (inside[j],)):
-                for j in u.parts:
-                    self.allowed[j] = inside[j]
-                return True
-        return False
-
-    def preferred(self, u: Unit) -> bool:
-        pending = [j for j in u.parts if not any(jj == j for jj, _ in self.done)]
-        if not pending:
-            return True
-        doms = by_domain(self.info, dict.fromkeys(k for j in pending for k in self.allowed[j]), u.key, pseudo=True)
-        used = {"" if v is None else v for v in self.used(u)}
-        need = sum(self.g.parts[j].gpu * self.g.parts[j].pods for j in pending)
-        free = {v: _free_gpus(self.st, ks) for v, ks in doms.items()}
-
-        def inside(v):
-            return lambda j: ([k for k in self.allowed[j] if k in doms[v]],)
-        if not used:
-            # one domain if one holds them all: the fullest that does
-            for v in sorted((v for v in doms if free[v] >= need), key=lambda v: (free[v], str(v))):
-                if self.put(pending, inside(v)):
-                    return True
-        # else fill: domains already used, then the emptiest first (fewest domains)
-        order = sorted(doms, key=lambda v: (v not in used, -free[v], str(v)))
-        return self.put(pending, lambda j: [[k for k in self.allowed[j] if k in doms[v]] for v in order])
-
-
-def try_place_topology(st: ClusterState, g: GroupInfo) -> PodAssign | None:
-    """Best fit for a group with topology units: each required unit (largest first) into the
-    best-fitting domain where all its pods fit, preferred units into one domain if one holds
-    them else the fewest, the rest anywhere. All or nothing (state unchanged on failure)."""
-    if not may_fit(st, g):
-        return None
-    pl = _Placer(st, g)
-    if any(not a for a in pl.allowed):
-        return None
-    order = sorted(g.units, key=lambda u: (not u.required, -u.gpus, -u.pods, u.key, u.parts))
-    for u in order:
-        if not (pl.required(u) if u.required else pl.preferred(u)):
-            pl.rollback()
-            return None
-    rest = [j for j in range(len(g.parts)) if not any(j in u.parts for u in g.units)]
-    if not pl.put(rest, lambda j: (pl.allowed[j],)):
-        pl.rollback()
-        return None
-    return pl.done
-
