@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from placer.solve.greedy import greedy_order
-from placer.solve.groups import ClusterInfo, GroupInfo, Part, expand
+from placer.solve.groups import ClusterInfo, GroupInfo, expand, runs
 from placer.solve.model import Agg, part_type
 from placer.solve.problem import Problem
 from placer.solve.state import ClusterState, PodAssign, undo
@@ -99,34 +99,23 @@ def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo],
                  confined: Mapping[tuple[int, int], Sequence[int]]) -> dict[int, PodAssign] | None:
     """All pods of the cluster's groups, biggest first, best fit; None (state unchanged)
     unless every pod finds a node."""
-    pods = [(g, j) for g in members for j in expand(g)]
     order = {g.index: n for n, g in enumerate(members)}
-    pods.sort(key=lambda gj: (gj[0].parts[gj[1]].sort_key, order[gj[0].index], gj[1]))
-    done: list[tuple[GroupInfo, int, int]] = []
-    for g, j in pods:
+    # a part's pods follow one another in that order: placed as one run, each node filled in
+    # turn, as best fit pod by pod places them (ClusterState.best_nodes; issue 24: a search per pod)
+    todo = [(g, j, pods) for g in members for j, pods in runs(g)]
+    todo.sort(key=lambda gjn: (gjn[0].parts[gjn[1]].sort_key, order[gjn[0].index], gjn[1]))
+    done: list[tuple[GroupInfo, int, int, int]] = []
+    for g, j, pods in todo:
         part = g.parts[j]
-        # the pod before, of the same part, took the best fit: that node is still the best while
-        # the pod fits it (only it lost capacity, and it was the least; as placer.solve.state's
-        # best fit reasons; issue 24: a search per pod)
-        last = done[-1] if done else None
-        if last is not None and last[0] is g and last[1] == j and _fits_node(st, part, last[2]):
-            i: int | None = last[2]
-        else:
-            i = st.best_node(part.demand, part.gpu, confined.get((g.index, j), st.info.compat(part)))
-        if i is None:
-            for gg, jj, ii in reversed(done):
-                st.give(ii, gg.parts[jj].demand)
+        got = st.best_nodes(part.demand, part.gpu, confined.get((g.index, j), st.info.compat(part)), pods)
+        if got is None:
+            for gg, jj, ii, n in reversed(done):
+                st.give(ii, gg.parts[jj].demand, n)
             return None
-        st.take(i, part.demand)
-        done.append((g, j, i))
+        for i, n in got:
+            st.take(i, part.demand, n)
+            done.append((g, j, i, n))
     out: dict[int, PodAssign] = {g.index: [] for g in members}
-    for g, j, i in done:
-        out[g.index].append((j, i))
+    for g, j, i, n in done:
+        out[g.index] += [(j, i)] * n
     return out
-
-
-
-def _fits_node(st: ClusterState, part: Part, i: int) -> bool:
-    """One more of the part's pods fits node i as it is now."""
-    free = st.free[i]
-    return st.gpu[i] >= part.gpu and all(v <= free.get(r, 0) for r, v in part.demand.items())
