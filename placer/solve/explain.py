@@ -165,12 +165,12 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     if known is not None:
         return bool(known)
     held = holds(st, g)
-    if held is None and (one := _one_kind(g)) is not None:
+    if held is None and (one := _kept(g, "_one_kind", _one_kind)) is not None:
         held = holds(st, one)
     if held is not None:
         st.remember(key, held)
         return held
-    if (wide := _widest(g)) is not None and holds(st, wide):
+    if (wide := _kept(g, "_widest", _widest)) is not None and holds(st, wide):
         st.remember(key, True)
         return True
     mark = st.mark()
@@ -189,6 +189,17 @@ def fits(st: ClusterState, g: GroupInfo, deadline: float | None) -> bool:
     if st.proven_no_fit(g.shape):
         st.remember(key, False)
     return False
+
+
+def _kept(g: GroupInfo, name: str, make) -> GroupInfo | None:
+    """`make(g)`, made once per group (reasons ask `fits` of a group on every cluster, up to
+    three states each; issue 24: the stand-ins were rebuilt, dataclasses replaced, each time),
+    again once its parts change (`GroupInfo.forget` makes a new shape)."""
+    shape = g.shape
+    got = g.__dict__.get(name)
+    if got is None or got[0] is not shape:
+        got = g.__dict__[name] = (shape, make(g))
+    return got[1]
 
 
 def _one_kind(g: GroupInfo) -> GroupInfo | None:
