@@ -286,9 +286,13 @@ def values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], probl
         vals[agg.z[(agg.sig_of[gi], c)]] += 1
         st = states_nodes[c]
         g = by_idx[gi]
+        # per part, not per pod; only types of several classes have count variables (agg.n)
+        types = [t if len(t[1]) > 1 else None for t in (part_type(st.info, p) for p in g.parts)]
+        node_class = st.node_class
         for j, i in pods:
-            key = (c, part_type(st.info, g.parts[j]), st.node_class[i])
-            counts[key] = counts.get(key, 0) + 1
+            if types[j] is not None:
+                key = (c, types[j], node_class[i])
+                counts[key] = counts.get(key, 0) + 1
     for key, v in agg.n.items():
         vals[v] = counts.get(key, 0)
     for o, terms, F in agg.open_defs:
