@@ -290,8 +290,9 @@ def values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], probl
         types = [t if len(t[1]) > 1 else None for t in (part_type(st.info, p) for p in g.parts)]
         node_class = st.node_class
         for j, i in pods:
-            if types[j] is not None:
-                key = (c, types[j], node_class[i])
+            t = types[j]
+            if t is not None:
+                key = (c, t, node_class[i])
                 counts[key] = counts.get(key, 0) + 1
     for key, v in agg.n.items():
         vals[v] = counts.get(key, 0)
