@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, one_shot_heap, out, run
-from placer.cli.output import OUTPUT_HELP, emit, kind_text, parse_output
+from placer.cli.output import OUTPUT_HELP, emit, kind_text, parse_output, print_text
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option
 from placer.cli.topology_view import topology_lines
 from placer.model.plan import Placement, Plan, Unplaced, number
@@ -79,7 +79,7 @@ def plan(
     result = run(go)
     t = time.monotonic()
     if fmt.tabular:
-        out.print(render_table(result.plan, wide=fmt.wide, width=out.width, explain=explain))
+        print_text(out, render_table(result.plan, wide=fmt.wide, width=out.width, explain=explain))
         out.print(summary_line(result.plan))
     else:
         emit(result.plan.to_dict(), fmt, names=plan_names(result.plan))

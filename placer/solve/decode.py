@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from placer.solve.greedy import greedy_order
-from placer.solve.groups import ClusterInfo, GroupInfo, Part, expand
+from placer.solve.groups import ClusterInfo, GroupInfo, expand, runs
 from placer.solve.model import Agg, part_type
 from placer.solve.problem import Problem
 from placer.solve.state import ClusterState, PodAssign, undo
@@ -19,17 +19,23 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
     by_cluster = _groups_by_cluster(agg, values)
     out: dict[int, tuple[int, PodAssign]] = {}
     dropped: list[GroupInfo] = []
+    counts = _counts_by_cluster(agg)
     for c in sorted(by_cluster):
         st, info = states[c], problem.infos[c]
-        quota = {(t, k): sum(a * values[v] for a, v in terms)
-                 for (cc, t, k), terms in agg.n_expr.items() if cc == c}
         members = greedy_order(by_cluster[c])
-        confined = _confined(info, members, quota)
+        # the model's pods per (type, class): read only where a topology request confines pods
+        # or plain first fit fails (issue 24: summed for every cluster, read by neither at 1,000
+        # workloads on 10,000 nodes)
+        topo = any(part.topo is not None for g in members for part in g.parts)
+        quota = _quota(counts.get(c, ()), values) if topo else None
+        confined = _confined(info, members, quota) if quota is not None else {}
         plain = _ffd_cluster(st, members, confined)
         if plain is not None:
             # canonical: depends only on which groups are on the cluster
             out.update({gi: (c, a) for gi, a in plain.items()})
             continue
+        if quota is None:
+            quota = _quota(counts.get(c, ()), values)
         placed, failed = _by_quota(st, info, members, confined, quota)
         for g in members:
             if g.index in failed:
@@ -37,6 +43,19 @@ def decode(problem: Problem, states: dict[int, ClusterState], agg: Agg, values: 
             else:
                 out[g.index] = (c, placed[g.index])
     return out, dropped
+
+
+def _counts_by_cluster(agg: Agg) -> dict[int, list[tuple[tuple, int, list[tuple[int, int]]]]]:
+    """The model's pod counts (type, class, terms) per cluster, in the model's order."""
+    out: dict[int, list[tuple[tuple, int, list[tuple[int, int]]]]] = {}
+    for (c, t, k), terms in agg.n_expr.items():
+        out.setdefault(c, []).append((t, k, terms))
+    return out
+
+
+def _quota(counts, values: Sequence[int]) -> dict[tuple[tuple, int], int]:
+    """How many pods of each (type, class) the model's answer puts on the cluster."""
+    return {(t, k): sum(a * values[v] for a, v in terms) for t, k, terms in counts}
 
 
 def _groups_by_cluster(agg: Agg, values: list[int]) -> dict[int, list[GroupInfo]]:
@@ -99,34 +118,23 @@ def _ffd_cluster(st: ClusterState, members: Sequence[GroupInfo],
                  confined: Mapping[tuple[int, int], Sequence[int]]) -> dict[int, PodAssign] | None:
     """All pods of the cluster's groups, biggest first, best fit; None (state unchanged)
     unless every pod finds a node."""
-    pods = [(g, j) for g in members for j in expand(g)]
     order = {g.index: n for n, g in enumerate(members)}
-    pods.sort(key=lambda gj: (gj[0].parts[gj[1]].sort_key, order[gj[0].index], gj[1]))
-    done: list[tuple[GroupInfo, int, int]] = []
-    for g, j in pods:
+    # a part's pods follow one another in that order: placed as one run, each node filled in
+    # turn, as best fit pod by pod places them (ClusterState.best_nodes; issue 24: a search per pod)
+    todo = [(g, j, pods) for g in members for j, pods in runs(g)]
+    todo.sort(key=lambda gjn: (gjn[0].parts[gjn[1]].sort_key, order[gjn[0].index], gjn[1]))
+    done: list[tuple[GroupInfo, int, int, int]] = []
+    for g, j, pods in todo:
         part = g.parts[j]
-        # the pod before, of the same part, took the best fit: that node is still the best while
-        # the pod fits it (only it lost capacity, and it was the least; as placer.solve.state's
-        # best fit reasons; issue 24: a search per pod)
-        last = done[-1] if done else None
-        if last is not None and last[0] is g and last[1] == j and _fits_node(st, part, last[2]):
-            i: int | None = last[2]
-        else:
-            i = st.best_node(part.demand, part.gpu, confined.get((g.index, j), st.info.compat(part)))
-        if i is None:
-            for gg, jj, ii in reversed(done):
-                st.give(ii, gg.parts[jj].demand)
+        got = st.best_nodes(part.demand, part.gpu, confined.get((g.index, j), st.info.compat(part)), pods)
+        if got is None:
+            for gg, jj, ii, n in reversed(done):
+                st.give(ii, gg.parts[jj].demand, n)
             return None
-        st.take(i, part.demand)
-        done.append((g, j, i))
+        for i, n in got:
+            st.take(i, part.demand, n)
+            done.append((g, j, i, n))
     out: dict[int, PodAssign] = {g.index: [] for g in members}
-    for g, j, i in done:
-        out[g.index].append((j, i))
+    for g, j, i, n in done:
+        out[g.index] += [(j, i)] * n
     return out
-
-
-
-def _fits_node(st: ClusterState, part: Part, i: int) -> bool:
-    """One more of the part's pods fits node i as it is now."""
-    free = st.free[i]
-    return st.gpu[i] >= part.gpu and all(v <= free.get(r, 0) for r, v in part.demand.items())

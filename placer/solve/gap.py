@@ -23,34 +23,35 @@ GAP_FULL = 0.01        # a relative gap of 1% or more gets the stage's whole sha
 GAP_LEAST = 0.1        # the least fraction of its share a contested stage gets
 
 
-class Relaxation:
-    """The LP relaxation of one CP-SAT model (GLOP), built on first use and kept up with the
-    constraints added to the model since (the stages' fixings): each contested level's bound
-    costs a re-solve, not a rebuild (measured on the heterogeneous fleet: 9 levels' bounds
-    took 0.54 s of CPU, rebuilt each time). Given the aggregate model the CP-SAT model was made
-    from (placer.solve.stages), its variables and constraints are read from the aggregate's
-    lists, the same coefficients merged the same way, rather than from the proto (issue 24: at
-    1,000 workloads on 10,000 nodes, 0.06 of the bound's 0.15 s of CPU)."""
+# a linear constraint as the stages add it: terms (coefficient, variable), lower and upper bound
+Linear = tuple[Sequence[tuple[int, int]], int, int]
 
-    def __init__(self, agg: Agg | None = None) -> None:
+
+class Relaxation:
+    """The LP relaxation of the staged model (GLOP): the aggregate's variables and constraints,
+    then the stages' fixings, built on first use and kept up with the fixings added since: each
+    contested level's bound costs a re-solve, not a rebuild (measured on the heterogeneous
+    fleet: 9 levels' bounds took 0.54 s of CPU, rebuilt each time). Read from the aggregate's
+    lists and the fixings, each constraint's coefficients merged as the CP-SAT model merges
+    them (placer.solve.stages._linear), not from the CP-SAT proto, which need not exist: a plan
+    whose contested levels end below the presolve's effort never builds it (issue 24: at 1,000
+    workloads on 10,000 nodes the proto cost 0.03 s of CPU for no search)."""
+
+    def __init__(self, agg: Agg) -> None:
         self.lp: Any = None
         self.xs: list[Any] = []
-        self.loaded = 0                  # the model's constraints already in the LP
+        self.loaded = 0                  # the fixings already in the LP
         self.agg = agg
 
-    def bound(self, m, terms: Sequence[tuple[int, int]]) -> float | None:
-        """The LP's maximum of `terms` over the model `m` as it is now (linear constraints
-        only, as placer.solve.stages builds it), or None when GLOP gives no optimum."""
-        if self.lp is None and not self._start(m):
+    def bound(self, fixed: Sequence[Linear], terms: Sequence[tuple[int, int]]) -> float | None:
+        """The LP's maximum of `terms` over the aggregate with the `fixed` constraints (linear,
+        as placer.solve.stages adds them), or None when GLOP gives no optimum."""
+        if self.lp is None and not self._start():
             return None
-        lp, inf = self.lp, self.lp.infinity()
-        for k in range(self.loaded, len(m.constraints)):
-            lin = m.constraints[k].linear
-            lo, hi = lin.domain[0], lin.domain[len(lin.domain) - 1]
-            ct = lp.Constraint(-inf if lo <= -INF else lo, inf if hi >= INF else hi)
-            for v, a in zip(lin.vars, lin.coeffs):
-                ct.SetCoefficient(self.xs[v], a)
-        self.loaded = len(m.constraints)
+        lp = self.lp
+        for terms_k, lo, hi in fixed[self.loaded:]:
+            self._constraint(terms_k, lo, hi)
+        self.loaded = len(fixed)
         obj = lp.Objective()
         obj.Clear()
         for a, v in terms:
@@ -58,35 +59,57 @@ class Relaxation:
         obj.SetMaximization()
         return obj.Value() if lp.Solve() == lp.OPTIMAL else None
 
-    def _start(self, m) -> bool:
-        """The LP with the model's variables, and with the aggregate's constraints when given
-        (the model's first ones, placer.solve.stages._to_cpsat); False without GLOP."""
+    def _start(self) -> bool:
+        """The LP with the aggregate's variables and constraints; False without GLOP."""
         from ortools.linear_solver import pywraplp  # only when a bound is asked for (import ~0.06 s)
 
         self.lp = lp = pywraplp.Solver.CreateSolver("GLOP")
         if lp is None:
             return False
         agg = self.agg
-        if agg is None or len(agg.lb) != len(m.variables) or len(agg.cons) > len(m.constraints):
-            self.xs = [lp.NumVar(v.domain[0], v.domain[len(v.domain) - 1], "") for v in m.variables]
-            return True
-        self.xs = xs = [lp.NumVar(lo, hi, "") for lo, hi in zip(agg.lb, agg.ub)]
-        inf = lp.infinity()
+        self.xs = [lp.NumVar(lo, hi, "") for lo, hi in zip(agg.lb, agg.ub)]
         for terms, lo, hi in agg.cons:
-            ct = lp.Constraint(-inf if lo <= -INF else lo, inf if hi >= INF else hi)
-            coeffs: dict[int, int] = {}
-            for a, v in terms:
-                coeffs[v] = coeffs.get(v, 0) + a
-            for v, a in coeffs.items():
-                ct.SetCoefficient(xs[v], a)
-        self.loaded = len(agg.cons)
+            self._constraint(terms, lo, hi)
         return True
 
+    def _constraint(self, terms: Sequence[tuple[int, int]], lo: int, hi: int) -> None:
+        lp, xs = self.lp, self.xs
+        inf = lp.infinity()
+        ct = lp.Constraint(-inf if lo <= -INF else lo, inf if hi >= INF else hi)
+        coeffs: dict[int, int] = {}
+        for a, v in terms:
+            coeffs[v] = coeffs.get(v, 0) + a
+        for v, a in coeffs.items():
+            ct.SetCoefficient(xs[v], a)
 
-def lp_bound(m, terms: Sequence[tuple[int, int]], relaxation: Relaxation | None = None) -> float | None:
-    """The LP relaxation's maximum of `terms` over the CP-SAT model `m` (through `relaxation`
-    when the caller keeps one for the model)."""
-    return (relaxation or Relaxation()).bound(m, terms)
+
+
+def lp_bound(model, terms: Sequence[tuple[int, int]], relaxation: Relaxation | None = None) -> float | None:
+    """The LP relaxation's maximum of `terms` over the staged model (placer.solve.stages: its
+    aggregate `agg` and fixings `fixed`), through `relaxation` when the caller keeps one for the
+    model; else from the CP-SAT proto as it is (`model.proto()`), read on its own: a fresh LP
+    that shares nothing with the kept one (the tests' judge of it)."""
+    if relaxation is not None:
+        return relaxation.bound(model.fixed, terms)
+    from ortools.linear_solver import pywraplp
+
+    proto = model.proto()
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    if lp is None:
+        return None
+    inf = lp.infinity()
+    xs = [lp.NumVar(v.domain[0], v.domain[len(v.domain) - 1], "") for v in proto.variables]
+    for c in proto.constraints:
+        lin = c.linear
+        lo, hi = lin.domain[0], lin.domain[len(lin.domain) - 1]
+        ct = lp.Constraint(-inf if lo <= -INF else lo, inf if hi >= INF else hi)
+        for v, a in zip(lin.vars, lin.coeffs):
+            ct.SetCoefficient(xs[v], a)
+    obj = lp.Objective()
+    for a, v in terms:
+        obj.SetCoefficient(xs[v], obj.GetCoefficient(xs[v]) + a)
+    obj.SetMaximization()
+    return obj.Value() if lp.Solve() == lp.OPTIMAL else None
 
 
 def scaled_lex(share: float, value: int | None, bound: float | None, unit: int, placed: int) -> float:

@@ -123,10 +123,13 @@ def build_aggregate(problem: Problem, groups: Sequence[GroupInfo]) -> Agg:
     agg = Agg()
     tag_quotas(problem, groups)                # issue 23: groups of different quotas stay apart
     agg.sigs = signatures(groups)
+    on: dict[int, list[Sig]] = {c: [] for c in problem.infos}     # per cluster, the signatures that may use it
     for sg in agg.sigs:
         _sig_vars(agg, sg)
+        for c in sg.rep.eligible:
+            on.setdefault(c, []).append(sg)
     for c, info in problem.infos.items():
-        dem, tdemand, bound = _cluster_types(agg, info, c)
+        dem, tdemand, bound = _cluster_types(agg, info, c, on[c])
         for k, items in _split_types(agg, info, c, dem, tdemand, bound).items():
             _class_constraints(agg, info, c, k, items, tdemand)
     add_to_model(agg, problem, groups, part_type)
@@ -146,23 +149,24 @@ def _sig_vars(agg: Agg, sg: Sig) -> None:
         agg.add([(1, agg.z[(sg.index, c)]) for c in sg.rep.eligible], 0, m)
 
 
-def _cluster_types(agg: Agg, info: ClusterInfo, c: int) -> tuple[dict, dict, dict]:
-    """Pod types on this cluster (demand + the classes they may use): the terms counting
-    their pods, their demand, and the most pods of each there can be."""
+def _cluster_types(agg: Agg, info: ClusterInfo, c: int, sigs: Sequence[Sig]) -> tuple[dict, dict, dict]:
+    """Pod types on this cluster (demand + the classes they may use) of the signatures `sigs`
+    that may use it, in signature order (issue 24: every signature was looked at for every
+    cluster): the terms counting their pods, their demand, and the most pods of each there can be."""
     dem: dict[tuple, list[tuple[int, int]]] = {}
     tdemand: dict[tuple, dict[str, int]] = {}
     bound: dict[tuple, int] = {}
-    for sg in agg.sigs:
-        if (sg.index, c) not in agg.z:
-            continue
+    for sg in sigs:
+        z = agg.z[(sg.index, c)]
         per: dict[tuple, int] = {}
-        for p in sg.rep.parts:
+        for p in sg.groups[0].parts:
             t = part_type(info, p)
             per[t] = per.get(t, 0) + p.pods
             tdemand[t] = p.demand
+        m = len(sg.groups)
         for t, cnt in per.items():
-            dem.setdefault(t, []).append((cnt, agg.z[(sg.index, c)]))
-            bound[t] = bound.get(t, 0) + cnt * len(sg.groups)
+            dem.setdefault(t, []).append((cnt, z))
+            bound[t] = bound.get(t, 0) + cnt * m
     return dem, tdemand, bound
 
 
@@ -282,9 +286,14 @@ def values_from(agg: Agg, assignment: Mapping[int, tuple[int, PodAssign]], probl
         vals[agg.z[(agg.sig_of[gi], c)]] += 1
         st = states_nodes[c]
         g = by_idx[gi]
+        # per part, not per pod; only types of several classes have count variables (agg.n)
+        types = [t if len(t[1]) > 1 else None for t in (part_type(st.info, p) for p in g.parts)]
+        node_class = st.node_class
         for j, i in pods:
-            key = (c, part_type(st.info, g.parts[j]), st.node_class[i])
-            counts[key] = counts.get(key, 0) + 1
+            t = types[j]
+            if t is not None:
+                key = (c, t, node_class[i])
+                counts[key] = counts.get(key, 0) + 1
     for key, v in agg.n.items():
         vals[v] = counts.get(key, 0)
     for o, terms, F in agg.open_defs:

@@ -46,7 +46,7 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
     _ref = _ref_in([*workloads, *cwl])
     placed = {_ref(p): p for p in plan.placements}
     _check_coverage(groups, plan, workloads, placed, {_ref(u) for u in plan.unplaced})
-    load: dict[tuple[str, str], dict[str, int]] = {}
+    load: dict[tuple[str, str], tuple[Node, dict[str, int]]] = {}
     clusters = _by_name(fleet)
     for p in plan.placements:
         _check_placement(clusters, p, workloads[_ref(p)][1], load, policy=workloads[_ref(p)][0])
@@ -55,7 +55,7 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
         if _ref(p) not in cwl:
             _fail("the plan names a committed workload that was not given", obj=p.workload)
         _check_placement(clusters, p, cwl[_ref(p)], load, policy=None)
-    _check_load(clusters, load)
+    _check_load(load)
     counted = fleet.quotas is not None and fleet.quotas.counted is not None   # committed use given whole
     _check_quotas(fleet, [workloads[_ref(p)][1] for p in plan.placements],
                   [] if counted else [cwl[_ref(p)] for p in plan.committed])
@@ -125,12 +125,13 @@ def _check_coverage(groups: Sequence[PlacementGroup], plan: Plan, workloads: Map
             _fail(f"group {g.key} is split ({sorted(clusters)})", obj=g.key)
 
 
-def _check_load(clusters: Mapping[str, Cluster], load: Mapping[tuple[str, str], Mapping[str, int]]) -> None:
-    """No node asked for more than it has free."""
-    for (cname, nname), used in load.items():
-        node = _node(clusters, cname, nname)
+def _check_load(load: Mapping[tuple[str, str], tuple[Node, Mapping[str, int]]]) -> None:
+    """No node asked for more than it has free (each node's requests tallied once, beside it)."""
+    for (cname, nname), (node, used) in load.items():
+        alloc, bound = node.allocatable, node.used
         for r, v in used.items():
-            free = UNLIMITED_PODS if r == "pods" and "pods" not in node.allocatable else node.free(r)
+            # Node.free, inline (issue 24: 165,000 calls at 4,000 workloads on 50,000 nodes)
+            free = UNLIMITED_PODS if r == "pods" and r not in alloc else max(0, alloc.get(r, 0) - bound.get(r, 0))
             if v > free:
                 _fail(f"node {nname} is over-committed on {r}: {v} requested, {free} free", cname)
 
@@ -149,7 +150,11 @@ def _ref_in(known) -> "Callable[[Any], Any]":
 
 def _node(clusters: Mapping[str, Cluster], cname: str, nname: str) -> Node:
     cluster = clusters.get(cname)
-    node = _nodes(cluster.nodes).get(nname) if cluster is not None else None
+    return _named_node(_nodes(cluster.nodes) if cluster is not None else {}, cname, nname)
+
+
+def _named_node(nodes: Mapping[str, Node], cname: str, nname: str) -> Node:
+    node = nodes.get(nname)
     if node is None:
         _fail(f"node {nname} does not exist", cname)
     return node
@@ -182,9 +187,9 @@ def _check_placement(clusters: Mapping[str, Cluster], p: Placement, w: Workload,
     instances = {i.key: i for i in w.instances}
     demands: dict[str, dict[str, int]] = {}      # one pod's admitted requests per instance
     counts: dict[str, int] = {}
+    nodes = _nodes(cluster.nodes)
     for nname, per in p.nodes.items():
-        node = _node(clusters, p.cluster, nname)
-        slot = load.setdefault((p.cluster, nname), {})
+        node, slot = _tally(load, nodes, p.cluster, nname)
         for ikey, n in per.items():
             inst = instances.get(ikey)
             if inst is None:
@@ -202,6 +207,14 @@ def _check_placement(clusters: Mapping[str, Cluster], p: Placement, w: Workload,
         if counts.get(ikey, 0) != inst.pods:
             _fail(f"{ikey} has {counts.get(ikey, 0)} pods assigned, needs {inst.pods}", p.cluster, w.key)
     _check_topology(clusters, p, w)
+
+
+def _tally(load, nodes: Mapping[str, Node], cname: str, nname: str) -> tuple[Node, dict[str, int]]:
+    """The node (it must exist) and the requests the plan puts on it so far."""
+    got = load.get((cname, nname))
+    if got is None:
+        got = load[(cname, nname)] = (_named_node(nodes, cname, nname), {})
+    return got
 
 
 def _check_pods(cluster: Cluster, node: Node, inst: Instance, w: Workload) -> None:
