@@ -282,7 +282,8 @@ def _best_baseline(problem: Problem, seed_plan: Result, seed_states: Mapping[int
     Each repair but the seed's is bounded by counted work: one that runs out is dropped."""
     # the seed's capacity copied, not rebuilt pod by pod (the seed's own states hint the model)
     seeded = {c: st.copy() for c, st in seed_states.items()}
-    best_name, result = "priority", repair(problem, seed_plan, run.search_end, seeded, run.work())
+    # the seed's repair is not bounded: it is the plan when every other one is dropped
+    best_name, result = "priority", repair(problem, seed_plan, run.search_end, seeded)
     contenders: list[tuple[str, Callable[[Iterable[GroupInfo]], list[GroupInfo]]]] = (
         [] if every else [("priority-arrival", priority_arrival_order)])
     contenders += [(name, order) for name, order in BASELINES.items() if name != "priority"]
