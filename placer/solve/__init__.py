@@ -162,10 +162,8 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
     work = problem.state()
     seed_plan = greedy(problem, work)
     candidates = [g for g in problem.groups if g.eligible]
-    # on a large instance or model, the baselines that ignore priority only when they can win
-    every = len(problem.groups) <= ALL_BASELINES_MAX_GROUPS and (
-        _model_size(problem, candidates, MODEL_MAX_VARS) <= MODEL_MAX_VARS)
-    result = _best_baseline(problem, seed_plan, work, rank, run, every) if use_solver else seed_plan
+    result = seed_plan if not use_solver else _best_baseline(problem, seed_plan, work, rank, run,
+                                                             _every(problem, candidates))
     result = legalize(problem, result, families)
     clock.lap("greedy")
     status, timed_out = "greedy", False
@@ -178,12 +176,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
         result = _prefer(problem, result, rank, run)       # each group on the best cluster it fits (issue 21)
         compact(problem, result, run.repair_end)         # fewer domains for preferred requests, same GPUs
         run.passed(run.repair_end, "repair")
-    if proven is not None:
-        # optimal: every stage proven on a relaxation of the real problem, and reached
-        optimal, bound, fair, best_pref, least_spread = proven
-        reached = (rank.lex(result) == bound and rank.fair(result) == fair and rank.pref(result) == best_pref
-                   and spread(problem, result) <= least_spread)
-        status = "optimal" if optimal and reached else "feasible"
+    status = status if proven is None else _status(problem, result, rank, proven)
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
                        seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
     run.passed(t0 + limit * EXPLAIN_END, "explanations")
@@ -193,8 +186,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
     if families:
         verify_shares(fleet, given, plan)
     clock.lap("verify")
-    if run.cuts and progress:
-        progress(f"the wall clock ({limit:.1f} s) cut: {', '.join(run.cuts)}")
+    run.tell(limit)
     summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out or bool(run.cuts),
                       timings=dict(clock.laps))
     return replace(plan, summary=summary, quotas=quota_figures(problem, result))
@@ -203,6 +195,21 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
 # what the model proved: optimal, the priority bound, the fair-share key, the preference key,
 # the least spread
 _Proven = tuple[bool, tuple, tuple, tuple, int]
+
+
+def _every(problem: Problem, candidates: Sequence[GroupInfo]) -> bool:
+    """Whether every baseline is repaired: not on a large instance or model, where the ones that
+    ignore priority are repaired only when they can win (placer.solve._best_baseline)."""
+    return len(problem.groups) <= ALL_BASELINES_MAX_GROUPS and (
+        _model_size(problem, candidates, MODEL_MAX_VARS) <= MODEL_MAX_VARS)
+
+
+def _status(problem: Problem, result: Result, rank: "_Rank", proven: _Proven) -> str:
+    """optimal: every stage proven on a relaxation of the real problem, and reached."""
+    optimal, bound, fair, best_pref, least_spread = proven
+    reached = (rank.lex(result) == bound and rank.fair(result) == fair and rank.pref(result) == best_pref
+               and spread(problem, result) <= least_spread)
+    return "optimal" if optimal and reached else "feasible"
 
 
 @dataclass(frozen=True)
@@ -223,6 +230,10 @@ class _Run:
     def work(self) -> Work | None:
         """A fresh bound for one repair."""
         return None if self.repair_tries is None else Work(self.repair_tries)
+
+    def tell(self, limit: float) -> None:
+        if self.cuts and self.progress:
+            self.progress(f"the wall clock ({limit:.1f} s) cut: {', '.join(self.cuts)}")
 
     def passed(self, deadline: float, step: str) -> bool:
         """Whether the wall clock is past `deadline` after `step` (which may then have been cut)."""
