@@ -37,7 +37,8 @@ def get(
     all_contexts: bool = all_contexts_option(),
     catalog: List[str] = typer.Option([], "--catalog", help=CATALOG_HELP),
     files: List[str] = typer.Option([], "-f", "--filename", help="quotas: the workloads planned. " + FILES_HELP),
-    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="quotas: seconds for the plan."),
+    time_limit: Optional[float] = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit",
+                                               help="quotas: seconds for the plan (default: as for plan)."),
 ) -> None:
     """What placer placed, on every cluster at once: namespace, name, kind, cluster, GPUs,
     phase, age (wide: nodes and plan). An unreachable cluster is a warning row.

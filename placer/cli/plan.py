@@ -18,7 +18,7 @@ from placer.cli.targets import all_contexts_option, clusters_option, context_opt
 from placer.cli.topology_view import topology_lines
 from placer.model.plan import Placement, Plan, Unplaced, number
 from placer.model.words import noun
-from placer.ops.checks import DEFAULT_TIME_LIMIT, dry_run_mode
+from placer.ops.checks import DEFAULT_TIME_LIMIT, TIME_LIMIT_HELP, dry_run_mode
 
 if TYPE_CHECKING:                 # placer.ops.plan brings the Kubernetes client and the solver: loaded when used
     from placer.ops.plan import PlanResult
@@ -38,9 +38,7 @@ def plan(
     kubeconfig: Optional[str] = kubeconfig_option(),
     context: List[str] = context_option(),
     all_contexts: bool = all_contexts_option(),
-    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit",
-                                     help="Wall-clock bound on the whole plan, seconds: reading, solving and "
-                                          "explaining (a search it cuts short is flagged timeLimitHit)."),
+    time_limit: Optional[float] = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help=TIME_LIMIT_HELP),
     output: str = typer.Option("table", "-o", "--output", help=OUTPUT_HELP),
     namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
                                             help="Namespace for objects of the files that name none "

@@ -23,7 +23,7 @@ def is_quotas(what: str | None) -> bool:
 
 def get_quotas(files: Sequence[str], fmt: Output, *, namespace: str | None, all_namespaces: bool,
                clusters: str | None, kubeconfig: str | None, contexts: Sequence[str], all_contexts: bool,
-               catalog: Sequence[str], time_limit: float) -> None:
+               catalog: Sequence[str], time_limit: float | None) -> None:
     def go():
         from placer.ops.quotas import quota_figures  # the solver: loaded when run
 

@@ -18,7 +18,7 @@ from placer.cli.output import OUTPUT_HELP, Output, emit, emit_documents, kind_of
 from placer.cli.targets import all_contexts_option, clusters_option, context_option, kubeconfig_option, open_ctx
 from placer.model.plan import Unplaced
 from placer.model.words import plural
-from placer.ops.checks import DEFAULT_TIME_LIMIT, dry_run_mode  # the solver's default, as for plan
+from placer.ops.checks import DEFAULT_TIME_LIMIT, TIME_LIMIT_HELP, dry_run_mode  # the solver's default, as for plan
 from placer.ops.requests import SubmitRequest
 
 if TYPE_CHECKING:                 # placer.ops.submit brings the Kubernetes client and the solver: loaded when used
@@ -44,7 +44,7 @@ def submit(
     replace: bool = typer.Option(False, "--replace", help="Move a placed workload whose new version no longer "
                                  "fits where it lives: delete it there and place it anew."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Place everything on this cluster."),
-    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help="Solver time limit, seconds."),
+    time_limit: Optional[float] = typer.Option(DEFAULT_TIME_LIMIT, "--time-limit", help=TIME_LIMIT_HELP),
     skip_unreachable: bool = typer.Option(
         False, "--skip-unreachable",
         help="Place on the reachable clusters even when some cannot be checked for copies already placed."),

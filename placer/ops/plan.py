@@ -25,7 +25,7 @@ from placer.model.workload import PlacementGroup
 from placer.ops.checks import DEFAULT_TIME_LIMIT, check_number
 from placer.ops.context import Context, Scope, open_context
 from placer.ops.staged import staging_groups
-from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve
+from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve, time_limit_for
 from placer.solve.policy import unknown_order_names
 
 OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
@@ -56,7 +56,7 @@ class PlanRequest:
 
     files: tuple[str, ...] = ()
     namespace: str | None = None
-    time_limit: float = DEFAULT_TIME_LIMIT
+    time_limit: float | None = DEFAULT_TIME_LIMIT      # None: the solver's default for the instance
     workers: int | None = None
     effort: float | None = None
     started: float = field(default_factory=time.monotonic)   # for --timings: clusters, catalog
@@ -76,7 +76,7 @@ class Hooks:
 
 def plan_files(files: Sequence[str], *, clusters: str | None = None, kubeconfig: str | None = None,
                contexts: tuple[str, ...] = (), all_contexts: bool = False,
-               time_limit: float = DEFAULT_TIME_LIMIT, catalog_dirs: Sequence[str] | None = None,
+               time_limit: float | None = DEFAULT_TIME_LIMIT, catalog_dirs: Sequence[str] | None = None,
                gpu: tuple[str, ...] | None = None, workers: int | None = None,
                effort: float | None = None, announce: Say | None = None, progress: Say | None = None,
                notice: Say | None = None, namespace: str | None = None, explain: bool = False,
@@ -201,7 +201,7 @@ def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups:
     from placer.ops.options import plan_with_options
 
     t = time.monotonic()
-    plan = plan_with_options(ctx, plan, view, pending, groups,
-                             deadline=start + request.time_limit * OPTIONS_END)
+    limit = request.time_limit or time_limit_for(view.fleet, len(pending))
+    plan = plan_with_options(ctx, plan, view, pending, groups, deadline=start + limit * OPTIONS_END)
     timings["options"] = time.monotonic() - t
     return plan

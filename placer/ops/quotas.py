@@ -13,7 +13,7 @@ from placer.ops.plan import Say, plan_files
 
 
 def quota_figures(files: Sequence[str], *, clusters: str | None = None, kubeconfig: str | None = None,
-                  contexts: tuple[str, ...] = (), all_contexts: bool = False, time_limit: float,
+                  contexts: tuple[str, ...] = (), all_contexts: bool = False, time_limit: float | None,
                   catalog_dirs: Sequence[str] = (), namespace: str | None = None,
                   announce: Say | None = None) -> tuple[QuotaUse, ...]:
     """The quotas' figures from the plan of `files` against the clusters file's quotas."""

@@ -22,7 +22,7 @@ class SubmitRequest:
     files: tuple[str, ...]
     dry_run: bool = False
     cluster: str | None = None
-    time_limit: float = DEFAULT_TIME_LIMIT
+    time_limit: float | None = DEFAULT_TIME_LIMIT
     workers: int | None = None
     seed: int = 0
     plan_id: str | None = None
@@ -32,7 +32,7 @@ class SubmitRequest:
 
     def check(self) -> None:
         """Bad numbers and paths fail before the slow parts (clusters, catalog)."""
-        if self.time_limit <= 0:
+        if self.time_limit is not None and self.time_limit <= 0:
             raise InputError(f"--time-limit {self.time_limit}: must be positive")
         expand_paths(list(self.files))
 

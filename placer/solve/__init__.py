@@ -27,11 +27,14 @@ How it scales by structure rather than brute force:
   (a relaxation of the real problem) and the returned plan reaches the model's value;
 - reasons (placer.solve.explain) are true at node level against the cluster as it is and
   the plan's higher-priority placements on it;
-- time: `time_limit` bounds the whole solve (search 60%, repair 80%, explanations 93%);
 - determinism: CP-SAT runs its interleaved search (a fixed set of subsolvers in batches of
   fixed size, results exchanged only between batches) and each stage stops on deterministic
-  time (`effort`), so the same input gives the same plan whatever the thread count or the
-  machine's load, unless the wall clock cuts it short (flagged `time_limit_hit`; such a plan
+  time (`effort`); each repair is bounded by node-level placement tries and the exchange runs
+  when the looks it would take fit a bound, both sized from the instance (placer.solve.budget);
+  so the same input gives the same plan whatever the thread count or the machine's load;
+- time: the wall clock is a safety net: `time_limit` (by default placer.solve.budget's
+  `default_time_limit`, which grows with the instance) bounds the whole solve (search 60%,
+  repair 80%, explanations 93%); a step it ends early is flagged `time_limit_hit` (such a plan
   may differ between runs);
 - every plan goes through `placer.solve.verify` before it is returned.
 """
@@ -39,7 +42,7 @@ How it scales by structure rather than brute force:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -49,12 +52,13 @@ from placer.model.plan import Placement, Plan, Summary, Unplaced
 from placer.model.reasons import Reason
 from placer.model.workload import PlacementGroup
 from placer.solve.accepts import creates
+from placer.solve.budget import ALL_BASELINES_MAX_GROUPS, REPAIR_TRIES_PER_GROUP, Work, default_time_limit, within_looks
 from placer.solve.decode import decode
 from placer.solve.exchange import exchange
 from placer.solve.explain import explain_all
 from placer.solve.fairshare import key as fair_key
 from placer.solve.fairshare import model_key as fair_model_key
-from placer.solve.greedy import BASELINES, greedy, greedy_order, priority_arrival_order
+from placer.solve.greedy import BASELINES, Bar, greedy, greedy_order, priority_arrival_order
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
 from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
@@ -121,7 +125,12 @@ def _lex_value(groups_by_idx: Mapping[int, GroupInfo], placed: Iterable[int], ng
     return tuple(per.get(p, 0) for p in levels)
 
 
-def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float = 10.0,
+def time_limit_for(fleet: Fleet, groups: int) -> float:
+    """The default wall-clock safety net for `groups` groups on `fleet` (placer.solve.budget)."""
+    return default_time_limit(groups, sum(len(c.nodes) for c in fleet.clusters))
+
+
+def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float | None = None,
           workers: int = DEFAULT_WORKERS, seed: int = 0,
           committed: Sequence[tuple[PlacementGroup, str]] = (),
           progress: Progress | None = None, use_solver: bool = True,
@@ -129,10 +138,11 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
           effort_by_gap: bool = False) -> Plan:
     """Plan `groups` onto `fleet`. `committed` groups are already placed on the named
     cluster but their pods are not bound yet: they take their capacity first.
-    `effort` bounds the search in CP-SAT deterministic time (the same plan for the same
-    input, whatever `workers` or the machine's load); `time_limit` (wall seconds) bounds
-    the whole solve, explanations included: a search it cuts short says so
-    (`summary.timeLimitHit`) and may vary.
+    `effort` bounds the search in CP-SAT deterministic time, and the repairs and the
+    exchange are bounded by counted work (the same plan for the same input, whatever
+    `workers` or the machine's load); `time_limit` (wall seconds; None: `time_limit_for`
+    the instance) bounds the whole solve, explanations included, as a safety net: a step
+    it cuts short says so (`summary.timeLimitHit`) and may vary.
     `use_solver=False` returns the greedy plan (a baseline for benchmarks); `effort_by_gap`:
     placer.solve.gap (an option: it may change the plan)."""
     t0 = time.monotonic()
@@ -146,13 +156,14 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     clock.lap("prepare")
     rank = _Rank(problem, {g.index: g for g in problem.groups}, len(problem.groups) + 1, tuple(families))
     # the search ends early enough to leave explanations and verification their share
-    limit = max(0.05, time_limit)
-    run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress, effort_by_gap)
+    limit = max(0.05, time_limit_for(fleet, len(groups)) if time_limit is None else time_limit)
+    run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress, effort_by_gap,
+               REPAIR_TRIES_PER_GROUP * max(1, len(problem.groups)))
     work = problem.state()
     seed_plan = greedy(problem, work)
     candidates = [g for g in problem.groups if g.eligible]
-    searched = _model_size(problem, candidates, MODEL_MAX_VARS) <= MODEL_MAX_VARS
-    result = _best_baseline(problem, seed_plan, work, rank, run, searched) if use_solver else seed_plan
+    result = seed_plan if not use_solver else _best_baseline(problem, seed_plan, work, rank, run,
+                                                             _every(problem, candidates))
     result = legalize(problem, result, families)
     clock.lap("greedy")
     status, timed_out = "greedy", False
@@ -164,21 +175,19 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
     if use_solver:
         result = _prefer(problem, result, rank, run)       # each group on the best cluster it fits (issue 21)
         compact(problem, result, run.repair_end)         # fewer domains for preferred requests, same GPUs
-    if proven is not None:
-        # optimal: every stage proven on a relaxation of the real problem, and reached
-        optimal, bound, fair, best_pref, least_spread = proven
-        reached = (rank.lex(result) == bound and rank.fair(result) == fair and rank.pref(result) == best_pref
-                   and spread(problem, result) <= least_spread)
-        status = "optimal" if optimal and reached else "feasible"
+        run.passed(run.repair_end, "repair")
+    status = status if proven is None else _status(problem, result, rank, proven)
     plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
                        seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
+    run.passed(t0 + limit * EXPLAIN_END, "explanations")
     clock.lap("explain")
     verify(fleet, groups, plan, committed=committed)
     plan = merge_shares(problem, plan, families, result)
     if families:
         verify_shares(fleet, given, plan)
     clock.lap("verify")
-    summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out,
+    run.tell(limit)
+    summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out or bool(run.cuts),
                       timings=dict(clock.laps))
     return replace(plan, summary=summary, quotas=quota_figures(problem, result))
 
@@ -188,9 +197,25 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float =
 _Proven = tuple[bool, tuple, tuple, tuple, int]
 
 
+def _every(problem: Problem, candidates: Sequence[GroupInfo]) -> bool:
+    """Whether every baseline is repaired: not on a large instance or model, where the ones that
+    ignore priority are repaired only when they can win (placer.solve._best_baseline)."""
+    return len(problem.groups) <= ALL_BASELINES_MAX_GROUPS and (
+        _model_size(problem, candidates, MODEL_MAX_VARS) <= MODEL_MAX_VARS)
+
+
+def _status(problem: Problem, result: Result, rank: "_Rank", proven: _Proven) -> str:
+    """optimal: every stage proven on a relaxation of the real problem, and reached."""
+    optimal, bound, fair, best_pref, least_spread = proven
+    reached = (rank.lex(result) == bound and rank.fair(result) == fair and rank.pref(result) == best_pref
+               and spread(problem, result) <= least_spread)
+    return "optimal" if optimal and reached else "feasible"
+
+
 @dataclass(frozen=True)
 class _Run:
-    """One solve's deadlines (monotonic) and search settings."""
+    """One solve's deadlines (monotonic), search settings and work bounds; `cuts` names the
+    steps the wall clock may have ended early (the plan is then flagged `time_limit_hit`)."""
 
     search_end: float
     repair_end: float
@@ -199,6 +224,23 @@ class _Run:
     effort: float
     progress: Progress | None
     by_gap: bool = False
+    repair_tries: int | None = None      # node-level placement tries per repair (None: unbounded)
+    cuts: list[str] = field(default_factory=list)
+
+    def work(self) -> Work | None:
+        """A fresh bound for one repair."""
+        return None if self.repair_tries is None else Work(self.repair_tries)
+
+    def tell(self, limit: float) -> None:
+        if self.cuts and self.progress:
+            self.progress(f"the wall clock ({limit:.1f} s) cut: {', '.join(self.cuts)}")
+
+    def passed(self, deadline: float, step: str) -> bool:
+        """Whether the wall clock is past `deadline` after `step` (which may then have been cut)."""
+        late = time.monotonic() >= deadline
+        if late and step not in self.cuts:
+            self.cuts.append(step)
+        return late
 
 
 @dataclass(frozen=True)
@@ -240,34 +282,42 @@ def _take_committed(problem: Problem) -> tuple[Problem, list[tuple[GroupInfo, in
 
 
 def _best_baseline(problem: Problem, seed_plan: Result, seed_states: Mapping[int, ClusterState], rank: _Rank,
-                   run: _Run, searched: bool) -> Result:
-    """Every baseline, repaired: the plan is never below any of them. When the model is too
-    large to search, the greedy plan is the plan: then the seeds are the two greedy plans in
-    priority order (then size; then arrival), whose repair moves little, and a baseline that
-    ignores priority (first-fit decreasing, arrival) is repaired only when the best seed does
-    not already reach it lexicographically (issue 24: at 10,000 groups repairing those two
-    cost 38 s, mostly moving lower-priority work out of the way, for a plan no better)."""
+                   run: _Run, every: bool) -> Result:
+    """Every baseline, repaired: the plan is never below any of them. Unless `every` (a
+    model small enough to search, at most ALL_BASELINES_MAX_GROUPS groups), the seeds are the
+    two greedy plans in priority order (then size; then arrival), whose repair moves little,
+    and a baseline that ignores priority (first-fit decreasing, arrival) is repaired only when
+    its greedy plan is lexicographically above the best seed; its greedy pass stops once it
+    cannot be (issue 24: at 10,000 groups repairing those two cost 12 s of CPU, mostly moving
+    lower-priority work out of the way, for a plan no better than priority then arrival).
+    Each repair but the seed's is bounded by counted work: one that runs out is dropped."""
     # the seed's capacity copied, not rebuilt pod by pod (the seed's own states hint the model)
     seeded = {c: st.copy() for c, st in seed_states.items()}
+    # the seed's repair is not bounded: it is the plan when every other one is dropped
     best_name, result = "priority", repair(problem, seed_plan, run.search_end, seeded)
     contenders: list[tuple[str, Callable[[Iterable[GroupInfo]], list[GroupInfo]]]] = (
-        [] if searched else [("priority-arrival", priority_arrival_order)])
+        [] if every else [("priority-arrival", priority_arrival_order)])
     contenders += [(name, order) for name, order in BASELINES.items() if name != "priority"]
     done = {_sequence(problem, greedy_order)}
     for name, order in contenders:
-        if time.monotonic() >= run.search_end:
-            break
+        if run.passed(run.search_end, "baselines"):
+            break                       # the safety net: flagged
         if (seq := _sequence(problem, order)) in done:
             continue                    # the same greedy plan, repaired the same: no other result
         done.add(seq)
         states = problem.state()
-        other = greedy(problem, states, order=order)
-        if not searched and name in BASELINES and rank.lex(other) <= rank.lex(result):
+        gate = not every and name in BASELINES
+        bar = Bar(problem.groups, rank.lex(result), rank.ng) if gate else None
+        other = greedy(problem, states, order=order, bar=bar)
+        if gate and rank.lex(other) <= rank.lex(result):
             continue                    # the plan is already at least this baseline
-        other = repair(problem, other, run.search_end, states)    # the greedy's capacity, not rebuilt
+        other = repair(problem, other, run.search_end, states, work := run.work())    # the greedy's capacity
+        if work is not None and work.out:
+            continue                    # its repair ran out of work: not a finished plan
         # at equal GPUs, the plan whose preferred topology requests span fewer domains
         if rank.key(other) > rank.key(result):
             best_name, result = name, other
+    run.passed(run.search_end, "baselines")
     if run.progress:
         run.progress(f"best greedy baseline (repaired): {best_name}")
     return result
@@ -283,10 +333,15 @@ def _sequence(problem: Problem, order: Callable[[Iterable[GroupInfo]], list[Grou
 def _exchange(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
     """A placed group out for more of its priority in (placer.solve.exchange), then the repair
     (the group taken out gets its turn): kept when better."""
-    moved = None if rank.families else exchange(problem, result, run.repair_end)
+    if rank.families or not within_looks(problem, result, run.progress):
+        return result
+    moved = exchange(problem, result, run.repair_end)
+    run.passed(run.repair_end, "exchange")
     if moved is None:
         return result
-    moved = repair(problem, moved, run.repair_end)
+    moved = repair(problem, moved, run.repair_end, work=(work := run.work()))
+    if work is not None and work.out:
+        return result                   # its repair ran out of work: not a finished plan
     return moved if rank.key(moved) > rank.key(result) else result
 
 
@@ -294,9 +349,14 @@ def _prefer(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
     """Groups moved to clusters they rank better where they fit beside the rest, then the
     repair (a move may free room): kept when at least as good."""
     moved = dict(result)
-    if not prefer(problem, moved, run.repair_end):
+    found = prefer(problem, moved, run.repair_end)
+    run.passed(run.repair_end, "preferences")
+    if not found:
         return result
-    moved = legalize(problem, repair(problem, moved, run.repair_end), rank.families)
+    moved = repair(problem, moved, run.repair_end, work=(work := run.work()))
+    if work is not None and work.out:
+        return result                   # its repair ran out of work: not a finished plan
+    moved = legalize(problem, moved, rank.families)
     return moved if rank.key(moved) >= rank.key(result) else result
 
 
@@ -327,15 +387,10 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
         timed_out = time.monotonic() >= run.search_end
         clock.lap("decode")
         return result, None, timed_out
-    states = problem.state()
-    decoded, dropped = decode(problem, states, agg, sol.values, candidates)
-    if dropped:
-        decoded.update(greedy(problem, states, dropped))
-    decoded = legalize(problem, repair(problem, decoded, run.repair_end), rank.families)
+    # decoded even when the model's answer is the hint: first-fit decreasing by class may place
+    # better than the plan it came from (the large scenario: 53,380 GPUs against 53,348)
+    result = _decoded(problem, agg, sol.values, candidates, result, rank, run)
     bound = _model_lex(agg, sol.values, problem, rank.ng)
-    # after GPUs: preferred topology requests spanning fewer domains
-    if rank.key(decoded) >= rank.key(result):
-        result = decoded
     proven = (sol.status == "optimal", bound, fair_model_key(agg, problem, sol.values),
               model_key(agg, sol.values, problem, rank.ng),
               sum(sol.values[s] for s in agg.spread))
@@ -343,6 +398,21 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     result = _exchange(problem, result, rank, run)
     clock.lap("exchange")
     return result, proven, sol.timed_out
+
+
+def _decoded(problem: Problem, agg, values: list[int], candidates: Sequence[GroupInfo], result: Result,
+             rank: _Rank, run: _Run) -> Result:
+    """The model's answer decoded to nodes and repaired: the plan when at least as good as
+    `result` (after GPUs: preferred topology requests spanning fewer domains)."""
+    states = problem.state()
+    decoded, dropped = decode(problem, states, agg, values, candidates)
+    if dropped:
+        decoded.update(greedy(problem, states, dropped))
+    decoded = repair(problem, decoded, run.repair_end, work=(work := run.work()))
+    if work is not None and work.out:
+        return result                   # its repair ran out of work: not a finished plan
+    decoded = legalize(problem, decoded, rank.families)
+    return decoded if rank.key(decoded) >= rank.key(result) else result
 
 
 class _Clock:

@@ -19,6 +19,7 @@ from typing import Literal, Mapping, overload
 
 from ortools.sat.python import cp_model_helper as cmh
 
+from placer.solve.budget import Work
 from placer.solve.greedy import greedy_order
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem, states_of
@@ -165,7 +166,7 @@ def place(st: ClusterState, g: GroupInfo, deadline: float | None = None) -> PodA
 
 
 def repair(problem: Problem, result: Result, deadline: float | None = None,
-           states: dict[int, ClusterState] | None = None) -> Result:
+           states: dict[int, ClusterState] | None = None, work: Work | None = None) -> Result:
     """Every unplaced group that fits beside the plan is placed; then, highest priority first,
     each unplaced group may take a cluster from strictly lower-priority work. A group displaced
     so is placed again wherever it fits beside the plan, and if it fits nowhere, gets its own
@@ -174,11 +175,13 @@ def repair(problem: Problem, result: Result, deadline: float | None = None,
     turns go in greedy order, so the priority of the group on turn never rises: the work of
     at least its priority on each cluster only grows, and a group that found no cluster on
     its turn never would later. `states`: the free capacity the result leaves, when the caller
-    has it (a greedy plan's own states; the repair then changes them), else computed."""
+    has it (a greedy plan's own states; the repair then changes them), else computed.
+    `work`: node-level placement tries allowed (placer.solve.budget), a bound that stops the
+    repair at the same step on every machine; `deadline` is the wall clock's safety net."""
     result = dict(result)
     states = states_of(problem, result) if states is None else states
     by_idx = {g.index: g for g in problem.groups}
-    _fill(problem, result, states, deadline)
+    _fill(problem, result, states, deadline, work=work)
     on = _Placed(result, by_idx)
     rank = {g.index: n for n, g in enumerate(greedy_order(problem.groups))}
     turns = [(rank[g.index], g.index) for g in problem.groups if g.eligible and g.index not in result]
@@ -187,25 +190,28 @@ def repair(problem: Problem, result: Result, deadline: float | None = None,
         g = by_idx[heapq.heappop(turns)[1]]
         if g.index in result or (deadline is not None and time.monotonic() >= deadline):
             continue
-        lower = _displace(problem, result, states, on, g, deadline)
+        if work is not None and work.out:
+            break
+        lower = _displace(problem, result, states, on, g, deadline, work)
         if lower is None:
             continue
         c = result[g.index][0]
         on.add(g.index, c)
         for h in lower:
             on.remove(h.index, c)
-        _fill(problem, result, states, deadline, only=lower)
+        _fill(problem, result, states, deadline, only=lower, work=work)
         for h in lower:
             if h.index in result:
                 on.add(h.index, result[h.index][0])
             else:
                 heapq.heappush(turns, (rank[h.index], h.index))
-    _fill(problem, result, states, deadline)
+    _fill(problem, result, states, deadline, work=work)
     return within(problem, result)          # issue 23: a displacement may break a quota
 
 
 def _displace(problem: Problem, result: Result, states: dict[int, ClusterState],
-              on: "_Placed", g: GroupInfo, deadline: float | None) -> list[GroupInfo] | None:
+              on: "_Placed", g: GroupInfo, deadline: float | None, work: Work | None = None,
+              ) -> list[GroupInfo] | None:
     """Places `g` on the first cluster where it fits once that cluster's strictly
     lower-priority work is taken out (that work leaves the plan); returns the work taken
     out, or None (nothing changed). The cluster without that work is `on.without`'s copy:
@@ -217,6 +223,8 @@ def _displace(problem: Problem, result: Result, states: dict[int, ClusterState],
         lower = on.lower(c, g.priority)
         if not _quota_room(problem, result, lower, g):
             continue
+        if work is not None and not work.spend():
+            return None
         emptied = on.without(c, st, g.priority, lower, result)
         assign = place(emptied, g, deadline)
         if assign is None:
@@ -304,7 +312,7 @@ class _Placed:
 
 
 def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], deadline: float | None,
-          only=None) -> None:
+          only=None, work: Work | None = None) -> None:
     todo = problem.groups if only is None else only
     quota = tally(problem, result)          # issue 23: each group within its quotas
     for g in greedy_order(g for g in todo if g.eligible and g.index not in result):
@@ -315,6 +323,8 @@ def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], 
         for c in g.eligible:
             if gpus > states[c].free_gpus:
                 continue                # cannot fit: not worth a call (issue 24: most clusters at scale)
+            if work is not None and not work.spend():
+                return
             assign = place(states[c], g, deadline)
             if assign is not None:
                 result[g.index] = (c, assign)

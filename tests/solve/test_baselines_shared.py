@@ -12,8 +12,8 @@ from tests.builders import fleet, groups, wl
 def _best(problem, monkeypatch):
     orders = []
     real = S.greedy
-    monkeypatch.setattr(S, "greedy", lambda p, st, gs=None, order=S.greedy_order: orders.append(order)
-                        or real(p, st, gs, order))
+    monkeypatch.setattr(S, "greedy", lambda p, st, gs=None, order=S.greedy_order, bar=None: orders.append(order)
+                        or real(p, st, gs, order, bar))
     rank = S._Rank(problem, {g.index: g for g in problem.groups}, len(problem.groups) + 1)
     run = S._Run(float("inf"), float("inf"), 1, 0, 1.0, None)
     work = problem.state()
