@@ -156,22 +156,7 @@ def test_an_alias_is_the_same_object_as_pyyaml_makes_it():
 
 def _loaded(text: str, build, max_values: int) -> list:
     """Per document of `text`: its typed, checked value, or the error it raises."""
-    loader = D._Loader(text)
-    out: list = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            line = node.start_mark.line + 1
-            try:
-                out.append(typed(build(loader, node, line, max_values)))
-            except Exception as e:      # noqa: BLE001 - the error itself is what is compared
-                out.append(("error", type(e).__name__, str(e)))
-                break
-    except yaml.YAMLError as e:
-        out.append(("parse error", str(e)))
-    finally:
-        loader.dispose()
-    return out
+    return _outcome(text, lambda loader, node: build(loader, node, node.start_mark.line + 1, max_values))
 
 
 def checked_by_pyyaml(loader, node, line, max_values):
