@@ -255,14 +255,6 @@ def checked(loader: Any, node: Any, source: str, line: int, max_values: int = MA
     return check_tree(loader.construct_document(node), source, line, max_values=max_values)
 
 
-def construct(loader: Any, node: Any) -> Any:
-    """The document of a composed node, as `loader.construct_document` builds it."""
-    try:
-        return _tree(loader, node, {}, [MAX_VALUES])
-    except Exception:          # _Slow, or a bad value: PyYAML says it, in its own order
-        return loader.construct_document(node)
-
-
 def load_yaml(text: str, source: str, *, max_values: int = MAX_VALUES) -> Iterator[tuple[Any, int]]:
     """Each document of a YAML stream with its 1-based starting line, checked."""
     loader = _Loader(text)

@@ -199,7 +199,6 @@ class ClusterInfo:
 Kinds = tuple[tuple[tuple[int, ...], ...], tuple[tuple[tuple[int, ...], int, int], ...]]
 
 
-
 def expand(g: GroupInfo) -> list[int]:
     """Pod list of a group as part indices, biggest pods first (first-fit decreasing): `runs`,
     one entry per pod."""

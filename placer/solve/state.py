@@ -26,7 +26,8 @@ class ClusterState:
         # (issue 24: copying a state copied every node's; best fit computes how many pods
         # an untouched node holds once for the whole run of them)
         self.pristine = [dict(f) for f in info.class_free]
-        self.free = [self.pristine[k] for k in self._class_of_nodes()]
+        self.node_class = self._class_of_nodes()
+        self.free = [self.pristine[k] for k in self.node_class]
         self.gpu = [gpus_of(f, info.gpu_names) for f in self.free]
         self.buckets: list[dict[int, list[int]]] = []
         for k, members in enumerate(info.class_nodes):
@@ -34,10 +35,6 @@ class ClusterState:
             for i in members:
                 b.setdefault(self.gpu[i], []).append(i)
             self.buckets.append(b)
-        self.node_class = [0] * len(info.nodes)
-        for k, members in enumerate(info.class_nodes):
-            for i in members:
-                self.node_class[i] = k
         self.free_gpus = sum(self.gpu)
         # every node by free GPUs, in node order: the search when a pod may use many classes,
         # kept only on a cluster that has that many (issue 24: else never read, yet moved on
@@ -332,8 +329,6 @@ def _fits(need: Sequence[tuple[str, int]], free: Mapping[str, int]) -> bool:
     return True
 
 
-
-
 def blocks(st: ClusterState, classes: tuple[int, ...], size: int) -> int:
     """GPU blocks of `size` free on the nodes of `classes` (over all nodes when a pod may
     use many classes: weaker, as a necessary condition), remembered while the content
@@ -442,8 +437,7 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
         part = g.parts[j]
         got = state.best_nodes(part.demand, part.gpu, compat[j], pods)
         if got is None:
-            for jj, ii in reversed(done):
-                state.give(ii, g.parts[jj].demand)
+            undo(state, g, done)
             return None
         state.take_runs(got, part.demand)
         for i, n in got:
