@@ -116,10 +116,12 @@ def test_divide_two_to_one_where_east_holds_seven_and_the_status_sums(lopsided):
     # the status comes back summed, the phase the worst copy's, one entry per copy
     _set_ready(env, "east", "web", 7, 7)
     _set_ready(env, "west", "web", 5, 3)
-    wait_for(lambda: (env.staged(web).get("status") or {}).get("readyReplicas") == 10, what="ready summed")
+    # the sum (status subresource) and the phase (annotations) are two writes: wait for both
+    wait_for(lambda: (env.staged(web).get("status") or {}).get("readyReplicas") == 10
+             and env.annotations(web).get(ANN_PHASE) == "Initializing",    # west: 3 of 5 ready
+             what="ready summed and the worst copy's phase")
     assert env.staged(web)["status"]["replicas"] == 12
     ann = env.annotations(web)
-    assert ann[ANN_PHASE] == "Initializing"                  # west: 3 of 5 ready
     per = {e["cluster"]: e for e in json.loads(ann[SHARES_STATUS])}
     assert {c: (e["replicas"], e["ready"], e["phase"]) for c, e in per.items()} == {
         "east": (7, 7, "Running"), "west": (5, 3, "Initializing")}
