@@ -172,6 +172,23 @@ def test_grouping_scales_with_labels_not_services_times_workloads(tmp_path, cata
     assert len(groups) == 200 and all(len(g.workloads) == 10 and len(g.companions) == 2 for g in groups)
 
 
+def test_specs_are_walked_for_names_only_when_a_companion_could_be_named(tmp_path, catalog, monkeypatch):
+    """With Services alone no workload names a companion: no spec is walked (counted), and
+    the groups are those the walk finds; one ConfigMap given, every spec is walked."""
+    from placer.inputs import grouping
+
+    walked = []
+    full = grouping.workload_refs
+    monkeypatch.setattr(grouping, "workload_refs", lambda o: walked.append(o) or full(o))
+    pod = {"volumes": [{"name": "v", "configMap": {"name": "cm"}}]}
+    svc = obj("Service", "front", spec={"selector": {"app": "llm"}})
+    docs = [job("a", labels={"app": "llm"}, pod=pod), job("b", pod=pod), job("c", labels={"app": "llm"}), svc]
+    assert set(groups_of([write(tmp_path, "s.yaml", *docs)], catalog)) == {("a", "c"), ("b",)}
+    assert walked == []
+    assert set(groups_of([write(tmp_path, "c.yaml", *docs, obj("ConfigMap", "cm"))], catalog)) == {("a", "b", "c")}
+    assert len(walked) == 3
+
+
 def _refs_by_recursion(node, out):
     """The judge: every (kind, name) a spec names, found by plain recursion."""
     named = {"configMap": ("ConfigMap", "name"), "configMapRef": ("ConfigMap", "name"),
@@ -199,7 +216,7 @@ def _refs_by_recursion(node, out):
 def test_references_are_found_at_any_depth_as_plain_recursion_finds_them():
     """On every document of examples/, tests/fixtures and the shared corpus, and on one
     naming each kind of reference at several depths."""
-    from placer.inputs.grouping import workload_refs
+    from placer.inputs.grouping import REF_KINDS, workload_refs
 
     root = Path(__file__).resolve().parents[2]
     dirs = [root / "examples", root / "tests" / "fixtures", root.parent / "shared" / "corpus"]
@@ -214,6 +231,7 @@ def test_references_are_found_at_any_depth_as_plain_recursion_finds_them():
     assert len(docs) >= 50
     assert workload_refs(deep) == {("ConfigMap", "c"), ("Secret", "s"), ("Secret", "p"), ("PersistentVolumeClaim", "v"),
                                    ("ConfigMap", "k"), ("ServiceAccount", "sa"), ("Secret", "r")}
+    assert {kind for kind, _ in _refs_by_recursion(deep["spec"], set())} == REF_KINDS
     found = 0
     for d in docs:
         got = workload_refs(d)
