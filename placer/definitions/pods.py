@@ -9,14 +9,38 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import orjson
+
 from placer.definitions.program import Columns
 from placer.model.errors import InputError
 from placer.model.podspec import SEQUENCES, constraint_problem, effective_requests, shape_problem
 from placer.model.workload import PodShape
 
+# shapes read, by the columns and the JSON text of what they are read from: a run's
+# workloads repeat a few hundred pod templates (358 distinct among the 1,646 instances of
+# the 1k benchmark); bounded, since a daemon interprets objects for days
+_SHAPES: dict[tuple[Columns, bytes], PodShape] = {}
+_SHAPES_MAX = 8192
+
 
 def pod_shape(row: list[Any], c: Columns) -> PodShape:
-    """The pod of one instance row; InputError naming the first problem with it."""
+    """The pod of one instance row, remembered by value (the shape and its maps are never
+    changed once made); InputError naming the first problem with it."""
+    try:
+        key = (c, orjson.dumps([row[n] for n in c.pod]))
+    except (orjson.JSONEncodeError, TypeError):         # beyond what orjson writes: read it
+        return read_pod_shape(row, c)
+    found = _SHAPES.get(key)
+    if found is None:
+        found = read_pod_shape(row, c)
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[key] = found
+    return found
+
+
+def read_pod_shape(row: list[Any], c: Columns) -> PodShape:
+    """The pod of one instance row, read; InputError naming the first problem with it."""
     spec, meta = _template_parts(row, c)
     resources = None
     try:

@@ -89,13 +89,15 @@ class Columns:
     spec: int | None
     meta: int | None
     fields: tuple[tuple[str, int], ...]       # pod field name -> column, for `pod.fields`
+    pod: tuple[int, ...]                      # every column the pod's shape is read from
 
     @classmethod
     def of(cls, keys: tuple[str, ...]) -> "Columns":
         col = {k: n for n, k in enumerate(keys)}
+        fields = tuple((k[2:], n) for k, n in col.items() if k.startswith("f."))
+        pod = tuple(col[k] for k in ("tpl", "spec", "meta") if k in col) + tuple(n for _, n in fields)
         return cls(len(keys), col.get("replicas"), col.get("min"), col.get("max"), col.get("ppr"),
-                   col.get("sel"), col.get("tpl"), col.get("spec"), col.get("meta"),
-                   tuple((k[2:], n) for k, n in col.items() if k.startswith("f.")))
+                   col.get("sel"), col.get("tpl"), col.get("spec"), col.get("meta"), fields, pod)
 
 
 @dataclass(frozen=True)
