@@ -1,8 +1,10 @@
 """The import floor of `placer plan`, in two or more trees, alternately, N rounds (issue 24).
 
-Per round and tree, in fresh interpreters: the CPU seconds of `python -c pass` (the interpreter
-and site, whatever this machine's site-packages runs at start), of `import placer.cli`, and of
-`import placer.cli, placer.ops.plan` (what `placer plan` imports before its first line of work);
+Per round and tree, in fresh interpreters: the CPU seconds of the process `python -c pass` (the
+interpreter and site, whatever this machine's site-packages runs at start); then, measured inside
+the child around the import statements, `import placer.cli`, `placer.ops.plan` with it (what
+`placer plan` imports before its first line of work) and the LP bound's `pywraplp`, alone and
+after `placer.cli`;
 then one `python -X importtime -m placer plan --dry-run -o json` of the given files: the sum of
 every import the plan made, lazy ones included (the LP bound's, CP-SAT's), the module count, and
 whether CP-SAT's native layer was loaded. Best and median per tree, the ratio to the first tree
@@ -24,11 +26,14 @@ import subprocess
 import sys
 from collections import defaultdict
 
-PROBES = {"pass": "pass", "import placer.cli": "import placer.cli",
-          "+ placer.ops.plan": "import placer.cli, placer.ops.plan",
-          # all that a plan settled without a CP-SAT model imports when it computes the LP bound
+# name -> (imported first, measured): the process CPU of the measured imports, in the child
+PROBES = {"import placer.cli": ("", "placer.cli"),
+          "+ placer.ops.plan": ("", "placer.cli, placer.ops.plan"),
+          # with the LP bound's pywraplp: every module a plan settled without a CP-SAT model imports
           # (1,000 on 10,000 nodes: checked against sys.modules after such a plan)
-          "+ pywraplp (LP bound)": "import placer.cli, placer.ops.plan, ortools.linear_solver.pywraplp"}
+          "+ pywraplp (LP bound)": ("", "placer.cli, placer.ops.plan, ortools.linear_solver.pywraplp"),
+          "placer.ops.plan after placer.cli": ("placer.cli", "placer.ops.plan"),
+          "both after placer.cli": ("placer.cli", "placer.ops.plan, ortools.linear_solver.pywraplp")}
 CP_SAT = "ortools.sat.python.cp_model_helper"
 LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
@@ -45,8 +50,15 @@ def importtime(text: str) -> dict[str, tuple[int, int, int]]:
     return {m[4]: (int(m[1]), int(m[2]), len(m[3])) for m in map(LINE.match, text.splitlines()) if m}
 
 
+def _probe(tree: str, first: str, measured: str) -> float:
+    code = (f"import time\n{'import ' + first if first else ''}\nt = time.process_time()\n"
+            f"import {measured}\nprint(time.process_time() - t)")
+    return float(_run([sys.executable, "-c", code], tree)[1].stdout)
+
+
 def one_round(tree: str, args) -> tuple[dict[str, float], dict[str, tuple[int, int, int]]]:
-    row = {name: _run([sys.executable, "-c", code], tree)[0] for name, code in PROBES.items()}
+    row = {"python -c pass (process)": _run([sys.executable, "-c", "pass"], tree)[0]}
+    row.update({name: _probe(tree, *imports) for name, imports in PROBES.items()})
     if not args.f:
         return {**row, "load 1m": os.getloadavg()[0]}, {}
     cmd = [sys.executable, "-X", "importtime", "-m", "placer", "plan", "--dry-run", "-f", args.f,
