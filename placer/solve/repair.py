@@ -17,9 +17,8 @@ import heapq
 import time
 from typing import Literal, Mapping, overload
 
-from ortools.sat.python import cp_model_helper as cmh
-
 from placer.solve.budget import Work
+from placer.solve.cpsat import cmh  # CP-SAT's native layer, imported by the first exact check
 from placer.solve.greedy import greedy_order
 from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem, states_of

@@ -8,9 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-# the native model and solver of CP-SAT: `cp_model` would import pandas (~0.5 s per run)
-from ortools.sat.python import cp_model_helper as cmh
-
+from placer.solve.cpsat import cmh  # CP-SAT's native layer (not cp_model: pandas), imported by the first model
 from placer.solve.fairshare import LABEL as FAIR
 from placer.solve.gap import Linear, Relaxation, lp_bound, scaled, scaled_lex
 from placer.solve.groups import GroupInfo
