@@ -2,7 +2,6 @@
 of several with a generated kubeconfig, and per-cluster fault injection and request counting."""
 from __future__ import annotations
 
-import json
 import random
 import socket
 import struct
@@ -17,6 +16,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from . import discovery
+from .jsonfast import dumps, loads
 from .store import ApiError, Store
 
 _PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
@@ -229,7 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _send(self, code: int, obj, headers: dict | None = None) -> None:
-        data = obj if isinstance(obj, bytes) else json.dumps(obj, separators=(",", ":")).encode()
+        data = obj if isinstance(obj, bytes) else dumps(obj)
         self._req.code = code
         self._req.answered = time.monotonic()
         self.send_response(code)
@@ -249,7 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(415, "the body of the request was in an unknown format - accepted media types "
                                 "include: application/json, application/yaml", "UnsupportedMediaType")
         try:
-            return json.loads(raw)
+            return loads(raw)
         except ValueError:
             if self.headers.get("Content-Type", "").startswith("application/apply-patch+yaml"):
                 try:
@@ -409,7 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
             timeout = float(query.get("timeoutSeconds") or cluster.watch_timeout)
         except ValueError:
             raise ApiError(400, "invalid timeoutSeconds") from None
-        events = cluster.store.watch(rt, ns, query.get("resourceVersion"), labels, fields,
+        events = cluster.store.watch_json(rt, ns, query.get("resourceVersion"), labels, fields,
                                      query.get("allowWatchBookmarks", "").lower() in ("1", "true"),
                                      cluster.bookmark_interval, timeout,
                                      query.get("sendInitialEvents", "").lower() == "true")
@@ -421,9 +421,8 @@ class _Handler(BaseHTTPRequestHandler):
         cluster._track_watch(self.connection, True)
         try:
             self.wfile.flush()
-            for ev in events:
-                line = json.dumps(ev, separators=(",", ":")).encode() + b"\n"
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            for lines in events:        # a batch of events, one chunk
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(lines), lines))
             self.wfile.write(b"0\r\n\r\n")
         finally:
             events.close()
