@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -18,6 +18,7 @@ import yaml
 from . import discovery
 from .jsonfast import dumps, loads
 from .store import ApiError, Store
+from .wire import FastRequests
 
 _PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
                 "application/strategic-merge-patch+json": "strategic", "application/apply-patch+yaml": "apply"}
@@ -191,8 +192,7 @@ class _HTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FastRequests):
     server: _HTTPServer
 
     def log_message(self, *args) -> None:    # quiet
@@ -232,13 +232,8 @@ class _Handler(BaseHTTPRequestHandler):
         data = obj if isinstance(obj, bytes) else dumps(obj)
         self._req.code = code
         self._req.answered = time.monotonic()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_whole(code, data, {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                                     **(headers or {})})
 
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)

@@ -9,6 +9,7 @@ import re
 import secrets
 import threading
 import time
+import typing
 from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import Iterator
@@ -73,8 +74,15 @@ def _uid() -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) % 4]}{h[17:20]}-{h[20:32]}"
 
 
+_now = (0, "")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _now
+    second = int(time.time())       # formatted once a second: every write stamps managedFields
+    if _now[0] != second:
+        _now = (second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _now[1]
 
 
 Key = tuple[str, str]           # (namespace or "", name)
@@ -650,7 +658,7 @@ class Store:
         return waiting
 
     def _batches(self, rt, match, resource_version, bookmarks, bookmark_interval, timeout,
-                 send_initial) -> Iterator[list]:
+                 send_initial) -> Iterator[typing.List]:
         """Lists of ("ADDED", stored object, None) for the initial state, (type, None, Event) for
         changes, and whole event dicts (BOOKMARK, ERROR)."""
         deadline = time.monotonic() + timeout
@@ -660,7 +668,8 @@ class Store:
             epoch, too_old = self.watch_epoch, False
             if resource_version in (None, "", "0") or send_initial:     # (watch-list: state, then a bookmark)
                 cursor = self.rv
-                initial = [("ADDED", o, None) for _, o in sorted(self.objects.get(key, {}).items()) if match(o)]
+                initial: typing.List = [("ADDED", o, None) for _, o in sorted(self.objects.get(key, {}).items())
+                                        if match(o)]
             else:
                 cursor = int(resource_version)
                 initial = []
@@ -698,7 +707,7 @@ class Store:
             if batch is None:
                 yield [_gone(cursor, oldest)]
                 return
-            out: list = [(kind, None, ev) for ev in batch if (kind := _transition(ev, match))]
+            out: typing.List = [(kind, None, ev) for ev in batch if (kind := _transition(ev, match))]
             cursor = max(cursor, head)      # every event of this type up to head is read
             now = time.monotonic()
             if bookmarks and now - last_bookmark >= bookmark_interval and now < deadline:
@@ -789,8 +798,9 @@ def _entry(manager: str, operation: str, rt: ResourceType, paths: set, subresour
 def _encode_entries(entries: dict[Ident, set], rt: ResourceType, old: dict | None) -> list[dict]:
     times = {(e.get("manager", ""), e.get("operation", "Update"), e.get("subresource", "")): e.get("time")
              for e in ((old or {}).get("metadata") or {}).get("managedFields") or ()}
+    before = _entries(old) if old else {}
     return [_entry(m, op, rt, paths, sub or None, times.get((m, op, sub)) if old and
-                   paths == _entries(old).get((m, op, sub)) else None)
+                   paths == before.get((m, op, sub)) else None)
             for (m, op, sub), paths in entries.items() if paths]
 
 
