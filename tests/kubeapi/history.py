@@ -74,8 +74,8 @@ class History:
 
     def since(self, key: str, cursor: int) -> list[Event]:
         """The events of one type after cursor, in order."""
-        rvs, evs = self._by_key.get(key) or ((), ())
-        return evs[bisect.bisect_right(rvs, cursor):] if rvs else []
+        found = self._by_key.get(key)
+        return found[1][bisect.bisect_right(found[0], cursor):] if found else []
 
     def expired(self, key: str, cursor: int) -> bool:
         return cursor < self.forgotten or self._trimmed.get(key, 0) > cursor

@@ -319,12 +319,11 @@ class _Handler(FastRequests):
                                               **discovery.api_group(parts[1], versions)})
         else:
             return None
-        types = [t for t in store.served_types() if t.group == group and t.version == version]
-        if not types:
-            return None
-        gv = f"{group}/{version}" if group else version
         if not rest:
-            return lambda _: self._send(200, discovery.api_resource_list(gv, types))
+            gv = f"{group}/{version}" if group else version
+            types = [t for t in store.served_types() if t.group == group and t.version == version]
+            return (lambda _: self._send(200, discovery.api_resource_list(gv, types))) if types else None
+        # (a resource of a group/version not served is not resolved below either: 404 as well)
         watch = query.get("watch", "").lower() in ("1", "true")
         if rest[0] == "watch":
             watch, rest = True, rest[1:]
