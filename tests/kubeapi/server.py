@@ -2,7 +2,6 @@
 of several with a generated kubeconfig, and per-cluster fault injection and request counting."""
 from __future__ import annotations
 
-import json
 import random
 import socket
 import struct
@@ -10,14 +9,16 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
 from . import discovery
+from .jsonfast import dumps, loads
 from .store import ApiError, Store
+from .wire import FastRequests
 
 _PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
                 "application/strategic-merge-patch+json": "strategic", "application/apply-patch+yaml": "apply"}
@@ -191,8 +192,7 @@ class _HTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FastRequests):
     server: _HTTPServer
 
     def log_message(self, *args) -> None:    # quiet
@@ -229,16 +229,11 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _send(self, code: int, obj, headers: dict | None = None) -> None:
-        data = obj if isinstance(obj, bytes) else json.dumps(obj, separators=(",", ":")).encode()
+        data = obj if isinstance(obj, bytes) else dumps(obj)
         self._req.code = code
         self._req.answered = time.monotonic()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_whole(code, data, {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                                     **(headers or {})})
 
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -249,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(415, "the body of the request was in an unknown format - accepted media types "
                                 "include: application/json, application/yaml", "UnsupportedMediaType")
         try:
-            return json.loads(raw)
+            return loads(raw)
         except ValueError:
             if self.headers.get("Content-Type", "").startswith("application/apply-patch+yaml"):
                 try:
@@ -324,12 +319,11 @@ class _Handler(BaseHTTPRequestHandler):
                                               **discovery.api_group(parts[1], versions)})
         else:
             return None
-        types = [t for t in store.served_types() if t.group == group and t.version == version]
-        if not types:
-            return None
-        gv = f"{group}/{version}" if group else version
         if not rest:
-            return lambda _: self._send(200, discovery.api_resource_list(gv, types))
+            gv = f"{group}/{version}" if group else version
+            types = [t for t in store.served_types() if t.group == group and t.version == version]
+            return (lambda _: self._send(200, discovery.api_resource_list(gv, types))) if types else None
+        # (a resource of a group/version not served is not resolved below either: 404 as well)
         watch = query.get("watch", "").lower() in ("1", "true")
         if rest[0] == "watch":
             watch, rest = True, rest[1:]
@@ -409,7 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
             timeout = float(query.get("timeoutSeconds") or cluster.watch_timeout)
         except ValueError:
             raise ApiError(400, "invalid timeoutSeconds") from None
-        events = cluster.store.watch(rt, ns, query.get("resourceVersion"), labels, fields,
+        events = cluster.store.watch_json(rt, ns, query.get("resourceVersion"), labels, fields,
                                      query.get("allowWatchBookmarks", "").lower() in ("1", "true"),
                                      cluster.bookmark_interval, timeout,
                                      query.get("sendInitialEvents", "").lower() == "true")
@@ -421,9 +415,8 @@ class _Handler(BaseHTTPRequestHandler):
         cluster._track_watch(self.connection, True)
         try:
             self.wfile.flush()
-            for ev in events:
-                line = json.dumps(ev, separators=(",", ":")).encode() + b"\n"
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            for lines in events:        # a batch of events, one chunk
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(lines), lines))
             self.wfile.write(b"0\r\n\r\n")
         finally:
             events.close()

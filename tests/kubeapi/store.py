@@ -3,20 +3,21 @@ finalizers, server-side apply ownership, watch history) without HTTP."""
 from __future__ import annotations
 
 import base64
-import bisect
 import json
 import os
 import re
 import secrets
 import threading
 import time
+import typing
 from collections import OrderedDict
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterator
 
 from . import patches
 from .discovery import BUILTINS, ResourceType, crd_resource_types, validate_crd
+from .history import Event, History
+from .jsonfast import dumps
 from .patches import PatchError, clone
 from .selectors import SelectorError, field_selector, label_selector
 
@@ -73,17 +74,15 @@ def _uid() -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) % 4]}{h[17:20]}-{h[20:32]}"
 
 
+_now = (0, "")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True)
-class Event:
-    rv: int
-    key: str                    # ResourceType.key
-    type: str                   # ADDED / MODIFIED / DELETED
-    obj: dict
-    prev: dict | None           # the object before the change (for selector transitions)
+    global _now
+    second = int(time.time())       # formatted once a second: every write stamps managedFields
+    if _now[0] != second:
+        _now = (second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _now[1]
 
 
 Key = tuple[str, str]           # (namespace or "", name)
@@ -94,12 +93,11 @@ class Store:
     serialize references outside the lock."""
 
     def __init__(self, history: int = 1000, snapshots: int = 128):
-        self.cond = threading.Condition(threading.RLock())
+        self._lock = threading.RLock()
+        self.cond = threading.Condition(self._lock)
+        self._watchers: dict[str, threading.Condition] = {}    # ResourceType.key -> its watchers' condition
         self.rv = 1
-        self.compacted = 1          # oldest resourceVersion a watch or continue may start from
-        self.history_size = history
-        self.events: list[Event] = []
-        self._event_rvs: list[int] = []
+        self.history = History(history)
         self.types: dict[tuple[str, str, str], ResourceType] = {}
         self.objects: dict[str, dict[Key, dict]] = {}
         self._snapshots: OrderedDict[int, tuple[int, list[dict]]] = OrderedDict()
@@ -110,6 +108,16 @@ class Store:
         self.closed = False
         for rt in BUILTINS:
             self._register(rt)
+
+    @property
+    def events(self) -> list[Event]:
+        """The watch history (every type), oldest first."""
+        return self.history.events
+
+    @property
+    def compacted(self) -> int:
+        """The oldest resourceVersion a watch or continue may start from."""
+        return self.history.compacted
 
     # ----- types -----------------------------------------------------------------------------
 
@@ -217,19 +225,20 @@ class Store:
     def encode_list(self, rt: ResourceType, listing: dict) -> bytes:
         """The JSON of a list() result, reusing each stored object's cached encoding: large lists
         (thousands of nodes or pods) are served repeatedly by benchmarks."""
-        head = json.dumps({k: v for k, v in listing.items() if k != "items"}, separators=(",", ":"))
+        head = dumps({k: v for k, v in listing.items() if k != "items"})
         bucket = self.objects.get(rt.key, {})
-        parts = []
-        for obj in listing["items"]:
-            hit = self._json.get(id(obj))
-            if hit is None or hit[0] is not obj:
-                data = json.dumps(obj, separators=(",", ":")).encode()
-                if bucket.get(self._sort_key(obj)) is obj:      # only what is stored: no stale entries
-                    self._json[id(obj)] = (obj, data)
-                parts.append(data)
-            else:
-                parts.append(hit[1])
-        return head[:-1].encode() + b',"items":[' + b",".join(parts) + b"]}"
+        parts = [self._encoded(bucket, obj) for obj in listing["items"]]
+        return head[:-1] + b',"items":[' + b",".join(parts) + b"]}"
+
+    def _encoded(self, bucket: dict, obj: dict) -> bytes:
+        """One object's JSON, cached while it is the stored object (lists and watches resend it)."""
+        hit = self._json.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        data = dumps(obj)
+        if bucket.get(self._sort_key(obj)) is obj:      # only what is stored: no stale entries
+            self._json[id(obj)] = (obj, data)
+        return data
 
     @staticmethod
     def _sort_key(obj: dict) -> tuple[str, str]:
@@ -283,21 +292,22 @@ class Store:
         return new if new is not None else ev.obj
 
     def _record(self, ev: Event) -> None:
-        self.events.append(ev)
-        self._event_rvs.append(ev.rv)
-        excess = len(self.events) - self.history_size
-        if excess > max(16, self.history_size // 8):     # trim in batches to keep appends O(1)
-            self.compacted = self.events[excess - 1].rv
-            del self.events[:excess], self._event_rvs[:excess]
-        self.cond.notify_all()
+        self.history.record(ev)
+        waiting = self._watchers.get(ev.key)
+        if waiting is not None:     # only this type's watchers wake: the others have nothing to read
+            waiting.notify_all()
+
+    def _wake_watchers(self) -> None:
+        for waiting in self._watchers.values():
+            waiting.notify_all()
 
     def compact(self) -> int:
-        """Forget all history, as etcd compaction does: older resourceVersions now give 410."""
+        """Forget all history, as etcd compaction does: older resourceVersions now give 410 (open
+        watches behind it are told at once)."""
         with self.cond:
-            self.compacted = self.rv
-            self.events.clear()
-            self._event_rvs.clear()
+            self.history.compact(self.rv)
             self._snapshots.clear()
+            self._wake_watchers()
             return self.rv
 
     def _new_metadata(self, rt: ResourceType, obj: dict, ns: str | None) -> dict:
@@ -590,82 +600,134 @@ class Store:
               bookmark_interval: float = 5.0, timeout: float = 1800.0, send_initial: bool = False) -> Iterator[dict]:
         """Watch events ({type, object}) until timeout, a dropped watch or a too-old version (an ERROR
         event with a 410 Status). Bad selectors or versions raise here, before any event."""
+        batches = self._watch(rt, ns, resource_version, labels, fields, bookmarks, bookmark_interval, timeout,
+                              send_initial)
+        return self._decoded(rt, batches)
+
+    def watch_json(self, rt: ResourceType, ns: str | None = None, resource_version: str | None = None,
+                   labels: str | None = None, fields: str | None = None, bookmarks: bool = False,
+                   bookmark_interval: float = 5.0, timeout: float = 1800.0,
+                   send_initial: bool = False) -> Iterator[bytes]:
+        """The events of watch(), as newline-delimited JSON a batch at a time (what the HTTP front
+        streams): each event's object is encoded once for all the watchers it reaches."""
+        batches = self._watch(rt, ns, resource_version, labels, fields, bookmarks, bookmark_interval, timeout,
+                              send_initial)
+        return self._lines(rt, batches)
+
+    def _watch(self, rt, ns, resource_version, labels, fields, bookmarks, bookmark_interval, timeout, send_initial):
         match = self._matcher(rt, ns, labels, fields)
         if resource_version not in (None, "", "0") and not str(resource_version).isdigit():
             raise ApiError(400, f"invalid resource version: {resource_version!r}")
-        return self._events(rt, match, resource_version, bookmarks, bookmark_interval, timeout, send_initial)
+        return self._batches(rt, match, resource_version, bookmarks, bookmark_interval, timeout, send_initial)
 
-    def _events(self, rt, match, resource_version, bookmarks, bookmark_interval, timeout,
-                send_initial) -> Iterator[dict]:
+    def _decoded(self, rt: ResourceType, batches) -> Iterator[dict]:
+        try:
+            for batch in batches:
+                for item in batch:
+                    if isinstance(item, dict):
+                        yield item
+                    else:
+                        kind, obj, ev = item
+                        yield {"type": kind, "object": self._view(rt, ev.obj if ev is not None else obj)}
+        finally:
+            batches.close()
+
+    def _lines(self, rt: ResourceType, batches) -> Iterator[bytes]:
+        try:
+            for batch in batches:
+                yield b"".join(self._line(rt, item) for item in batch)
+        finally:
+            batches.close()
+
+    def _line(self, rt: ResourceType, item) -> bytes:
+        if isinstance(item, dict):
+            return dumps(item) + b"\n"
+        kind, obj, ev = item
+        if ev is not None:
+            data = ev.object_json(rt.group_version)
+        elif obj.get("apiVersion") == rt.group_version:
+            data = self._encoded(self.objects.get(rt.key, {}), obj)
+        else:
+            data = dumps(self._view(rt, obj))
+        return b'{"type":"' + kind.encode() + b'","object":' + data + b"}\n"
+
+    def _watchers_of(self, key: str) -> threading.Condition:
+        waiting = self._watchers.get(key)
+        if waiting is None:
+            waiting = self._watchers[key] = threading.Condition(self._lock)
+        return waiting
+
+    def _batches(self, rt, match, resource_version, bookmarks, bookmark_interval, timeout,
+                 send_initial) -> Iterator[typing.List]:
+        """Lists of ("ADDED", stored object, None) for the initial state, (type, None, Event) for
+        changes, and whole event dicts (BOOKMARK, ERROR)."""
         deadline = time.monotonic() + timeout
+        key = rt.key
         with self.cond:
+            waiting = self._watchers_of(key)
             epoch, too_old = self.watch_epoch, False
             if resource_version in (None, "", "0") or send_initial:     # (watch-list: state, then a bookmark)
                 cursor = self.rv
-                initial = [self._view(rt, o) for _, o in sorted(self.objects.get(rt.key, {}).items()) if match(o)]
+                initial: typing.List = [("ADDED", o, None) for _, o in sorted(self.objects.get(key, {}).items())
+                                        if match(o)]
             else:
                 cursor = int(resource_version)
                 initial = []
-                too_old = cursor < self.compacted
+                too_old = cursor < self.history.compacted
         if too_old:
-            yield _gone(cursor, self.compacted)
+            yield [_gone(cursor, self.history.compacted)]
             return
-        for obj in initial:
-            yield {"type": "ADDED", "object": obj}
         if send_initial and bookmarks:
-            yield {"type": "BOOKMARK", "object": {
+            initial.append({"type": "BOOKMARK", "object": {
                 "kind": rt.kind, "apiVersion": rt.group_version, "metadata": {
-                    "resourceVersion": str(cursor), "annotations": {"k8s.io/initial-events-end": "true"}}}}
+                    "resourceVersion": str(cursor), "annotations": {"k8s.io/initial-events-end": "true"}}}})
+        if initial:
+            yield initial
         last_bookmark = time.monotonic()
         while True:
-            batch: list | None = []
             with self.cond:
                 while True:
                     if self.closed or self.watch_epoch != epoch:
                         return
-                    if cursor < self.compacted:
+                    if self.history.expired(key, cursor):
                         batch = None
                         break
-                    if self.rv > cursor and self._event_rvs and self._event_rvs[-1] > cursor:
+                    if self.history.newest(key) > cursor:
+                        batch = self.history.since(key, cursor)
                         break
                     now = time.monotonic()
                     wait = deadline - now
                     if bookmarks:
                         wait = min(wait, last_bookmark + bookmark_interval - now)
                     if wait <= 0:
+                        batch = []
                         break
-                    self.cond.wait(wait)
-                if batch is not None:
-                    batch = self.events[bisect.bisect_right(self._event_rvs, cursor):]
-                head, oldest = self.rv, self.compacted
+                    waiting.wait(wait)
+                head, oldest = self.rv, self.history.compacted
             if batch is None:
-                yield _gone(cursor, oldest)
+                yield [_gone(cursor, oldest)]
                 return
-            for ev in batch:
-                cursor = ev.rv
-                if ev.key != rt.key:
-                    continue
-                out = _transition(ev, match)
-                if out:
-                    yield {"type": out, "object": self._view(rt, ev.obj)}
-            cursor = max(cursor, head)
+            out: typing.List = [(kind, None, ev) for ev in batch if (kind := _transition(ev, match))]
+            cursor = max(cursor, head)      # every event of this type up to head is read
             now = time.monotonic()
+            if bookmarks and now - last_bookmark >= bookmark_interval and now < deadline:
+                last_bookmark = now
+                out.append({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.group_version,
+                                                           "metadata": {"resourceVersion": str(cursor)}}})
+            if out:
+                yield out
             if now >= deadline:
                 return
-            if bookmarks and now - last_bookmark >= bookmark_interval:
-                last_bookmark = now
-                yield {"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.group_version,
-                                                      "metadata": {"resourceVersion": str(cursor)}}}
 
     def drop_watches(self) -> None:
         with self.cond:
             self.watch_epoch += 1
-            self.cond.notify_all()
+            self._wake_watchers()
 
     def close(self) -> None:
         with self.cond:
             self.closed = True
-            self.cond.notify_all()
+            self._wake_watchers()
 
 
 _ABSENT = object()
@@ -736,8 +798,9 @@ def _entry(manager: str, operation: str, rt: ResourceType, paths: set, subresour
 def _encode_entries(entries: dict[Ident, set], rt: ResourceType, old: dict | None) -> list[dict]:
     times = {(e.get("manager", ""), e.get("operation", "Update"), e.get("subresource", "")): e.get("time")
              for e in ((old or {}).get("metadata") or {}).get("managedFields") or ()}
+    before = _entries(old) if old else {}
     return [_entry(m, op, rt, paths, sub or None, times.get((m, op, sub)) if old and
-                   paths == _entries(old).get((m, op, sub)) else None)
+                   paths == before.get((m, op, sub)) else None)
             for (m, op, sub), paths in entries.items() if paths]
 
 
