@@ -336,11 +336,12 @@ def _exchange(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Resul
     (the group taken out gets its turn): kept when better."""
     if rank.families or not within_looks(problem, result, run.progress):
         return result
-    moved = exchange(problem, result, run.repair_end)
+    states: dict[int, ClusterState] = {}
+    moved = exchange(problem, result, run.repair_end, into=states)
     run.passed(run.repair_end, "exchange")
     if moved is None:
         return result
-    moved = repair(problem, moved, run.repair_end, work=(work := run.work()))
+    moved = repair(problem, moved, run.repair_end, states, work=(work := run.work()))
     if work is not None and work.out:
         return result                   # its repair ran out of work: not a finished plan
     return moved if rank.key(moved) > rank.key(result) else result
