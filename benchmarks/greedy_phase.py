@@ -4,9 +4,14 @@ the same input (read once), with a hash of the result (the same hash: the same g
 DATADIR holds `workloads/` and `clusters.yaml` (as for benchmarks/plan_cpu.py). With a third
 argument, one run under cProfile sorted by it (e.g. tottime).
 
-usage: PYTHONPATH=TREE python benchmarks/greedy_phase.py DATADIR N [SORT]"""
+With --solve: the whole `solve` instead, without a deadline, N times: CPU seconds per phase
+(best of the runs), the total's best and median, and a hash of the plan without its timings
+(the same hash: the same plan and reasons).
+
+usage: PYTHONPATH=TREE python benchmarks/greedy_phase.py DATADIR N [SORT] [--solve]"""
 import cProfile
 import hashlib
+import json
 import pstats
 import sys
 import time
@@ -28,7 +33,9 @@ def capture(fleet, groups, **kw):
 for mod in list(sys.modules.values()):
     if getattr(mod, "solve", None) is real:
         mod.solve = capture
-d, n = sys.argv[1], int(sys.argv[2])
+whole = "--solve" in sys.argv
+argv = [a for a in sys.argv if a != "--solve"]
+d, n = argv[1], int(argv[2])
 try:
     OP.plan_files([d + "/workloads"], clusters=d + "/clusters.yaml", time_limit=10000.0)
 except SystemExit:
@@ -57,15 +64,52 @@ def once() -> tuple[float, float, str]:
     return t1 - t, t2 - t1, hashlib.sha256(seen.encode()).hexdigest()[:12]
 
 
-if len(sys.argv) > 3:
+cpu: dict[str, float] = {}
+
+
+class Clock(S._Clock):
+    """The solve's laps in CPU seconds too."""
+
+    def __init__(self, t0):
+        super().__init__(t0)
+        self.lastc = P()
+
+    def lap(self, name):
+        super().lap(name)
+        now = P()
+        cpu[name] = cpu.get(name, 0.0) + now - self.lastc
+        self.lastc = now
+
+
+def whole_solve() -> tuple[float, float, str]:
+    cpu.clear()
+    t = P()
+    plan = real(fleet, groups, **{**kw, "time_limit": 10000.0})
+    spent = P() - t
+    doc = plan.to_dict()
+    for k in ("solveSeconds", "timings"):
+        doc["summary"].pop(k, None)
+    return 0.0, spent, hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+if whole:
+    S._Clock = Clock
+    once = whole_solve      # noqa: F811
+if len(argv) > 3:
     prof = cProfile.Profile()
     prof.enable()
     once()
     prof.disable()
-    pstats.Stats(prof).sort_stats(sys.argv[3]).print_stats(40)
+    pstats.Stats(prof).sort_stats(argv[3]).print_stats(40)
     sys.exit()
-res = [once() for _ in range(n)]
+res, phases = [], []
+for _ in range(n):
+    res.append(once())
+    phases.append(dict(cpu))
 greedy_s = sorted(r[1] for r in res)
-print({"prepare": round(min(r[0] for r in res), 3), "greedy_best": round(greedy_s[0], 3),
-       "greedy_median": round(greedy_s[len(greedy_s) // 2], 3), "all": [round(r[1], 3) for r in res],
+what = "solve" if whole else "greedy"
+print({"prepare": round(min(r[0] for r in res), 3), f"{what}_best": round(greedy_s[0], 3),
+       f"{what}_median": round(greedy_s[len(greedy_s) // 2], 3), "all": [round(r[1], 3) for r in res],
        "hash": res[0][2], "same": len({r[2] for r in res}) == 1})
+if whole:
+    print({"phases_best": {k: round(min(p.get(k, 0.0) for p in phases), 3) for k in phases[0]}})

@@ -27,9 +27,11 @@ from placer.solve.state import ClusterState, PodAssign, redo, try_place, undo
 Result = dict[int, tuple[int, PodAssign]]
 
 
-def exchange(problem: Problem, result: Result, deadline: float | None = None) -> Result | None:
+def exchange(problem: Problem, result: Result, deadline: float | None = None,
+             into: dict[int, ClusterState] | None = None) -> Result | None:
     """`result` with every exchange found (in group index order) made, or None when there is
-    none."""
+    none; `into` (when given) gets the free capacity that plan leaves, for the repair after it
+    (issue 24: it replayed the whole plan again)."""
     if problem.fleet.quotas:
         return None
     # the waiting groups per (priority, cluster they may use), in greedy order, with their GPUs
@@ -69,6 +71,8 @@ def exchange(problem: Problem, result: Result, deadline: float | None = None) ->
             # another group of its shape there most likely frees the same (a local search: it
             # only ever improves the plan, it does not promise every exchange)
             tried.add((c, h.shape))
+    if into is not None and changed:
+        into.update(states)
     return out if changed else None
 
 

@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 from placer.model import reasons as R
 from placer.model.workload import PodShape
 from placer.solve.groups import UNLIMITED, ClusterInfo, GroupInfo, Part, expand
-from placer.solve.problem import Problem, states_of
+from placer.solve.problem import Problem
 from placer.solve.repair import pack
 from placer.solve.scheduling import (
     UNSCHEDULABLE_TAINT,
@@ -37,7 +37,7 @@ from placer.solve.scheduling import (
     matches_node_selector,
     untolerated_taints,
 )
-from placer.solve.state import ClusterState, PodAssign, holds, may_fit, redo, try_place, undo
+from placer.solve.state import ClusterState, PodAssign, holds, may_fit, redo_all, try_place, undo
 from placer.solve.topology import domain_reason
 
 
@@ -250,34 +250,39 @@ _CAPACITY, _TAKEN_HIGHER, _ROOM_LEFT, _TAKEN = range(4)
 
 
 class _AsItIs(dict):
-    """Each cluster's free capacity as it is, built when first asked for (issue 24: at 1,000
-    workloads on 10,000 nodes the reasons asked for one cluster's of 20)."""
+    """Each cluster's free capacity as it is, or beside `placed` (a plan's groups on it), built
+    when first asked for (issue 24: at 1,000 workloads on 10,000 nodes the reasons asked for one
+    cluster's of 20; at 4,000 replaying the whole plan on every cluster was most of their time)."""
 
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, placed: Mapping[int, list[tuple[GroupInfo, PodAssign]]] | None = None):
         super().__init__()
         self.problem = problem
+        self.placed = placed or {}
 
     def __missing__(self, c: int) -> ClusterState:
-        st = self[c] = ClusterState(self.problem.infos[c])
+        st = self[c] = self.problem.state_of(c)
+        if self.placed.get(c):
+            redo_all(st, self.placed[c])
         return st
 
 
 class Explainer:
     """Reasons for every unplaced group of a plan. Call `reasons` in order of decreasing
-    priority: the states after higher-priority placements are built incrementally."""
+    priority: the states after higher-priority placements are built incrementally, each
+    cluster's when it is asked for."""
 
     def __init__(self, problem: Problem, result: Mapping[int, tuple[int, PodAssign]], deadline: float | None):
         self.problem = problem
         self.deadline = deadline
-        self.base = _AsItIs(problem)                      # the fleet as it is (after committed)
-        self.after = states_of(problem, result)           # beside the whole plan
-        self.higher = problem.state()                     # after placements above the current level
         by_idx = {g.index: g for g in problem.groups}
         self.placed: dict[int, list[tuple[GroupInfo, PodAssign]]] = {}
         for gi, (c, assign) in result.items():
             self.placed.setdefault(c, []).append((by_idx[gi], assign))
         for lst in self.placed.values():
             lst.sort(key=lambda ga: (-ga[0].priority, ga[0].key))
+        self.base = _AsItIs(problem)                      # the fleet as it is (after committed)
+        self.after = _AsItIs(problem, self.placed)        # beside the whole plan
+        self.higher = _AsItIs(problem)                    # after placements above the current level
         self.taken = {c: 0 for c in self.placed}           # how many of each list `higher` holds
         self.level: int | None = None
         self.cache: dict[tuple, dict[str, R.Reason]] = {}
@@ -286,16 +291,20 @@ class Explainer:
         self.verdicts: dict[tuple, int] = {}
 
     def _advance(self, priority: int) -> None:
-        if self.level is not None and self.level <= priority:
-            return
-        self.level = priority
-        for c, lst in self.placed.items():
-            n = self.taken[c]
-            while n < len(lst) and lst[n][0].priority > priority:
-                h, assign = lst[n]
-                redo(self.higher[c], h, assign)
-                n += 1
+        if self.level is None or priority < self.level:
+            self.level = priority
+
+    def _held(self, c: int) -> int:
+        """How many of cluster c's placements, all above the current level, `higher` holds
+        (taken when the cluster is asked for, in bulk: each node moved once)."""
+        lst, level = self.placed.get(c, []), self.level
+        n = start = self.taken.get(c, 0)
+        while n < len(lst) and level is not None and lst[n][0].priority > level:
+            n += 1
+        if n > start:
+            redo_all(self.higher[c], lst[start:n])
             self.taken[c] = n
+        return n
 
     def reasons(self, g: GroupInfo) -> dict[str, R.Reason]:
         statics = self._statics(g)
@@ -346,7 +355,7 @@ class Explainer:
         return self._taken(c, g.priority, verdict == _TAKEN_HIGHER)
 
     def _verdict(self, g: GroupInfo, c: int) -> int:
-        if self.taken.get(c, 0):
+        if self._held(c):
             # `higher` has no node with more free than in `base`: a group found to fit it (a
             # placement or an exact count) fits `base` too, so the usual verdict, taken by work
             # of its own priority, costs one exact check less (issue 24)

@@ -16,7 +16,7 @@ from placer.solve.groups import GPU_RESOURCES, ClusterInfo, GroupInfo, Part, gpu
 from placer.solve.policy import group_policy, policy_reason
 from placer.solve.ranking import cost_units, ordered, ranks_of
 from placer.solve.scheduling import admitted, pod_demand, runtime_overhead
-from placer.solve.state import ClusterState, PodAssign, redo
+from placer.solve.state import ClusterState, PodAssign, redo_all
 from placer.solve.storage import claims_of, storage_reason
 
 NODE_EXACT_MAX_NODES = 100         # up to this many nodes, every node is its own class (exact)
@@ -34,11 +34,15 @@ class Problem:
 
     def state(self) -> dict[int, ClusterState]:
         """Every reachable cluster's free capacity, fresh (copied from one built per cluster)."""
+        return {c: self.state_of(c) for c in self.infos}
+
+    def state_of(self, c: int) -> ClusterState:
+        """Cluster c's free capacity, fresh: a copy of one built once (cheaper than building)."""
         pristine = self.__dict__.setdefault("_pristine", {})
-        for c, info in self.infos.items():
-            if c not in pristine:
-                pristine[c] = ClusterState(info)
-        return {c: pristine[c].copy() for c in self.infos}
+        got = pristine.get(c)
+        if got is None:
+            got = pristine[c] = ClusterState(self.infos[c])
+        return got.copy()
 
 
 def group_info(index: int, group: PlacementGroup, names: Sequence[str] = GPU_RESOURCES) -> GroupInfo:
@@ -207,10 +211,13 @@ def states_of(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
     """Free capacity per cluster after the result's placements of the groups `keep` selects."""
     states = problem.state()
     by_idx = {g.index: g for g in problem.groups}
+    placed: dict[int, list[tuple[GroupInfo, PodAssign]]] = {}
     for gi, (c, assign) in result.items():
         g = by_idx[gi]
         if keep(g):
-            redo(states[c], g, assign)
+            placed.setdefault(c, []).append((g, assign))
+    for c, on in placed.items():
+        redo_all(states[c], on)         # the plan's pods in bulk, each node moved once
     return states
 
 

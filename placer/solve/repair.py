@@ -24,7 +24,7 @@ from placer.solve.groups import GroupInfo
 from placer.solve.problem import Problem, states_of
 from placer.solve.quotas import group_use, tally, within
 from placer.solve.scheduling import fits_resources
-from placer.solve.state import ClusterState, PodAssign, may_fit, redo, try_place
+from placer.solve.state import ClusterState, PodAssign, may_fit, redo, redo_all, try_place
 from placer.solve.topology import pack_domains
 
 PACK_MAX_VARS = 4000          # larger exact checks are skipped (best fit decides alone)
@@ -181,7 +181,7 @@ def repair(problem: Problem, result: Result, deadline: float | None = None,
     states = states_of(problem, result) if states is None else states
     by_idx = {g.index: g for g in problem.groups}
     _fill(problem, result, states, deadline, work=work)
-    on = _Placed(result, by_idx)
+    on = _Placed(problem, result, by_idx)
     rank = {g.index: n for n, g in enumerate(greedy_order(problem.groups))}
     turns = [(rank[g.index], g.index) for g in problem.groups if g.eligible and g.index not in result]
     heapq.heapify(turns)
@@ -252,8 +252,8 @@ class _Placed:
     work below a priority is one slice (issue 24: rebuilding and filtering every cluster's
     list for every turn cost most of the repair at 10,000 groups)."""
 
-    def __init__(self, result: Result, by_idx: Mapping[int, GroupInfo]):
-        self.by_idx = by_idx
+    def __init__(self, problem: Problem, result: Result, by_idx: Mapping[int, GroupInfo]):
+        self.problem, self.by_idx = problem, by_idx
         self.emptied: dict[tuple[int, int], tuple[int, ClusterState]] = {}
         self.sums: dict[int, dict[int, int]] = {}          # cluster -> priority -> GPUs below it
         self.rows: dict[int, list[tuple[int, int]]] = {}
@@ -304,8 +304,16 @@ class _Placed:
         got = self.emptied.get(key)
         if got is not None and got[0] == st.version:
             return got[1]
-        emptied = st.copy()
-        emptied.give_all((i, h.parts[j].demand) for h in lower for j, i in result[h.index][1])
+        # whichever moves fewer pods: the lower work given back, or the rest taken on a fresh
+        # copy in bulk (issue 24: at 1,000 workloads giving back was a sixth of the repairs)
+        out = {h.index for h in lower}
+        rest = [(self.by_idx[h], result[h][1]) for _, h in self.rows.get(c, []) if h not in out]
+        if sum(len(a) for _, a in rest) < sum(len(result[h.index][1]) for h in lower):
+            emptied = self.problem.state_of(c)
+            redo_all(emptied, rest)
+        else:
+            emptied = st.copy()
+            emptied.give_all((i, h.parts[j].demand) for h in lower for j, i in result[h.index][1])
         self.emptied[key] = (st.version, emptied)
         return emptied
 
