@@ -46,6 +46,7 @@ from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
 from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Recovered, Swept, Touched
 from placer.daemon.metrics import Metrics, MetricsServer
+from placer.daemon.overlap import Overlap
 from placer.daemon.pin import Pinner
 from placer.daemon.planning import Planner
 from placer.daemon.quotas import HubQuotas
@@ -117,6 +118,7 @@ class Daemon:
                                self._stop, Callbacks(self._on_staging, self._on_copy, self._on_capacity,
                                                      self.targets_health.target_failed, self.api_error),
                                definitions=definitions, health=self.health)
+        self.overlap = Overlap()                  # hub writes of different workloads at once, per pass
         self.relist = Relist(self.targets, self.leader, self.api_error, self._wake, self.health.degraded,
                              self.targets_health.patience)
         self._compose()
@@ -125,7 +127,7 @@ class Daemon:
         """The parts that act, each given what it uses."""
         self.writer = HubWriter(self.hub, self.view, self.events, self.clock, self.api_error)
         self.executor = Executor(self.writer, self.view, self.targets, self.book, self.workers, self.inbox,
-                                 self.queue, self.clock, self.api_error)
+                                 self.queue, self.clock, self.api_error, self.overlap)
         bench = Workbench(self.book, self.view, self.targets, self.executor, self.queue, self.clock)
         self.creator = Creator(bench, self.entries, self.catalogs, self.interpret, self.metrics, self.health.degraded)
         self.pinner = Pinner(self.targets, self.entries, self.interpret, self.workers.submit, self.api_error)
@@ -134,7 +136,8 @@ class Daemon:
         # a cluster failing this long has its spread shares placed elsewhere (the failure window)
         self.spread = SpreadKeeper(bench, self.entries, self.interpret, max(2.0, 2 * self.config.watch_retry + 1))
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
-                                     self.rescheduler, self.workers, self.spread, self.notices)
+                                     self.rescheduler, self.workers, self.spread, self.notices,
+                                     write_failed=self._reconcile_failed)
         self.quotas = HubQuotas(self.config.quotas, self.view, self.book, self.targets, self.interpret, self.events)
         self.planner = Planner(self.config, self.catalogs, self.interpret, bench, self.reconciler, self.creator,
                                self.metrics, self.quotas)
@@ -184,6 +187,7 @@ class Daemon:
             if self._thread.is_alive():
                 log.warning("the reconcile thread is still in a step after %.0f s; stopping without it", STOP_WAIT)
         self.workers.stop()
+        self.overlap.stop()
         self.planner.stop()
         outcome = self.leader.release() if release else "lease kept"
         if server := getattr(self, "server", None):
@@ -252,7 +256,8 @@ class Daemon:
             now = self.clock.now()
             leader = self.leader.is_leader
             self.metrics.set("placer_leader", 1 if leader else 0)
-            did = self._drain_inbox(now, leader)
+            with self.overlap.batch():               # each phase's hub writes answered before the next
+                did = self._drain_inbox(now, leader)
             self.targets_health.watch_first_lists()
             if not leader:
                 self._was_leader = False
@@ -273,10 +278,11 @@ class Daemon:
                 self.interpret.sweep()           # bounded even when no round reads the fleet
             self.spread.tick(now)
             keys = self.queue.pop_due(now)
-            for key in keys:
-                if not self.leader.is_leader:
-                    break                            # lost it: stop acting at once
-                self._reconcile_safely(key)
+            with self.overlap.batch():
+                for key in keys:
+                    if not self.leader.is_leader:
+                        break                        # lost it: stop acting at once
+                    self._reconcile_safely(key)
             did = did or bool(keys)
             did = self.pinner.tick() or did          # gated pods of pinned copies (issue 22)
             if self.leader.is_leader and self.relist.done():
@@ -365,11 +371,15 @@ class Daemon:
             self.reconciler.reconcile(ref)
             self._failed.pop(ref, None)
         except PlacerError as e:
-            self.api_error(e.cluster or "hub", e)
-            delay = min(30.0, 2 * self._failed.get(ref, 0.25))
-            self._failed[ref] = delay
-            log.warning("%s: %s; retrying in %.1fs", ref, e, delay)
-            self.queue.add(ref, self.clock.now() + delay)
+            self._reconcile_failed(ref, e)
+
+    def _reconcile_failed(self, ref: WorkloadRef, e: PlacerError) -> None:
+        """Looked at again with backoff (a reconcile's write may fail after it returned: overlap)."""
+        self.api_error(e.cluster or "hub", e)
+        delay = min(30.0, 2 * self._failed.get(ref, 0.25))
+        self._failed[ref] = delay
+        log.warning("%s: %s; retrying in %.1fs", ref, e, delay)
+        self.queue.add(ref, self.clock.now() + delay)
 
 
 
