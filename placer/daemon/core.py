@@ -106,7 +106,6 @@ class Daemon:
         self._last_loop = self.clock.now()
         self._was_leader = False
         self._next_resync = 0.0
-        self._failed: dict[WorkloadRef, float] = {}
         self.book = Book()
         self.view = StagingView(config.hub_context)
         self.targets = Targets(self.view, self.book, self.interpret)
@@ -118,7 +117,7 @@ class Daemon:
                                self._stop, Callbacks(self._on_staging, self._on_copy, self._on_capacity,
                                                      self.targets_health.target_failed, self.api_error),
                                definitions=definitions, health=self.health)
-        self.overlap = Overlap()                  # hub writes of different workloads at once, per pass
+        self.overlap, self.retries = Overlap(), Retries(self.queue, self.clock, self.api_error)   # per pass; backoff
         self.relist = Relist(self.targets, self.leader, self.api_error, self._wake, self.health.degraded,
                              self.targets_health.patience)
         self._compose()
@@ -137,7 +136,7 @@ class Daemon:
         self.spread = SpreadKeeper(bench, self.entries, self.interpret, max(2.0, 2 * self.config.watch_retry + 1))
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
                                      self.rescheduler, self.workers, self.spread, self.notices,
-                                     write_failed=self._reconcile_failed)
+                                     write_failed=self.retries.failed)
         self.quotas = HubQuotas(self.config.quotas, self.view, self.book, self.targets, self.interpret, self.events)
         self.planner = Planner(self.config, self.catalogs, self.interpret, bench, self.reconciler, self.creator,
                                self.metrics, self.quotas)
@@ -369,12 +368,23 @@ class Daemon:
     def _reconcile_safely(self, ref: WorkloadRef) -> None:
         try:
             self.reconciler.reconcile(ref)
-            self._failed.pop(ref, None)
+            self.retries.ok(ref)
         except PlacerError as e:
-            self._reconcile_failed(ref, e)
+            self.retries.failed(ref, e)
 
-    def _reconcile_failed(self, ref: WorkloadRef, e: PlacerError) -> None:
-        """Looked at again with backoff (a reconcile's write may fail after it returned: overlap)."""
+
+class Retries:
+    """Workloads whose reconcile failed, looked at again with backoff; a reconcile's hub
+    write may fail after the reconcile returned (its pass ends later: daemon/overlap.py)."""
+
+    def __init__(self, queue: WorkQueue, clock: TimeSource, api_error: ApiErrors):
+        self.queue, self.clock, self.api_error = queue, clock, api_error
+        self._failed: dict[WorkloadRef, float] = {}
+
+    def ok(self, ref: WorkloadRef) -> None:
+        self._failed.pop(ref, None)
+
+    def failed(self, ref: WorkloadRef, e: PlacerError) -> None:
         self.api_error(e.cluster or "hub", e)
         delay = min(30.0, 2 * self._failed.get(ref, 0.25))
         self._failed[ref] = delay
