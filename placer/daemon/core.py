@@ -46,6 +46,7 @@ from placer.daemon.informer import Informer, WorkQueue
 from placer.daemon.leadership import LeaderElector
 from placer.daemon.messages import Applied, Checked, Created, Deleted, FleetChanged, Message, Recovered, Swept, Touched
 from placer.daemon.metrics import Metrics, MetricsServer
+from placer.daemon.overlap import Overlap
 from placer.daemon.pin import Pinner
 from placer.daemon.planning import Planner
 from placer.daemon.quotas import HubQuotas
@@ -105,7 +106,6 @@ class Daemon:
         self._last_loop = self.clock.now()
         self._was_leader = False
         self._next_resync = 0.0
-        self._failed: dict[WorkloadRef, float] = {}
         self.book = Book()
         self.view = StagingView(config.hub_context)
         self.targets = Targets(self.view, self.book, self.interpret)
@@ -117,6 +117,7 @@ class Daemon:
                                self._stop, Callbacks(self._on_staging, self._on_copy, self._on_capacity,
                                                      self.targets_health.target_failed, self.api_error),
                                definitions=definitions, health=self.health)
+        self.overlap, self.retries = Overlap(), Retries(self.queue, self.clock, self.api_error)   # per pass; backoff
         self.relist = Relist(self.targets, self.leader, self.api_error, self._wake, self.health.degraded,
                              self.targets_health.patience)
         self._compose()
@@ -125,7 +126,7 @@ class Daemon:
         """The parts that act, each given what it uses."""
         self.writer = HubWriter(self.hub, self.view, self.events, self.clock, self.api_error)
         self.executor = Executor(self.writer, self.view, self.targets, self.book, self.workers, self.inbox,
-                                 self.queue, self.clock, self.api_error)
+                                 self.queue, self.clock, self.api_error, self.overlap)
         bench = Workbench(self.book, self.view, self.targets, self.executor, self.queue, self.clock)
         self.creator = Creator(bench, self.entries, self.catalogs, self.interpret, self.metrics, self.health.degraded)
         self.pinner = Pinner(self.targets, self.entries, self.interpret, self.workers.submit, self.api_error)
@@ -134,7 +135,8 @@ class Daemon:
         # a cluster failing this long has its spread shares placed elsewhere (the failure window)
         self.spread = SpreadKeeper(bench, self.entries, self.interpret, max(2.0, 2 * self.config.watch_retry + 1))
         self.reconciler = Reconciler(bench, self.config, self.entries, self.catalogs, self.interpret, self.writer,
-                                     self.rescheduler, self.workers, self.spread, self.notices)
+                                     self.rescheduler, self.workers, self.spread, self.notices,
+                                     write_failed=self.retries.failed)
         self.quotas = HubQuotas(self.config.quotas, self.view, self.book, self.targets, self.interpret, self.events)
         self.planner = Planner(self.config, self.catalogs, self.interpret, bench, self.reconciler, self.creator,
                                self.metrics, self.quotas)
@@ -184,6 +186,7 @@ class Daemon:
             if self._thread.is_alive():
                 log.warning("the reconcile thread is still in a step after %.0f s; stopping without it", STOP_WAIT)
         self.workers.stop()
+        self.overlap.stop()
         self.planner.stop()
         outcome = self.leader.release() if release else "lease kept"
         if server := getattr(self, "server", None):
@@ -252,7 +255,8 @@ class Daemon:
             now = self.clock.now()
             leader = self.leader.is_leader
             self.metrics.set("placer_leader", 1 if leader else 0)
-            did = self._drain_inbox(now, leader)
+            with self.overlap.batch():               # each phase's hub writes answered before the next
+                did = self._drain_inbox(now, leader)
             self.targets_health.watch_first_lists()
             if not leader:
                 self._was_leader = False
@@ -273,10 +277,11 @@ class Daemon:
                 self.interpret.sweep()           # bounded even when no round reads the fleet
             self.spread.tick(now)
             keys = self.queue.pop_due(now)
-            for key in keys:
-                if not self.leader.is_leader:
-                    break                            # lost it: stop acting at once
-                self._reconcile_safely(key)
+            with self.overlap.batch():
+                for key in keys:
+                    if not self.leader.is_leader:
+                        break                        # lost it: stop acting at once
+                    self._reconcile_safely(key)
             did = did or bool(keys)
             did = self.pinner.tick() or did          # gated pods of pinned copies (issue 22)
             if self.leader.is_leader and self.relist.done():
@@ -363,13 +368,28 @@ class Daemon:
     def _reconcile_safely(self, ref: WorkloadRef) -> None:
         try:
             self.reconciler.reconcile(ref)
-            self._failed.pop(ref, None)
+            self.retries.ok(ref)
         except PlacerError as e:
-            self.api_error(e.cluster or "hub", e)
-            delay = min(30.0, 2 * self._failed.get(ref, 0.25))
-            self._failed[ref] = delay
-            log.warning("%s: %s; retrying in %.1fs", ref, e, delay)
-            self.queue.add(ref, self.clock.now() + delay)
+            self.retries.failed(ref, e)
+
+
+class Retries:
+    """Workloads whose reconcile failed, looked at again with backoff; a reconcile's hub
+    write may fail after the reconcile returned (its pass ends later: daemon/overlap.py)."""
+
+    def __init__(self, queue: WorkQueue, clock: TimeSource, api_error: ApiErrors):
+        self.queue, self.clock, self.api_error = queue, clock, api_error
+        self._failed: dict[WorkloadRef, float] = {}
+
+    def ok(self, ref: WorkloadRef) -> None:
+        self._failed.pop(ref, None)
+
+    def failed(self, ref: WorkloadRef, e: PlacerError) -> None:
+        self.api_error(e.cluster or "hub", e)
+        delay = min(30.0, 2 * self._failed.get(ref, 0.25))
+        self._failed[ref] = delay
+        log.warning("%s: %s; retrying in %.1fs", ref, e, delay)
+        self.queue.add(ref, self.clock.now() + delay)
 
 
 

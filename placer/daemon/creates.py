@@ -193,13 +193,15 @@ class Creator:
         if staging is None or (staging.get("metadata") or {}).get("deletionTimestamp"):
             self.bench.queue.add(ref, now)          # deleted while being placed: reconcile removes the copy
             return
-        self.bench.executor.perform([Record(ref, NORMAL, PLACED,
-                                      message + (f" (group {c.group})" if len(c.members) > 1 else ""))])
-        try:
-            self.bench.executor.perform([Annotate(ref, self.report(c.cluster, ref, made, message), finalizer=True)])
-        except PlacerError as e:
-            self.bench.executor.on_error("hub", e)
+        ex = self.bench.executor
+
+        def unreported(e: PlacerError) -> None:
+            ex.on_error("hub", e)
             self.bench.queue.add(ref, now + 1.0)    # the copy exists: the next pass annotates it
+        # both after the copy, in this order, beside other workloads' writes (daemon/overlap.py)
+        ex.later(Record(ref, NORMAL, PLACED, message + (f" (group {c.group})" if len(c.members) > 1 else "")),
+                 failed=lambda e: ex.on_error("hub", e))
+        ex.later(Annotate(ref, self.report(c.cluster, ref, made, message), finalizer=True), failed=unreported)
         log.info("%s: %s", ref, message)
 
     def report(self, cluster: str, ref: WorkloadRef, copy: dict, message: str) -> dict[str, str | None]:

@@ -16,6 +16,7 @@ from placer.daemon.clock import TimeSource
 from placer.daemon.execute import ClusterWorkers
 from placer.daemon.informer import WorkQueue
 from placer.daemon.messages import Applied, Checked, Deleted, Message
+from placer.daemon.overlap import Overlap
 from placer.daemon.staging import HubWriter
 from placer.daemon.state import Book
 from placer.daemon.targets import Targets
@@ -34,7 +35,7 @@ class Executor:
 
     def __init__(self, writer: HubWriter, view: StagingView, targets: Targets, book: Book, workers: ClusterWorkers,
                  inbox: _queue.SimpleQueue[Message], queue: WorkQueue, clock: TimeSource,
-                 on_error: Callable[[str, Exception], None]):
+                 on_error: Callable[[str, Exception], None], overlap: Overlap | None = None):
         self.writer = writer
         self.view = view
         self.targets = targets
@@ -44,6 +45,7 @@ class Executor:
         self.queue = queue
         self.clock = clock
         self.on_error = on_error
+        self.overlap = overlap or Overlap(workers=0)      # none given: every write at once
 
     def perform(self, actions: Iterable[Action]) -> None:
         for action in actions:
@@ -79,6 +81,16 @@ class Executor:
                 self.writer.condition(ref, staging, placed=placed, reason=reason, message=message)
             case Condition(ref, placed, reason, message, type_):
                 self.writer.condition(ref, staging, placed=placed, reason=reason, message=message, type_=type_)
+
+    def later(self, action: Action, failed: Callable[[PlacerError], None]) -> None:
+        """A write to the staging object, beside other workloads' in an open pass (`overlap`);
+        the staging object read when the write is made, after the workload's earlier ones."""
+        self.overlap.run(action.ref, lambda: self.write(action), failed=failed)  # type: ignore[union-attr]
+
+    def hub(self, ref: WorkloadRef, fn: Callable[[], Any], *, then: Callable[[Any], None],
+            failed: Callable[[PlacerError], None]) -> None:
+        """Any hub write for `ref` in the open pass; `then` and `failed` run on this thread."""
+        self.overlap.run(ref, fn, then=then, failed=failed)
 
     def unplace(self, ref: WorkloadRef, message: str) -> None:
         p = self.book.pending.get(ref)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from placer import actuate as A
 from placer.actuate.compare import demand
@@ -38,6 +38,10 @@ log = logging.getLogger("placer.daemon")
 __all__ = ["COMPANION_KINDS", "COPY_DELETED", "DRIFT_CORRECTED", "EDIT_DOES_NOT_FIT", "PHASE_INVALID", "Reconciler"]
 
 
+def _raise(ref: WorkloadRef, e: PlacerError) -> None:
+    raise e
+
+
 @dataclass(eq=False)
 class Reconciler:
     """Given the book, both caches, the executor (and the hub writer for the finalizer), the
@@ -53,6 +57,9 @@ class Reconciler:
     workers: ClusterWorkers
     spread: SpreadKeeper
     notices: Notices = field(default_factory=Notices)
+    # a hub write of a reconcile that failed (a pass's writes end after the reconcile): the
+    # daemon retries the workload with backoff; None: raised to the caller, as at once
+    write_failed: Callable[[WorkloadRef, PlacerError], None] = field(default=_raise)
 
     def reconcile(self, ref: WorkloadRef) -> None:
         if self.bench.book.in_flight(ref):
@@ -98,8 +105,11 @@ class Reconciler:
         if where and where in self.entries:
             self.copy_missing(ref, where)
             return
-        self.writer.ensure_finalizer(ref, staging)
-        self.bench.book.make_pending(ref, self.bench.clock.now())
+        # pending (planned) only once the finalizer is on: never a copy of an object that could
+        # be deleted without placer's knowing; beside other arrivals' writes (daemon/overlap.py)
+        self.bench.executor.hub(ref, lambda: self.writer.ensure_finalizer(ref, staging),
+                                then=lambda _: self.bench.book.make_pending(ref, self.bench.clock.now()),
+                                failed=lambda e: self.write_failed(ref, e))
 
     def never_placed(self, ref: WorkloadRef, staging: dict, copies: list[tuple[str, dict]], owner: str) -> None:
         """What an older daemon did with a controller's product is undone: its copies go,

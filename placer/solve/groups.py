@@ -161,9 +161,24 @@ class ClusterInfo:
         got = self._pred.get(part.pred_key)
         if got is None:
             shape = self.shape(part)
-            got = () if shape is None else tuple(k.index for k in self.classes if mismatch(shape, k.sample) is None)
+            got = () if shape is None else \
+                tuple(k.index for k in self._named(shape) if mismatch(shape, k.sample) is None)
             self._pred[part.pred_key] = got
         return got
+
+    def _named(self, shape: PodShape) -> Sequence[NodeClass]:
+        """The classes a pod may match at all: when each of its affinity terms names its nodes
+        (`matchFields: metadata.name In`, as steered copies do), only the classes of those nodes
+        (a node named in no term fails them all), else every class. Exact: `mismatch` still
+        judges each; issue 24: a pinned kind matched against all 500 classes of its cluster."""
+        names = _named_nodes(shape.affinity_terms)
+        if names is None:
+            return self.classes
+        by_sample = self.__dict__.get("_by_sample")
+        if by_sample is None:
+            by_sample = self.__dict__["_by_sample"] = {k.sample.name: k for k in self.classes}
+        found = {by_sample[n].index: by_sample[n] for n in names if n in by_sample}
+        return [found[i] for i in sorted(found)]
 
     def shape(self, part: Part) -> PodShape | None:
         """The part's pods as this cluster's RuntimeClass admission leaves them (None: refused)."""
@@ -193,6 +208,21 @@ class ClusterInfo:
                     need[(classes, p.gpu)] = need.get((classes, p.gpu), 0) + p.pods
             got = self._kinds[shape] = (compat, tuple((classes, size, pods) for (classes, size), pods in need.items()))
         return got
+
+
+def _named_nodes(terms: Sequence[Mapping]) -> set[str] | None:
+    """Every node name some required affinity term allows, when each term (they are ORed)
+    requires `metadata.name In [...]` among its matchFields (ANDed); None otherwise."""
+    if not terms:
+        return None
+    out: set[str] = set()
+    for t in terms:
+        ins = [f for f in t.get("matchFields") or () if f.get("key") == "metadata.name" and f.get("operator") == "In"]
+        if not ins:
+            return None
+        allowed = set.intersection(*({str(v) for v in f.get("values") or ()} for f in ins))
+        out |= allowed
+    return out
 
 
 # per part the classes it may use; per (classes, GPUs per pod) the pods (ClusterInfo.kinds)

@@ -105,8 +105,11 @@ def place_arrivals(reuse: Reuse, fleet: Fleet, groups: Sequence[PlacementGroup],
     infos = {c: k.info for c, k in kept.items()}
     for rank, g in enumerate(sorted(ginfos, key=lambda g: g.key)):
         g.rank = rank
+    # a group's claims are walked only when some cluster knows its StorageClasses (as in
+    # problem.prepare: storage_reason judges no other; the daemon's simulated fleets declare none)
+    storage = any(cl.storage_classes is not None for cl in clusters)
     for g in ginfos:
-        judge(g, clusters, infos, names, gpu_names)
+        judge(g, clusters, infos, names, gpu_names, storage)
     rank_clusters(ginfos, clusters)       # arrivals take their clusters in their own order too
     placed = _place(kept, ginfos)
     if placed is None:
