@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import List, Optional
 
 import typer
@@ -48,6 +49,16 @@ def daemon(
     everything still unplaced) on a live cluster; mirror status back; apply spec changes;
     delete copies when staging objects go. One active daemon per hub (Lease leader election)."""
     def go() -> None:
+        # blocked first, before anything starts a thread (reading the clusters file and the
+        # catalog may, and so may a library at import): every thread inherits the mask, and
+        # run_daemon takes both signals in this thread with sigtimedwait
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+    def start() -> None:
         from placer.daemon import config_from_file, parse_duration, run_daemon, setup_logging
         from placer.daemon.config import check_preemption, check_request_deadline
         from placer.daemon.metrics import parse_address

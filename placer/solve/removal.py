@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ortools.sat.python import cp_model
-
 
 @dataclass(frozen=True)
 class Kind:
@@ -32,6 +30,10 @@ def fewest(kinds: Sequence[Kind], room: Mapping[str, Mapping[str, int]], unlimit
     then takes pods only once enough is taken out there);
     `unlimited`: node -> resources it does not limit (a node without `pods` allocatable);
     `frees[c]`: node -> resource -> what removing candidate c gives back."""
+    # imported here: importing cp_model starts a native thread, which in the daemon would
+    # take SIGINT/SIGTERM before the main thread's mask is set (and costs every plan its import)
+    from ortools.sat.python import cp_model
+
     m = cp_model.CpModel()
     x = [m.new_bool_var(f"x{c}") for c in range(len(frees))]
     load: dict[tuple[str, str], list] = {}
