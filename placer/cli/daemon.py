@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
@@ -48,16 +48,6 @@ def daemon(
     """Watch the hub's staging namespace; place each arriving workload (batched, planned with
     everything still unplaced) on a live cluster; mirror status back; apply spec changes;
     delete copies when staging objects go. One active daemon per hub (Lease leader election)."""
-    def go() -> None:
-        # blocked first, before anything starts a thread (reading the clusters file and the
-        # catalog may, and so may a library at import): every thread inherits the mask, and
-        # run_daemon takes both signals in this thread with sigtimedwait
-        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
-            start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
     def start() -> None:
         from placer.daemon import config_from_file, parse_duration, run_daemon, setup_logging
         from placer.daemon.config import check_preemption, check_request_deadline
@@ -81,4 +71,15 @@ def daemon(
                                   preemption=preemption, preemption_rate=preemption_rate, min_run_time=min_run)
         run_daemon(config, kubeconfig=kubeconfig, catalog=load_catalog(catalog, prefer=prefer), metrics_addr=addr,
                    prefer=prefer)
-    run(go)
+    run(lambda: _stop_signals_blocked(start))
+
+
+def _stop_signals_blocked(start: Callable[[], None]) -> None:
+    """`start` with SIGINT and SIGTERM blocked from the first, before anything starts a thread
+    (reading the clusters file and the catalog may, and so may a library at import): every
+    thread inherits the mask, and run_daemon takes both in this thread with sigtimedwait."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
