@@ -16,6 +16,8 @@ import pstats
 import sys
 import time
 
+from cpu_laps import cpu_clock
+
 import placer.ops.plan as OP
 import placer.solve as S
 from placer.solve.greedy import greedy
@@ -67,18 +69,7 @@ def once() -> tuple[float, float, str]:
 cpu: dict[str, float] = {}
 
 
-class Clock(S._Clock):
-    """The solve's laps in CPU seconds too."""
-
-    def __init__(self, t0):
-        super().__init__(t0)
-        self.lastc = P()
-
-    def lap(self, name):
-        super().lap(name)
-        now = P()
-        cpu[name] = cpu.get(name, 0.0) + now - self.lastc
-        self.lastc = now
+Clock = cpu_clock(S._Clock, cpu)
 
 
 def whole_solve() -> tuple[float, float, str]:

@@ -11,6 +11,8 @@ import json
 import sys
 import time
 
+from cpu_laps import cpu_clock
+
 import placer.ops.context as CTX
 import placer.ops.plan as OP
 import placer.solve as S
@@ -37,18 +39,7 @@ wrap(CTX, "resolve_clusters", "clusters")
 wrap(CTX, "load_catalog", "catalog")
 
 
-class Clock(S._Clock):
-    def __init__(self, t0):
-        super().__init__(t0)
-        self.lastc = P()
-
-    def lap(self, name):
-        super().lap(name)
-        now = P()
-        cpu[name] = cpu.get(name, 0.0) + now - self.lastc
-        self.lastc = now
-
-
+Clock = cpu_clock(S._Clock, cpu)
 S._Clock = Clock
 d = sys.argv[1]
 tl = float(sys.argv[2]) if len(sys.argv) > 2 else 10000.0

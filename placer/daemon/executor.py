@@ -82,10 +82,10 @@ class Executor:
             case Condition(ref, placed, reason, message, type_):
                 self.writer.condition(ref, staging, placed=placed, reason=reason, message=message, type_=type_)
 
-    def later(self, action: Action, failed: Callable[[PlacerError], None]) -> None:
+    def later(self, action: Annotate | Record, failed: Callable[[PlacerError], None]) -> None:
         """A write to the staging object, beside other workloads' in an open pass (`overlap`);
         the staging object read when the write is made, after the workload's earlier ones."""
-        self.overlap.run(action.ref, lambda: self.write(action), failed=failed)  # type: ignore[union-attr]
+        self.overlap.run(action.ref, lambda: self.write(action), failed=failed)
 
     def hub(self, ref: WorkloadRef, fn: Callable[[], Any], *, then: Callable[[Any], None],
             failed: Callable[[PlacerError], None]) -> None:

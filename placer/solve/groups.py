@@ -4,6 +4,7 @@ with its policy and topology units, and a reachable cluster's node classes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping, Sequence
 
 from placer.model import reasons as R
@@ -174,11 +175,14 @@ class ClusterInfo:
         names = _named_nodes(shape.affinity_terms)
         if names is None:
             return self.classes
-        by_sample = self.__dict__.get("_by_sample")
-        if by_sample is None:
-            by_sample = self.__dict__["_by_sample"] = {k.sample.name: k for k in self.classes}
+        by_sample = self._by_sample
         found = {by_sample[n].index: by_sample[n] for n in names if n in by_sample}
         return [found[i] for i in sorted(found)]
+
+    @cached_property
+    def _by_sample(self) -> dict[str, NodeClass]:
+        """Each class by its sample node's name (with `by_name`, every node's own class)."""
+        return {k.sample.name: k for k in self.classes}
 
     def shape(self, part: Part) -> PodShape | None:
         """The part's pods as this cluster's RuntimeClass admission leaves them (None: refused)."""
