@@ -9,9 +9,13 @@ In-repo servers (default): the hub and N GPU clusters (tests/kubeapi) run in a s
 process, so the daemon's CPU and memory are its own; each GPU cluster has M 8-GPU nodes and
 --pods-per-node bound pods per node (5: 10,000 nodes and 50,000 pods at 20 x 500; they
 request CPU and memory, and --pod-gpus GPUs each, 0 by default so that every arrival fits).
-The daemon runs in this process (tests/daemon_helpers.Env, `placer.daemon.Daemon`), as do
-the arrivals (1-GPU JobSets created through the real client from a thread pool) and one
-watch per target cluster that records when each copy appears.
+The daemon runs in this process (tests/daemon_helpers.Env, `placer.daemon.Daemon`). The users
+have a process of their own (as users create from their own processes; --users-in-process:
+in the daemon's, as before): the arrivals (1-GPU JobSets created through the real client from
+8 threads) and one watch per target cluster that records when each copy appears. Their times
+are time.perf_counter (CLOCK_MONOTONIC, the same clock in every process), so the meters are
+as before: the burst from its first create to the last copy seen, steady latency from a
+create's answer to its copy seen.
 
 --real: hub, alpha and beta are real control planes from hack/kube-env (etcd, kube-apiserver,
 scheduler, controller-manager; the upstream JobSet CRD from ../shared/corpus/upstream installed
@@ -33,7 +37,7 @@ Measured:
 - LIST requests the daemon made during the steady phase, per cluster (servers' request logs,
   counted from after the initial sync; the daemon presents its own token, so the benchmark's
   own watches do not count);
-- memory: this process's RSS (daemon, its caches, plus the small load generator) before the
+- memory: this process's RSS (the daemon and its caches; the users too with --users-in-process) before the
   daemon starts, after its initial sync, and its peak (ru_maxrss) at the end;
 - what an arrival can wait behind in the steady phase: the arrivals over 0.25 s, the garbage
   collector's passes in this process (gc.callbacks: how many, the longest, the full ones) and
@@ -267,30 +271,143 @@ class RealFleet:
         self.env.down()
 
 
+class Users:
+    """The users: their client, the 8 threads they create from, and one watch per target that
+    records when each copy appears. By default in a process of their own (`UsersProcess`):
+    users create from their own processes, so the daemon's process pays for the daemon alone;
+    the requests are the same. Times are `time.perf_counter` (CLOCK_MONOTONIC, one clock for
+    every process of the machine), so the daemon's side can compare them with its own."""
+
+    def __init__(self, kubeconfig: str, names: list[str]):
+        self.names = names
+        self.user = Kube(kubeconfig, max_workers=16)
+        self.hub = self.user.client("hub")
+        self.res = self.hub.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet")
+        self.arrivals = Arrivals(self.user, names)
+        self.pool = ThreadPoolExecutor(8)
+        self.created: dict[str, float] = {}
+
+    def baselines(self) -> tuple[list[float], list[float]]:
+        """50 each: a create round trip on the hub; a create on a target until the watch sees it."""
+        base_hub, base_seen = [], []
+        target = self.user.client(self.names[0])
+        target_res = target.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet")
+        for i in range(50):
+            t = time.perf_counter()
+            self.hub.create(self.res, jobset(f"baseline-{i}", ns="baseline"), "baseline")
+            base_hub.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            target.create(target_res, jobset(f"direct-{i}", ns="baseline"), "baseline")
+            self.arrivals.wait({f"baseline/direct-{i}"}, 10)
+            base_seen.append(self.arrivals.seen[f"baseline/direct-{i}"] - t)
+        return base_hub, base_seen
+
+    def floor(self, n: int, timeout: float) -> float:
+        """What a perfect placer's burst costs at least here: n hub creates, each followed by a
+        create made directly on a target (round robin), until the watches see every copy."""
+        targets = [self.user.client(c) for c in self.names]
+        kinds = [t.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet") for t in targets]
+
+        def both(i: int) -> None:
+            name = f"floor-{i:04d}"
+            self.hub.create(self.res, jobset(name, pods=1, gpus=1, ns="baseline"), "baseline")
+            k = i % len(targets)
+            targets[k].create(kinds[k], jobset(name, pods=1, gpus=1, ns="baseline"), "baseline")
+        t = time.perf_counter()
+        list(self.pool.map(both, range(n)))
+        if not self.arrivals.wait({f"baseline/floor-{i:04d}" for i in range(n)}, timeout):
+            raise SystemExit("the burst's baseline: not every direct create was seen by the watches")
+        return max(self.arrivals.seen[f"baseline/floor-{i:04d}"] for i in range(n)) - t
+
+    def _create(self, name: str) -> None:
+        self.hub.create(self.res, jobset(name, pods=1, gpus=1), STAGING)
+        self.created[f"{STAGING}/{name}"] = time.perf_counter()
+
+    def steady(self, n: int, rate: float, timeout: float) -> tuple[list[float], bool]:
+        """n staging creates at `rate` per second; each one's latency from its create's answer
+        to its copy seen on a target; whether every copy was seen within `timeout`."""
+        t0 = time.perf_counter()
+        futures = []
+        for i in range(n):
+            time.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
+            futures.append(self.pool.submit(self._create, f"s{i:04d}"))
+        for f in futures:
+            f.result()
+        steady = {f"{STAGING}/s{i:04d}" for i in range(n)}
+        ok = self.arrivals.wait(steady, timeout)
+        return [self.arrivals.seen[k] - self.created[k] for k in steady if k in self.arrivals.seen], ok
+
+    def burst(self, n: int, timeout: float) -> dict[str, Any]:
+        """n staging creates from the 8 threads at once; the clock runs from the first create to
+        the last copy seen on a target (this process's CPU meanwhile: the users' own, where they
+        have a process of their own)."""
+        burst = [f"b{i:04d}" for i in range(n)]
+        cpu = time.process_time()
+        t1 = time.perf_counter()
+        list(self.pool.map(self._create, burst))
+        created_s = time.perf_counter() - t1
+        ok = self.arrivals.wait({f"{STAGING}/{b}" for b in burst}, timeout)
+        done = max(self.arrivals.seen.get(f"{STAGING}/{b}", float("inf")) for b in burst) - t1
+        return {"created_s": created_s, "ok": ok, "done": done, "cpu": time.process_time() - cpu,
+                "placed": sum(1 for b in burst if f"{STAGING}/{b}" in self.arrivals.seen)}
+
+    def dups(self) -> int:
+        """Copies the watches saw twice."""
+        return len(self.arrivals.dups)
+
+    def stop(self) -> None:
+        self.arrivals.stop.set()
+        self.pool.shutdown()
+
+
+def users_process(kubeconfig: str, names: list[str], conn) -> None:
+    """Child process: the users, answering the daemon side's calls until told to stop."""
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    users = Users(kubeconfig, names)
+    conn.send("ready")
+    while True:
+        method, args = conn.recv()
+        try:
+            conn.send(("ok", getattr(users, method)(*args)))
+        except BaseException as e:                      # handed back: the parent fails with it
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+        if method == "stop":
+            return
+
+
+class UsersProcess:
+    """The parent's handle on the users' process: `Users`' methods, called there."""
+
+    def __init__(self, kubeconfig: str, names: list[str]):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=users_process, args=(kubeconfig, names, child), daemon=True)
+        self.proc.start()
+        if self.conn.recv() != "ready":
+            raise SystemExit("the users' process did not start")
+
+    def __getattr__(self, method: str):
+        def call(*args):
+            self.conn.send((method, args))
+            status, value = self.conn.recv()
+            if status != "ok":
+                raise SystemExit(f"the users' process: {method}: {value}")
+            if method == "stop":
+                self.proc.join(30)
+            return value
+        return call
+
+
 @dataclass(frozen=True)
 class BurstFloor:
     seconds: float                       # from the first create to the last copy the watches saw
     server_cpu: float | None             # the servers' process CPU meanwhile (None: real servers)
 
 
-def burst_baseline(hub, res, user: Kube, names: list[str], arrivals: Arrivals, pool: ThreadPoolExecutor, n: int,
-                   timeout: float, fleet) -> BurstFloor:
-    """What a perfect placer's burst costs at least here: n hub creates, each followed by a
-    create made directly on a target (round robin), until the watches see every copy."""
-    targets = [user.client(c) for c in names]
-    kinds = [t.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet") for t in targets]
-
-    def both(i: int) -> None:
-        name = f"floor-{i:04d}"
-        hub.create(res, jobset(name, pods=1, gpus=1, ns="baseline"), "baseline")
-        k = i % len(targets)
-        targets[k].create(kinds[k], jobset(name, pods=1, gpus=1, ns="baseline"), "baseline")
+def burst_baseline(users, n: int, timeout: float, fleet) -> BurstFloor:
+    """The burst's baseline (`Users.floor`) and the servers' CPU meanwhile."""
     server_cpu = fleet.ask("cpu")
-    t = time.perf_counter()
-    list(pool.map(both, range(n)))
-    if not arrivals.wait({f"baseline/floor-{i:04d}" for i in range(n)}, timeout):
-        raise SystemExit("the burst's baseline: not every direct create was seen by the watches")
-    seconds = max(arrivals.seen[f"baseline/floor-{i:04d}"] for i in range(n)) - t
+    seconds = users.floor(n, timeout)
     return BurstFloor(seconds, fleet.ask("cpu") - server_cpu if server_cpu is not None else None)
 
 
@@ -390,6 +507,9 @@ def main() -> None:
                     help="leave the garbage collector as it is (`placer daemon` settles it in idle time)")
     ap.add_argument("--no-follow", action="store_true",
                     help="do not follow registered definitions (the daemon's default is to follow them)")
+    ap.add_argument("--users-in-process", action="store_true",
+                    help="run the users (load generator and watches) in the daemon's process, as before issue 24's "
+                         "round i27 (by default they have a process of their own)")
     args = ap.parse_args()
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     if args.real and (args.clusters, args.nodes_per_cluster) != (2, 80):
@@ -403,26 +523,12 @@ def main() -> None:
         start_inrepo(directory, names, args.nodes_per_cluster, args.pods_per_node, args.pod_gpus)
     seed_s = time.perf_counter() - t_seed
     env = Env(fleet, clusters=tuple(names))
-    user = Kube(str(fleet.kubeconfig), max_workers=16)
-    hub = user.client("hub")
-    res = hub.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet")
-    arrivals = Arrivals(user, names)
+    users = Users(str(fleet.kubeconfig), names) if args.users_in_process else \
+        UsersProcess(str(fleet.kubeconfig), names)
 
     # baselines: a create round trip on the hub; a create on a target until the watch sees it
-    base_hub, base_seen = [], []
-    target = user.client(names[0])
-    target_res = target.resource_for("jobset.x-k8s.io/v1alpha2", "JobSet")
-    for i in range(50):
-        t = time.perf_counter()
-        hub.create(res, jobset(f"baseline-{i}", ns="baseline"), "baseline")
-        base_hub.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        target.create(target_res, jobset(f"direct-{i}", ns="baseline"), "baseline")
-        arrivals.wait({f"baseline/direct-{i}"}, 10)
-        base_seen.append(arrivals.seen[f"baseline/direct-{i}"] - t)
-
-    pool = ThreadPoolExecutor(8)
-    floor_burst = burst_baseline(hub, res, user, names, arrivals, pool, args.burst, args.timeout, fleet)
+    base_hub, base_seen = users.baselines()
+    floor_burst = burst_baseline(users, args.burst, args.timeout, fleet)
 
     rss_before = rss_mib()
     kubeconfig = fleet.kubeconfig if args.real else token_kubeconfig(fleet, Path(directory) / "daemon.kubeconfig",
@@ -439,47 +545,27 @@ def main() -> None:
     rss_synced = rss_mib()
 
     # steady arrivals
-    created: dict[str, float] = {}
-
-    def create(name: str) -> None:
-        hub.create(res, jobset(name, pods=1, gpus=1), STAGING)
-        created[f"{STAGING}/{name}"] = time.perf_counter()
     gcs = GcMeter()
     gcs.on = True
     steady_meter = ThreadMeter(d, None)
     steady_from = time.monotonic()
-    t0 = time.perf_counter()
-    futures = []
-    for i in range(args.steady):
-        due = t0 + i / args.rate
-        time.sleep(max(0.0, due - time.perf_counter()))
-        futures.append(pool.submit(create, f"s{i:04d}"))
-    for f in futures:
-        f.result()
-    steady = {f"{STAGING}/s{i:04d}" for i in range(args.steady)}
-    ok = arrivals.wait(steady, args.timeout)
+    lat, ok = users.steady(args.steady, args.rate, args.timeout)
     steady_to = time.monotonic()
     gcs.on = False
     steady_meter.stop()
     lists_steady = fleet.ask("lists", (steady_from, steady_to))
     discovery_steady = fleet.ask("discovery", (steady_from, steady_to))
-    lat = [arrivals.seen[n] - created[n] for n in steady if n in arrivals.seen]
     stats = (len(lat), pct(lat, 50), pct(lat, 99), max(lat)) if lat else (0, 0.0, 0.0, 0.0)
     assert d.wait_idle(args.timeout)
 
     # burst
-    burst = [f"b{i:04d}" for i in range(args.burst)]
     rounds_before = _rounds(d)
     interpreted = (d.interpret.misses, d.interpret.hits)
     meter = ThreadMeter(d, args.profile)
     server_cpu = fleet.ask("cpu")
     own_cpu = time.process_time()
     burst_from = time.monotonic()
-    t1 = time.perf_counter()
-    list(pool.map(create, burst))
-    created_s = time.perf_counter() - t1
-    ok_burst = arrivals.wait({f"{STAGING}/{n}" for n in burst}, args.timeout)
-    burst_done = max(arrivals.seen.get(f"{STAGING}/{n}", float("inf")) for n in burst) - t1
+    burst = users.burst(args.burst, args.timeout)
     assert d.wait_idle(args.timeout)
     burst_to = time.monotonic()
     meter.stop()
@@ -492,19 +578,25 @@ def main() -> None:
     made = fleet.ask("created") or {}
     twice = sorted(n for n, cs in made.items() if len(cs) > 1)
     rss_peak = peak_rss_mib()
+    seen_twice = users.dups()
     env.stop()
-    arrivals.stop.set()
-    pool.shutdown()
+    users.stop()
     fleet.stop()
+    burst_done = burst["done"]
     report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_to - steady_from, lists_steady,
-           burst, arrivals, ok_burst, burst_done, created_s, twice, rounds, rss_before, rss_synced, rss_peak)
+           burst, seen_twice, twice, rounds, rss_before, rss_synced, rss_peak)
     print(f"the burst's baseline (the same {args.burst} staging creates, each followed by a create made directly "
           f"on a target, no daemon): {floor_burst.seconds:.1f} s to the last copy seen"
           + (f", the servers' process {floor_burst.server_cpu:.2f} s CPU" if floor_burst.server_cpu is not None else "")
           + f"; the burst took {burst_done / max(floor_burst.seconds, 1e-3):.1f}x that")
     print(f"the burst, until the daemon was idle again: {burst_rounds} planning rounds; the daemon thread ran "
           f"{meter.steps} steps taking {meter.wall:.1f} s, {meter.cpu:.2f} s CPU (thread time), in {burst_to - burst_from:.1f} s")
-    print(f"this process (the daemon, all its threads, and the load generator) used {own_cpu:.2f} s CPU in the burst")
+    if args.users_in_process:
+        print(f"this process (the daemon, all its threads, and the users: load generator and watches) used "
+              f"{own_cpu:.2f} s CPU in the burst")
+    else:
+        print(f"the daemon's process (the daemon alone) used {own_cpu:.2f} s CPU in the burst; the users' process "
+              f"(load generator and watches) {burst['cpu']:.2f} s")
     print(f"the daemon's interpretations in the burst: {interpreted[0]} computed, {interpreted[1]} remembered")
     if server_cpu is not None:
         print(f"the servers' process (hub and targets, one Python process) used {server_cpu:.2f} s CPU in the burst")
@@ -520,8 +612,8 @@ def main() -> None:
               f"({', '.join(f'{k} {v}' for k, v in discovery_steady.items() if v) or 'none on any cluster'})")
 
 
-def report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_s, lists, burst, arrivals, ok_burst,
-           burst_done, created_s, twice, rounds, rss_before, rss_synced, rss_peak) -> None:
+def report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_s, lists, burst, seen_twice, twice,
+           rounds, rss_before, rss_synced, rss_peak) -> None:
     server = "real kube-apiserver (hack/kube-env)" if args.real else "in-repo test servers in a separate process"
     pods = len(names) * args.nodes_per_cluster * args.pods_per_node if not args.real else 0
     print(f"# placer daemon benchmark ({server}: hub + {len(names)} clusters x {args.nodes_per_cluster} nodes x "
@@ -535,15 +627,14 @@ def report(args, names, seed_s, sync_s, base_hub, base_seen, stats, ok, steady_s
     print("|---|---|---|---|---|---|---|---|")
     print(f"| steady {args.rate:g}/s | {args.steady} | {stats[0]}{'' if ok else ' (TIMEOUT)'} | "
           f"{stats[1]:.3f} | {stats[2]:.3f} | {stats[3]:.3f} | - | {stats[2] / floor:.0f}x |")
-    placed = sum(1 for n in burst if f"{STAGING}/{n}" in arrivals.seen)
-    print(f"| burst | {args.burst} | {placed}{'' if ok_burst else ' (TIMEOUT)'} | - | - | - | "
-          f"{burst_done:.1f} (creates took {created_s:.1f}) | - |")
+    print(f"| burst | {args.burst} | {burst['placed']}{'' if burst['ok'] else ' (TIMEOUT)'} | - | - | - | "
+          f"{burst['done']:.1f} (creates took {burst['created_s']:.1f}) | - |")
     print(f"targets (issue 13): p99 <= 0.25 s: {'met' if stats[2] <= 0.25 else 'MISSED'}; burst <= 30 s: "
-          f"{'met' if burst_done <= 30 else 'MISSED'}")
+          f"{'met' if burst['done'] <= 30 else 'MISSED'}")
     dups = len(twice) if lists is not None else "n/a"
-    print(f"duplicates: {dups} ever created on two clusters (servers' logs), {len(arrivals.dups)} seen twice "
+    print(f"duplicates: {dups} ever created on two clusters (servers' logs), {seen_twice} seen twice "
           f"by the watches; planning rounds: {rounds}")
-    print(f"memory (RSS of the daemon's process, load generator included): {rss_before:.0f} MiB before the daemon, "
+    print(f"memory (RSS of the daemon's process{', users included' if args.users_in_process else ''}): {rss_before:.0f} MiB before the daemon, "
           f"{rss_synced:.0f} MiB after its initial sync, peak {rss_peak:.0f} MiB (ru_maxrss); "
           f"daemon's share at peak ~{rss_peak - rss_before:.0f} MiB")
     if lists is None:
