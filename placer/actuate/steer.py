@@ -168,11 +168,13 @@ def with_preferred_nodes(affinity: Mapping[str, Any] | None, nodes: Sequence[str
 
 def steer_to_nodes(obj: Mapping[str, Any], catalog: Catalog, nodes: Steering, *, mode: str = STEER_REQUIRED,
                    source: str | None = None, planned_for: str | None = None,
-                   templates: Templates | None = None, counts: Counts | None = None) -> dict[str, Any]:
+                   templates: Templates | None = None, counts: Counts | None = None,
+                   in_place: bool = False) -> dict[str, Any]:
     """A copy of `obj` whose pod templates carry a node affinity to their planned `nodes`
     (see the module's docstring), and the `placer.dev/nodes` annotation recording them with
     `planned_for`, the `fingerprint` of the demand they were planned for. `pinned` without
-    `counts` (a re-apply that kept only the nodes) is `required`: nothing could lift a gate."""
+    `counts` (a re-apply that kept only the nodes) is `required`: nothing could lift a gate.
+    `in_place`: `obj` itself (a dict the caller owns) is changed and returned."""
     gate = mode == STEER_PINNED and bool(counts)
     if mode == STEER_OFF or not nodes:
         return dict(obj)
@@ -187,7 +189,7 @@ def steer_to_nodes(obj: Mapping[str, Any], catalog: Catalog, nodes: Steering, *,
         if path is None or NOT_A_PATH in path:
             continue                  # no pod, or the definition gives no path: left to the scheduler
         by_path.setdefault(tuple(path), set()).update(planned)
-    out = copy.deepcopy(dict(obj))
+    out = obj if in_place and isinstance(obj, dict) else copy.deepcopy(dict(obj))
     for at, on in by_path.items():
         affinity = _get(out, at)
         affinity = (with_required_nodes(affinity, sorted(on)) if mode in HOLDS

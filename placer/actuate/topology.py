@@ -196,18 +196,19 @@ def templates_of(obj: Mapping[str, Any], catalog: Catalog, source: str | None = 
 def hand_off_topology(obj: Mapping[str, Any], catalog: Catalog, choices: Sequence[TopologyChoice], *,
                       mode: str = HANDOFF_AFFINITY, workload_label: tuple[str, str] | None = None,
                       levels: Sequence[str] = (), source: str | None = None,
-                      templates: Templates | None = None) -> dict[str, Any]:
+                      templates: Templates | None = None, in_place: bool = False) -> dict[str, Any]:
     """A copy of `obj` whose pod templates carry `choices` (see the module's docstring).
     `workload_label`: a label every pod template of the object carries (placer's own
     workload label), used to select the workload's pods in a pod affinity. `levels`: the
     cluster's levels, widest first (Kueue takes one annotation per pod set: the narrowest).
-    `templates`: `templates_of(obj)` when the caller has it."""
+    `templates`: `templates_of(obj)` when the caller has it. `in_place`: `obj` itself (a dict
+    the caller owns) is changed and returned."""
     if not choices:
         return dict(obj)
     t = templates or templates_of(obj, catalog, source)
     compiled, name, w, by_member = t.compiled, t.name, t.workload, t.members
     gangs = {g.name: g for g in w.gangs}
-    out = copy.deepcopy(dict(obj))
+    out = obj if in_place and isinstance(obj, dict) else copy.deepcopy(dict(obj))
     gang_label = getattr(compiled.definition, "gangPodLabel", None)
     for member, per_key in _wanted(choices, gangs, name, source).items():
         inst, row = by_member[member]

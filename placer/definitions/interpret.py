@@ -370,10 +370,11 @@ def _expand(pattern: Any) -> list[str]:
 # --- mutation ----------------------------------------------------------------------
 
 def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping[str, Any],
-                        source: str | None = None) -> dict[str, Any]:
+                        source: str | None = None, *, in_place: bool = False) -> dict[str, Any]:
     """A copy of `obj` with `patch` applied to every instance's pod template:
     labels/annotations/nodeSelector merged, tolerations appended once, schedulerName set.
-    Nothing else changes."""
+    Nothing else changes. `in_place`: `obj` itself (a dict the caller owns) is patched and
+    returned; every path is checked before the first write, so an error leaves it as it was."""
     unknown = set(patch) - set(PATCH_KEYS)
     if unknown:
         raise InputError(f"pod template patch: unknown keys {sorted(unknown)}; allowed: {', '.join(PATCH_KEYS)}",
@@ -381,7 +382,7 @@ def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping
     compiled = definition_for(obj, catalog, source)
     name = object_name(obj)
     per_component = template_paths(compiled, obj, name, source)[:-1]
-    result = copy.deepcopy(dict(obj))
+    writes = []
     for i, rows in enumerate(per_component):
         comp = compiled.definition.components[i]
         for row in rows:
@@ -393,7 +394,10 @@ def patch_pod_templates(obj: Mapping[str, Any], catalog: Catalog, patch: Mapping
                         f"cannot write {key}: the definition gives {why}",
                         definition=compiled.name, field=f"components[{i}].pod", expression=comp.name,
                         obj=name, source=source)
-                _apply(result, path, key, value)
+                writes.append((path, key, value))
+    result = obj if in_place and isinstance(obj, dict) else copy.deepcopy(dict(obj))
+    for path, key, value in writes:
+        _apply(result, path, key, value)
     return result
 
 
@@ -436,11 +440,28 @@ def _apply(obj: dict, path: list[Any], key: str, value: Any) -> None:
 
 
 def template_paths(compiled: CompiledDefinition, obj: Mapping[str, Any], name: str, source: str | None) -> list[Any]:
+    """The paths program's output for `obj`. Each thread remembers its last answer by the
+    definition and the object's JSON text: preparing a copy asks twice in a row of an object
+    the suspend policy left as it was (the suspend path, then the pod-template patch). Each
+    answer is a fresh value (read back from its JSON), whoever changes one."""
+    text = json_text(obj)
+    last = getattr(_LAST_PATHS, "answer", None)
+    if last is not None and last[0] is compiled and last[1] == text:
+        return orjson.loads(last[2])
     try:
-        return _first(compiled.paths_program, json_text(obj))
+        found = _first(compiled.paths_program, text)
     except ValueError as e:
         raise EvaluationError(str(e).split("\n")[0], definition=compiled.name, field="paths",
                               expression="path(...)", obj=name, source=source) from None
+    try:
+        _LAST_PATHS.answer = (compiled, text, orjson.dumps(found))
+    except (orjson.JSONEncodeError, TypeError):
+        _LAST_PATHS.answer = None
+    return found
+
+
+# per thread: (definition, the object's JSON text, the paths program's answer as JSON)
+_LAST_PATHS = threading.local()
 
 
 def suspend_path(obj: Mapping[str, Any], catalog: Catalog, source: str | None = None) -> list[Any] | None:

@@ -60,18 +60,20 @@ def set_path(obj: dict[str, Any], path: tuple[str | int, ...], value: Any) -> No
     parent[path[-1]] = value
 
 
-def with_units(obj: Mapping[str, Any], scaling: Scaling, units: int) -> dict[str, Any]:
-    """A copy of the object whose scalable paths hold a share of `units` units."""
-    out = copy.deepcopy(dict(obj))
+def with_units(obj: Mapping[str, Any], scaling: Scaling, units: int, *, in_place: bool = False) -> dict[str, Any]:
+    """A copy of the object whose scalable paths hold a share of `units` units (`in_place`:
+    the object itself, a dict the caller owns)."""
+    out = obj if in_place and isinstance(obj, dict) else copy.deepcopy(dict(obj))
     for path, value in zip(scaling.paths, scaling.replicas_at(units)):
         set_path(out, path, str(value) if scaling.string else value)
     return out
 
 
-def share_object(obj: Mapping[str, Any], scaling: Scaling, replicas: int) -> dict[str, Any]:
+def share_object(obj: Mapping[str, Any], scaling: Scaling, replicas: int, *, in_place: bool = False
+                 ) -> dict[str, Any]:
     """A copy of the object holding a share of `replicas` (a whole number of units)."""
     per = sum(scaling.replicas) // scaling.units if scaling.units else 1
-    return with_units(obj, scaling, replicas // max(per, 1))
+    return with_units(obj, scaling, replicas // max(per, 1), in_place=in_place)
 
 
 def with_scaling(w: Workload, compiled: CompiledDefinition, obj: Mapping[str, Any],

@@ -22,11 +22,12 @@ SUSPEND_OMIT = "omit"                     # leave the field out: the cluster's a
 SUSPEND_KEEP = "keep"                     # copy it as it is
 
 
-def set_suspend(obj: Mapping[str, Any], catalog: Catalog, mode: str = SUSPEND_UNSUSPEND) -> dict[str, Any]:
+def set_suspend(obj: Mapping[str, Any], catalog: Catalog, mode: str = SUSPEND_UNSUSPEND, *,
+                in_place: bool = False) -> dict[str, Any]:
     """A copy of `obj` with its suspend field handled per `mode`: `unsuspend` sets a truthy
     suspend field to false, `omit` removes it, `keep` leaves it. Objects whose definition has
-    no suspend path come back unchanged."""
-    out = copy.deepcopy(dict(obj))
+    no suspend path come back unchanged. `in_place`: `obj` itself (a dict the caller owns)."""
+    out = obj if in_place and isinstance(obj, dict) else copy.deepcopy(dict(obj))
     if mode == SUSPEND_KEEP:
         return out
     path = suspend_path(out, catalog)
