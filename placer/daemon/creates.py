@@ -148,7 +148,21 @@ class Creator:
         applied = A.apply_group(self.bench.targets.client(c.cluster), objects, group_key=c.group,  # type: ignore[arg-type]
                                 pod_security=A.handoff_of(self.entries[c.cluster]).pod_security,
                                 namespaces=self.bench.targets.namespaces_on(c.cluster))
+        if not share_create(c):
+            self._interpret_made(c, objects, applied)
         return objects, applied
+
+    def _interpret_made(self, c: Create, objects: Sequence[dict], applied: Sequence[Any]) -> None:
+        """Each member's copy as made, interpreted here on the cluster's worker: the report
+        (`report`, on the daemon thread, which every step waits for) and the copy's watch
+        event then find it remembered. A copy that does not read is left to the report."""
+        for obj, ap in zip(objects, applied):
+            ref = WorkloadRef.of(obj)
+            if ap is not None and ref in c.members:
+                try:
+                    self.interpret(_as_made(obj, ap), f"{c.cluster}/{ref}")
+                except PlacerError:
+                    pass
 
     def created(self, c: Create, result: Any) -> None:
         self._settle(c)
