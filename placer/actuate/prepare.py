@@ -208,16 +208,14 @@ def prepare_objects(group: PlacementGroup, cluster_entry: Any, catalog: Catalog,
         _label(obj, common_lab, ann)
         out.append(obj)
     for w in group.workloads:
-        obj = strip_server_fields(w.obj)
+        obj = strip_server_fields(w.obj)        # this call's own copy: the steps below change it in place
         obj["metadata"]["namespace"] = w.namespace
         key = str(w.ref)
-        # `obj` is this call's own copy from here on: each step below changes it in place
         if (shares or {}).get(w.ref) is not None and w.scaling is not None:
             obj = share_object(obj, w.scaling, (shares or {})[w.ref], in_place=True)
         obj = set_suspend(obj, catalog, handoff.suspend, in_place=True)
         obj = _patch_pods(obj, catalog, handoff.pod_template_patch, workload_label(w.ref), w.source)
-        choices = (topology or {}).get(w.ref)
-        steered = (nodes or {}).get(w.ref)
+        choices, steered = (topology or {}).get(w.ref), (nodes or {}).get(w.ref)
         # the templates read once (jq) for both hand-offs: neither moves a template
         templates = templates_of(obj, catalog, w.source) if choices and steered else None
         if choices:
