@@ -26,7 +26,7 @@ class _Root(typer.core.TyperGroup):
             else (list(args), [], [])
         if "--debug" in head:
             head = ["--debug"] + [a for a in head if a != "--debug"]
-        command = next((a for a in head if not a.startswith("-")), None)
+        command = command_name(head)
         if command in VALUED_DRY_RUN:               # kubectl's bare --dry-run means --dry-run=client
             head = ["--dry-run=client" if a == "--dry-run" else a for a in head]
         return super().parse_args(ctx, head + sep + tail)
@@ -34,6 +34,13 @@ class _Root(typer.core.TyperGroup):
 
 # commands whose --dry-run takes kubectl's optional value (none|client|server)
 VALUED_DRY_RUN = ("submit", "plan")
+
+
+def command_name(args: list[str]) -> str | None:
+    """The subcommand of a command line: its first word that is no option (the root's
+    options are all flags), before any `--`."""
+    head = args[:args.index("--")] if "--" in args else args
+    return next((a for a in head if not a.startswith("-")), None)
 
 
 app = typer.Typer(cls=_Root, no_args_is_help=True,

@@ -83,3 +83,24 @@ def test_a_plan_that_builds_no_cp_sat_model_does_not_load_cp_sat(tmp_path):
 
 def test_the_probe_sees_cp_sat_where_a_model_is_searched(tmp_path):
     assert _loaded_after_plan(tmp_path, "examples/", heavy=CP_SAT) == ["ortools.sat"]
+
+
+OTHER_COMMANDS = ("placer.cli.catalog", "placer.cli.clusters", "placer.cli.daemon", "placer.cli.delete",
+                  "placer.cli.describe", "placer.cli.get", "placer.cli.submit", "placer.cli.version",
+                  "rich.table", "rich.tree")
+
+
+def test_a_plan_loads_no_other_command_module(tmp_path):
+    """`placer plan` imports its own command module only, not the other commands' nor the rich
+    tables and trees they draw with (issue 24: 0.01 s CPU of every plan). The probe sees the
+    plan's own module, so it can fail; `from placer.cli import app` (hosts, tests) loads all."""
+    (tmp_path / "job.yaml").write_text(TOO_BIG)
+    loaded = _loaded_after_plan(tmp_path, str(tmp_path / "job.yaml"), heavy=("placer.cli.plan", *OTHER_COMMANDS))
+    assert loaded == ["placer.cli.plan"]
+
+
+def test_the_app_of_a_host_has_every_command():
+    probe = "from placer.cli import app; import typer.main; print(' '.join(typer.main.get_command(app).commands))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert sorted(done.stdout.split()) == ["catalog", "clusters", "daemon", "delete", "describe", "get", "plan",
+                                           "submit", "version"], done.stderr
