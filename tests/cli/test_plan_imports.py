@@ -107,3 +107,12 @@ def test_the_app_of_a_host_has_every_command():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert sorted(done.stdout.split()) == ["catalog", "clusters", "daemon", "delete", "describe", "get", "plan",
                                            "submit", "version"], done.stderr
+
+
+def test_a_plan_printed_as_data_loads_no_rich(tmp_path):
+    """`-o json` prints data and plain lines: rich's console is made on first use only (issue 24:
+    about 0.02 s CPU); the table loads it, so the probe can fail."""
+    (tmp_path / "job.yaml").write_text(TOO_BIG)
+    job = str(tmp_path / "job.yaml")
+    assert _loaded_after_plan(tmp_path, job, "-o", "json", heavy=("rich",)) == []
+    assert _loaded_after_plan(tmp_path, job, heavy=("rich",)) == ["rich"]
