@@ -32,6 +32,10 @@ PROBES = {"import placer.cli": ("", "placer.cli"),
           # with the LP bound's pywraplp: every module a plan settled without a CP-SAT model imports
           # (1,000 on 10,000 nodes: checked against sys.modules after such a plan)
           "+ pywraplp (LP bound)": ("", "placer.cli, placer.ops.plan, ortools.linear_solver.pywraplp"),
+          # what `placer plan` itself imports: its command module (with every other command's
+          # before i27-import, whose placer.cli loads the named command only), the plan, the LP bound
+          "placer.cli.plan + ops.plan + pywraplp": ("", "placer.cli.plan, placer.ops.plan, "
+                                                        "ortools.linear_solver.pywraplp"),
           "placer.ops.plan after placer.cli": ("placer.cli", "placer.ops.plan"),
           "both after placer.cli": ("placer.cli", "placer.ops.plan, ortools.linear_solver.pywraplp")}
 CP_SAT = "ortools.sat.python.cp_model_helper"

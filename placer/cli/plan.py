@@ -9,8 +9,6 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
-from rich.markup import escape
-from rich.text import Text
 
 from placer.cli.common import CATALOG_HELP, FILES_HELP, GPU_HELP, app, err, gpu_resources, one_shot_heap, out, run
 from placer.cli.output import OUTPUT_HELP, emit, kind_text, parse_output, print_text
@@ -21,6 +19,8 @@ from placer.model.words import noun
 from placer.ops.checks import DEFAULT_TIME_LIMIT, TIME_LIMIT_HELP, dry_run_mode
 
 if TYPE_CHECKING:                 # placer.ops.plan brings the Kubernetes client and the solver: loaded when used
+    from rich.text import Text  # rich: loaded by the table and messages only, not for `-o json`
+
     from placer.ops.plan import PlanResult
 
 MAX_NODES_SHOWN = 4
@@ -66,13 +66,13 @@ def plan(
         one_shot_heap()                          # now that the plan's modules are loaded
         status = err.status("planning...") if tty else nullcontext()
         with status as st:
-            update = (lambda msg: st.update(escape(msg))) if st is not None else None
+            update = (lambda msg: st.update(_escape(msg))) if st is not None else None
             return plan_files(files, clusters=clusters, kubeconfig=kubeconfig, contexts=tuple(context),
                               all_contexts=all_contexts, time_limit=time_limit,
                               notice=lambda m: err.print(f"note: {m}", markup=False, highlight=False),
                               catalog_dirs=catalog, gpu=gpu_resources(gpu),
                               workers=workers, effort=effort, effort_by_gap=effort_by_gap, namespace=namespace,
-                              explain=explain, announce=lambda m: err.print(escape(m), style="dim"), progress=update)
+                              explain=explain, announce=lambda m: err.print(_escape(m), style="dim"), progress=update)
 
     result = run(go)
     t = time.monotonic()
@@ -83,11 +83,16 @@ def plan(
         emit(result.plan.to_dict(), fmt, names=plan_names(result.plan))
     if svg:
         run(lambda: write_plan_svg(result, svg))
-        err.print(f"wrote {escape(svg)}", style="dim")
+        err.print(f"wrote {_escape(svg)}", style="dim")
     if timings:
         phases = {**result.plan.summary.timings, "render": time.monotonic() - t}
         print("timings: " + " ".join(f"{k}={v:.3f}s" for k, v in phases.items()), file=sys.stderr)
     raise typer.Exit(result.exit_code)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+    return escape(text)
 
 
 def _nodes_text(nodes) -> str:
@@ -101,6 +106,7 @@ def render_table(p: Plan, *, wide: bool = False, width: int | None = None, expla
     workload each on their own indented lines under its row, wrapped to `width`, so that
     an 80-column terminal reads as well as a wide one; `explain`: then what would make it
     fit, numbered best first."""
+    from rich.text import Text
     members: dict[str, list[str]] = {}
     for r in _entries(p):
         members.setdefault(r.group, []).append(r.workload)
@@ -160,6 +166,7 @@ def _kind(entry: Placement | Unplaced) -> str:
 
 def _options_text(u, width: int) -> Text:
     """What would make an unplaced workload fit, one numbered line each (wrapped)."""
+    from rich.text import Text
     text = Text()
     if u.options is None:
         return text

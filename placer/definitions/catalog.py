@@ -25,7 +25,7 @@ from placer.definitions.program import (
     compile_program,
     layout,
 )
-from placer.definitions.schema import Definition, parse_definition
+from placer.definitions.spec import Definition, from_document
 from placer.model.documents import decode, load_yaml
 from placer.model.errors import DefinitionError, InputError
 
@@ -67,11 +67,17 @@ class CompiledDefinition:
 
 def compile_definition(data: Any, source: str, format: str = PLACER_FORMAT, *,
                        built_in: bool = False) -> CompiledDefinition:
-    """A definition, its expressions checked and its program compiled in one jq compile;
-    a built-in one (`built_in`) is validated now and compiled on first use."""
+    """A definition, validated, its expressions checked and its program compiled in one jq
+    compile. A built-in one (`built_in`, placer's own catalog, which its tests validate and
+    check: tests/definitions) is read as it stands, and compiled on first use: a command
+    of built-in kinds loads no schema (issue 24)."""
+    if built_in:
+        defn = from_document(data)
+        return CompiledDefinition(defn, source, None, layout(defn), format=format)
+    from placer.definitions.schema import parse_definition  # pydantic's models: for user input only
+
     defn = parse_definition(data, source, check=False)
-    program = None if built_in else compile_checked(defn, source)
-    return CompiledDefinition(defn, source, program, layout(defn), format=format)
+    return CompiledDefinition(defn, source, compile_checked(defn, source), layout(defn), format=format)
 
 
 @dataclass(frozen=True)

@@ -22,22 +22,17 @@ from typing import Any, Callable
 
 import jq
 
-from placer.definitions.schema import (
+from placer.definitions.expressions import (
     COMPONENT_VARS,
     GANG_VARS,
     OBJECT_VARS,
     STATUS_VARS,
-    Component,
-    Definition,
-    FieldExpr,
-    PodFields,
-    StatusRule,
     check_expressions,
     expressions,
 )
+from placer.definitions.spec import POD_FIELDS, Component, Definition, FieldExpr, StatusRule
 from placer.model.errors import DefinitionError, EvaluationError
 
-POD_FIELDS = tuple(PodFields.model_fields)
 PATCHABLE = ("labels", "annotations", "nodeSelector", "tolerations", "schedulerName")
 NOT_A_PATH = "<not a path expression>"
 

@@ -22,17 +22,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-import jq
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from placer.definitions import spec
+from placer.definitions.expressions import check_expressions
 from placer.model.errors import DefinitionError
-
-# Which jq variables each kind of expression may use.
-COMPONENT_VARS = ("root", "key", "path")
-OBJECT_VARS = ("root",)
-GANG_VARS = ("root", "instances")
-STATUS_VARS = ("root", "conds")             # $conds: condition type -> its last condition
 
 
 def _nonempty(expr: str) -> str:
@@ -40,13 +35,7 @@ def _nonempty(expr: str) -> str:
     # compile per expression costs about a millisecond each, hundreds per catalog.
     if not isinstance(expr, str) or not expr.strip():
         raise ValueError("expected a non-empty jq expression")
-    # a trailing jq comment would swallow what follows the expression once placer embeds
-    # it in a larger program: end it with a newline
-    return expr + "\n" if "#" in expr and not expr.endswith("\n") else expr
-
-
-def _first_line(text: str) -> str:
-    return " ".join(text.split("\n")[0].split())
+    return spec.expression(expr)
 
 
 Expr = Annotated[str, AfterValidator(_nonempty)]
@@ -177,22 +166,7 @@ def _let_names(lets: dict[str, str]) -> dict[str, str]:
     for name in lets:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in RESERVED_VARS:
             raise ValueError(f"let name {name!r} must be an identifier other than {', '.join(sorted(RESERVED_VARS))}")
-    return _by_dependency(lets)
-
-
-def _by_dependency(lets: dict[str, str]) -> dict[str, str]:
-    """The lets in an order where each comes after the lets it uses, else as written. A
-    definition stored in the cluster (WorkloadDefinition) comes back with its keys sorted
-    (the API server keeps objects as Go maps), so the written order cannot be relied on."""
-    uses = {n: {m for m in lets if m != n and re.search(rf"\${m}\b", str(e))} for n, e in lets.items()}
-    ordered: dict[str, str] = {}
-    while len(ordered) < len(lets):
-        ready = next((n for n in lets if n not in ordered and uses[n] <= ordered.keys()), None)
-        if ready is None:
-            cycle = sorted(n for n in lets if n not in ordered)
-            raise ValueError(f"lets {', '.join(cycle)} use each other in a cycle")
-        ordered[ready] = lets[ready]
-    return ordered
+    return spec.by_dependency(lets)
 
 
 class Definition(_Strict):
@@ -233,18 +207,20 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out or "<root>"
 
 
-def parse_definition(data: Any, source: str, *, check: bool = True) -> Definition:
+def parse_definition(data: Any, source: str, *, check: bool = True) -> spec.Definition:
     """Validate a definition document; errors read `source: path.to.field: message`.
     `check=False`: its jq expressions are left to the caller, which compiles them
-    (`placer.definitions.program.compile_checked` checks them in the same compile)."""
+    (`placer.definitions.program.compile_checked` checks them in the same compile).
+    The definition comes back as placer holds it inside (`placer.definitions.spec`)."""
     if not isinstance(data, dict):
         raise DefinitionError("a definition must be a mapping", source=source)
     try:
-        defn = Definition.model_validate(data)
+        model = Definition.model_validate(data)
     except ValidationError as e:
         first = _best_error(e.errors())
         msg = re.sub(r"^Value error, ", "", first["msg"])
         raise DefinitionError(f"{_loc(first['loc'])}: {msg}", source=source) from None
+    defn = spec.from_document(model.model_dump())
     if check:
         check_expressions(defn, source)
     return defn
@@ -256,95 +232,3 @@ def _best_error(errors: list[ErrorDetails]) -> ErrorDetails:
         if err["type"] == "extra_forbidden":
             return err
     return errors[0]
-
-
-# (field path, expression, the jq variables it may use)
-ExprAt = tuple[str, str, tuple[str, ...]]
-
-
-def expressions(defn: Definition) -> list[ExprAt]:
-    """(field path, expression, variables it may use) for every expression, lets first:
-    each let may use the lets before it, every later expression all of them."""
-    out: list[ExprAt] = []
-    lets: tuple[str, ...] = ()
-    for name, expr in defn.let.items():
-        out.append((f"let.{name}", expr, OBJECT_VARS + lets))
-        lets += (name,)
-    for i, comp in enumerate(defn.components):
-        out += _component_expressions(f"components[{i}]", comp, OBJECT_VARS + lets, COMPONENT_VARS + lets)
-    for j, rule in enumerate(defn.status.rules):
-        out += [(f"status.rules[{j}].{name}", getattr(rule, name), STATUS_VARS + lets)
-                for name in ("when", "reason", "message") if getattr(rule, name)]
-    if defn.suspend:
-        out.append(("suspend.path", defn.suspend.path, OBJECT_VARS + lets))
-    if defn.gangs:
-        out.append(("gangs", defn.gangs, GANG_VARS + lets))
-    if defn.scale:
-        out.append(("scale.replicas", defn.scale.replicas, OBJECT_VARS + lets))
-    return out
-
-
-def _component_expressions(at: str, comp: Component, obj_vars: tuple[str, ...],
-                           comp_vars: tuple[str, ...]) -> list[ExprAt]:
-    """One component's expressions: `instances` runs on the object, the rest on an instance."""
-    out: list[ExprAt] = [(f"{at}.instances", comp.instances, obj_vars)] if comp.instances else []
-    for name in ("instanceId", "replicas", "minReplicas", "maxReplicas", "podsPerReplica", "podSelector"):
-        if getattr(comp, name):
-            out.append((f"{at}.{name}", getattr(comp, name), comp_vars))
-    for name in ("template", "spec", "metadata"):
-        if getattr(comp.pod, name):
-            out.append((f"{at}.pod.{name}", getattr(comp.pod, name), comp_vars))
-    for name, value in (comp.pod.fields or PodFields()):
-        if isinstance(value, FieldExpr):
-            out.append((f"{at}.pod.fields.{name}.read", value.read, comp_vars))
-            if value.write:
-                out.append((f"{at}.pod.fields.{name}.write", value.write, comp_vars))
-        elif value:
-            out.append((f"{at}.pod.fields.{name}", value, comp_vars))
-    return out
-
-
-def _as_program(exprs: list[ExprAt]) -> str:
-    # Each expression becomes its own function, so it must parse on its own (no
-    # unbalanced parentheses leaking into its neighbours) and use only its variables;
-    # each is called, since jq only resolves the variables of functions in use.
-    defs = "".join(f"def _e{n}({'; '.join('$' + v for v in variables)}): {expr}\n;\n"
-                   for n, (_, expr, variables) in enumerate(exprs))
-    calls = ", ".join(f"_e{n}({'; '.join('.' for _ in variables)})" for n, (_, _, variables) in enumerate(exprs))
-    return f"{defs}({calls or 'empty'}) | empty"
-
-
-def check_expressions(defn: Definition, source: str) -> None:
-    """Compile every expression of the definition; one jq compile in the common case."""
-    exprs = expressions(defn)
-    try:
-        jq.compile(_as_program(exprs))
-        return
-    except ValueError:
-        pass
-    for one in exprs:                             # slow path: find the culprit
-        field, expr, variables = one
-        try:
-            jq.compile(_as_program([one]))
-        except ValueError as e:
-            raise DefinitionError(f"{field}: jq does not compile {expr.strip()!r}: "
-                                  f"{user_error(expr, variables) or _first_line(str(e))}", source=source) from None
-    raise DefinitionError("expressions do not compile together", source=source)
-
-
-_JQ_ERROR = re.compile(r"jq: error: (?P<msg>.*?) at <top-level>, line (?P<line>\d+), column (?P<col>\d+)")
-
-
-def user_error(expr: str, variables: tuple[str, ...]) -> str | None:
-    """jq's complaint about `expr` with line and column in the user's own text (not in the
-    program placer wraps it in): its variables are bound on a line of their own first."""
-    try:
-        jq.compile("".join(f"null as ${v} | " for v in variables) + "\n" + expr)
-        return None
-    except ValueError as e:
-        m = _JQ_ERROR.search(str(e))
-        if not m:
-            return _first_line(str(e)).removeprefix("jq: error: ")
-        line, col = int(m["line"]) - 1, int(m["col"])
-        where = f"line {line}, column {col}" if "\n" in expr.strip() else f"column {col}"
-        return f"{m['msg']} at {where}"

@@ -1,9 +1,9 @@
 """`placer plan` of files loads nothing the command did not ask for (issue 24, item 2): not the
 options search nor its CP-SAT layer (which imports pandas) without --explain, no graph library for
-grouping, no Kubernetes client library (nor urllib3) on simulated clusters, and no Karta schema
-when the catalog holds no Karta; nor CP-SAT's native layer when no CP-SAT model is built. A
-probe in a fresh interpreter; with --explain the probe sees the options search, with a Karta in --catalog
-the schema (tests/house: and placer.kube.client the client), on examples/ CP-SAT (its stages
+grouping, no Kubernetes client library (nor urllib3) on simulated clusters, no Karta schema when
+the catalog holds no Karta, nor the definitions' schema for the built-in catalog; nor CP-SAT's native
+layer when no CP-SAT model is built. A probe in a fresh interpreter; with --explain the probe sees
+the options search, with a Karta in --catalog both schemas (tests/house: and placer.kube.client the client), on examples/ CP-SAT (its stages
 are searched there), so it can fail."""
 
 import os
@@ -13,7 +13,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEAVY = ("placer.solve.options", "pandas", "networkx", "kubernetes", "urllib3", "placer.definitions.karta.schema")
+HEAVY = ("placer.solve.options", "pandas", "networkx", "kubernetes", "urllib3", "placer.definitions.karta.schema",
+         "placer.definitions.schema")
 CP_SAT = ("ortools.sat",)
 KARTAS = os.path.join(ROOT, "tests", "fixtures", "karta")
 
@@ -71,7 +72,9 @@ def test_the_probe_sees_the_options_search_when_asked(tmp_path):
 
 
 def test_the_probe_sees_the_karta_schema_with_a_karta_in_the_catalog(tmp_path):
-    assert _loaded_after_plan(tmp_path, "examples/", "--catalog", KARTAS) == ["placer.definitions.karta.schema"]
+    # (and the definitions' schema: a user's catalog directory is validated; the built-ins are not, issue 24)
+    assert _loaded_after_plan(tmp_path, "examples/", "--catalog", KARTAS) == ["placer.definitions.karta.schema",
+                                                                              "placer.definitions.schema"]
 
 
 def test_a_plan_that_builds_no_cp_sat_model_does_not_load_cp_sat(tmp_path):
@@ -83,3 +86,33 @@ def test_a_plan_that_builds_no_cp_sat_model_does_not_load_cp_sat(tmp_path):
 
 def test_the_probe_sees_cp_sat_where_a_model_is_searched(tmp_path):
     assert _loaded_after_plan(tmp_path, "examples/", heavy=CP_SAT) == ["ortools.sat"]
+
+
+OTHER_COMMANDS = ("placer.cli.catalog", "placer.cli.clusters", "placer.cli.daemon", "placer.cli.delete",
+                  "placer.cli.describe", "placer.cli.get", "placer.cli.submit", "placer.cli.version",
+                  "rich.table", "rich.tree")
+
+
+def test_a_plan_loads_no_other_command_module(tmp_path):
+    """`placer plan` imports its own command module only, not the other commands' nor the rich
+    tables and trees they draw with (issue 24: 0.01 s CPU of every plan). The probe sees the
+    plan's own module, so it can fail; `from placer.cli import app` (hosts, tests) loads all."""
+    (tmp_path / "job.yaml").write_text(TOO_BIG)
+    loaded = _loaded_after_plan(tmp_path, str(tmp_path / "job.yaml"), heavy=("placer.cli.plan", *OTHER_COMMANDS))
+    assert loaded == ["placer.cli.plan"]
+
+
+def test_the_app_of_a_host_has_every_command():
+    probe = "from placer.cli import app; import typer.main; print(' '.join(typer.main.get_command(app).commands))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert sorted(done.stdout.split()) == ["catalog", "clusters", "daemon", "delete", "describe", "get", "plan",
+                                           "submit", "version"], done.stderr
+
+
+def test_a_plan_printed_as_data_loads_no_rich(tmp_path):
+    """`-o json` prints data and plain lines: rich's console is made on first use only (issue 24:
+    about 0.02 s CPU); the table loads it, so the probe can fail."""
+    (tmp_path / "job.yaml").write_text(TOO_BIG)
+    job = str(tmp_path / "job.yaml")
+    assert _loaded_after_plan(tmp_path, job, "-o", "json", heavy=("rich",)) == []
+    assert _loaded_after_plan(tmp_path, job, heavy=("rich",)) == ["rich"]

@@ -5,6 +5,7 @@ and the test Kartas, on every corpus and example manifest of a kind they serve."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import jq
@@ -31,7 +32,7 @@ def _both(definition, obj) -> tuple[list[dict], list[dict]] | None:
         return None
     text = json_text(jq_view(obj))
     keyed = jq.compile(build_program(definition.definition)).input_text(text).first()[-1]
-    judged_defn = definition.definition.model_copy(update={"gangs": gangs.replace(_KEYED, _JQ_GROUPED)})
+    judged_defn = replace(definition.definition, gangs=gangs.replace(_KEYED, _JQ_GROUPED))
     judged = jq.compile(build_program(judged_defn)).input_text(text).first()[-1]
     if not isinstance(keyed, dict):
         return None                             # a key could not be predicted: one gang, in jq

@@ -9,7 +9,7 @@ HEAVY = ("kubernetes", "ortools", "networkx")
 
 
 def test_cli_start_loads_no_kubernetes_client_solver_or_graph_library():
-    probe = ("import sys, placer.cli; "
+    probe = ("import sys; from placer.cli import app; "
              f"print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

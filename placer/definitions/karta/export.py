@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placer.definitions.karta.schema import API_VERSION, KIND
-from placer.definitions.schema import Component, Definition, FieldExpr, Match, PodFields, StatusRule
+from placer.definitions.spec import Component, Definition, FieldExpr, Match, PodFields, StatusRule
 
 # placer phase -> the Workload Map status that reads back as it (translate.PHASES)
 STATUS_OF = {"Running": "running", "Completed": "completed", "Failed": "failed",
@@ -144,7 +144,7 @@ def scale_definition(defn: Definition, comp: Component) -> dict[str, str]:
 
 def spec_definition(defn: Definition, comp: Component, notes: list[str]) -> dict[str, Any]:
     pod = comp.pod
-    fields = {k: v for k, v in (pod.fields or PodFields()) if v is not None}
+    fields = {k: v for k, v in (pod.fields or PodFields()).items() if v is not None}
     if not (pod.template or pod.spec):
         return {"fragmentedPodSpecDefinition": fragments(defn, comp, fields, notes)}
     if fields:

@@ -7,8 +7,8 @@ from typing import Iterator
 
 import jq
 
+from placer.definitions.expressions import user_error
 from placer.definitions.karta.schema import API_VERSION, KIND, STATUS_ORDER, Component, Karta
-from placer.definitions.schema import user_error
 
 Problem = tuple[str, str]
 
