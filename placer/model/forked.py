@@ -16,6 +16,7 @@ foreground process group); `stop` kills and reaps it whatever the parent is doin
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import select
@@ -66,10 +67,14 @@ class Child(Generic[T]):
             return None
         parent = os.getpid()
         read, write = os.pipe()
+        # the heap so far frozen: the child's collections skip it, and do not write to (so copy)
+        # every page of it; the parent takes it back at once
+        gc.freeze()
         pid = os.fork()
         if pid == 0:                          # the child: never returns
             os.close(read)
             _child(work, write, parent)
+        gc.unfreeze()
         os.close(write)
         return cls(pid, read)
 
