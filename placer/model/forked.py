@@ -70,13 +70,22 @@ class Child(Generic[T]):
         # the heap so far frozen: the child's collections skip it, and do not write to (so copy)
         # every page of it; the parent takes it back at once
         gc.freeze()
+        # Ctrl-C held back over the fork: in the child it would interrupt the fork's own hooks
+        # (a traceback); in the parent it lands once the child is known, so that it can be killed
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         pid = os.fork()
         if pid == 0:                          # the child: never returns
             os.close(read)
-            _child(work, write, parent)
+            _child(work, write, parent, mask)
         gc.unfreeze()
         os.close(write)
-        return cls(pid, read)
+        child = cls(pid, read)
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        except BaseException:                 # a Ctrl-C held back
+            child.stop()
+            raise
+        return child
 
     def result(self, timeout: float) -> T | None:
         """The child's result; None when it failed, died or did not answer within `timeout`
@@ -125,11 +134,12 @@ class Child(Generic[T]):
             self.fd = -1
 
 
-def _child(work: Callable[[], object], fd: int, parent: int) -> None:
+def _child(work: Callable[[], object], fd: int, parent: int, mask) -> None:
     """In the child: compute, write the pickled result, leave without the parent's cleanup."""
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)     # Ctrl-C ends it at once, without a traceback
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _die_with(parent)
         data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(data)

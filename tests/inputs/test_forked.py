@@ -99,9 +99,9 @@ def test_a_child_that_hangs_is_killed_after_the_timeout():
 SLEEPER = """
     import os, sys, time
     from placer.model.forked import Child
-    child = Child.start(lambda: time.sleep(60))
-    print(child.pid, flush=True)
     try:
+        child = Child.start(lambda: time.sleep(60))
+        print(child.pid, flush=True)
         child.result(60)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
