@@ -40,10 +40,11 @@ class Reading:
 
 def load_groups(paths: Sequence[str], catalog: Catalog, *, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
                 namespace: str | None = None, priority_classes: PriorityClasses | None = None,
-                reading: Reading | None = None, waiting: Callable[[], None] | None = None
-                ) -> list[PlacementGroup]:
+                reading: Reading | None = None, waiting: Callable[[], None] | None = None,
+                idle: Callable[[], None] | None = None) -> list[PlacementGroup]:
     """placer.inputs.manifests.load_groups, the later files read in a child when that pays;
-    `reading` is told how long the parent waited, `waiting` is called before it waits."""
+    `reading` is told how long the parent waited, `waiting` is called before it waits, and
+    `idle` (work that does not depend on the files) when the child is still working then."""
     files = expand_paths(paths)
     read = _reader(catalog, gpu_resources, namespace)
     cut = _cut(files)
@@ -59,6 +60,8 @@ def load_groups(paths: Sequence[str], catalog: Catalog, *, gpu_resources: Sequen
             return groups_of(read(files), priority_classes)   # the serial run's error
         if waiting:
             waiting()
+        if idle and child.working():
+            idle()
         theirs = child.result(TIMEOUT_FLOOR + TIMEOUT_FACTOR * (time.monotonic() - t))
     finally:
         child.stop()                                          # Ctrl-C, or any error on the way

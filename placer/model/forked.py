@@ -87,6 +87,10 @@ class Child(Generic[T]):
             raise
         return child
 
+    def working(self) -> bool:
+        """Whether the child has not answered yet (its answer, or its end, not in the pipe)."""
+        return self.fd >= 0 and not select.select([self.fd], [], [], 0)[0]
+
     def result(self, timeout: float) -> T | None:
         """The child's result; None when it failed, died or did not answer within `timeout`
         seconds. The child is gone afterwards."""

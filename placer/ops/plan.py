@@ -26,6 +26,7 @@ from placer.ops.checks import DEFAULT_TIME_LIMIT, check_number
 from placer.ops.context import Context, Scope, open_context
 from placer.ops.staged import staging_groups
 from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve, time_limit_for
+from placer.solve.gap import warm as warm_lp
 from placer.solve.policy import unknown_order_names
 
 OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
@@ -143,7 +144,7 @@ def _groups(ctx: Context, request: PlanRequest, hooks: Hooks, reading: Reading) 
             if hooks.progress else None
         groups = load_groups(list(request.files), ctx.catalog, gpu_resources=ctx.gpu_resources,
                              namespace=request.namespace, priority_classes=cluster_priority_classes(ctx),
-                             reading=reading, waiting=waiting)
+                             reading=reading, waiting=waiting, idle=warm_lp)
         for note in dict.fromkeys(n for g in groups for n in g.notes):
             hooks.announce(note)
         return groups
