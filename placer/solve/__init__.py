@@ -45,6 +45,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import partial
 from typing import Iterable, Mapping, Sequence
 
 from placer.model.fleet import Fleet
@@ -165,14 +166,15 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
                REPAIR_TRIES_PER_GROUP * max(1, len(problem.groups)))
     work = problem.state()
     candidates = [g for g in problem.groups if g.eligible]
-    result, waited = _baselines(problem, work, candidates, rank, run, parallel) if use_solver else \
+    early: list = []                     # the model, built while waiting for a child
+    result, waited = _baselines(problem, work, candidates, rank, run, parallel, early) if use_solver else \
         (greedy(problem, work), 0.0)
     result = legalize(problem, result, families)
     clock.lap("greedy", waited)
     status, timed_out = "greedy", False
     proven: _Proven | None = None
     if use_solver and candidates:
-        result, proven, timed_out = _search(problem, candidates, result, work, rank, run, clock)
+        result, proven, timed_out = _search(problem, candidates, result, work, rank, run, clock, *early)
     elif not candidates:
         status = "optimal"
     if use_solver:
@@ -196,17 +198,25 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
 
 
 def _baselines(problem: Problem, work: dict[int, ClusterState], candidates: Sequence[GroupInfo], rank: "_Rank",
-               run: "_Run", parallel: bool) -> tuple[Result, float]:
+               run: "_Run", parallel: bool, early: list) -> tuple[Result, float]:
     """The best repaired baseline from the seed greedy plan on `work` (`parallel`: the first
-    contender computed in a forked child meanwhile), and how long the solve waited for it."""
+    contender computed in a forked child meanwhile, and while the child still works, the
+    class model built into `early` when the search will want it), and how long the solve
+    waited for the child."""
     every = _every(problem, candidates)
-    ahead = Ahead(problem, run, every) if parallel else None
+    model = partial(_early_model, early, problem, candidates, rank)
+    ahead = Ahead(problem, run, every, idle=model) if parallel else None
     try:
         return _best_baseline(problem, greedy(problem, work), work, rank, run, every, ahead), \
             ahead.waited if ahead else 0.0
     finally:
         if ahead:
             ahead.stop()                 # whatever happened on the way (Ctrl-C, an error)
+
+
+def _early_model(into: list, problem: Problem, candidates: Sequence[GroupInfo], rank: _Rank) -> None:
+    if candidates and _model_size(problem, candidates, MODEL_MAX_VARS) <= MODEL_MAX_VARS:
+        into.append(_model(problem, candidates, rank))
 
 
 # what the model proved: optimal, the priority bound, the fair-share key, the preference key,
@@ -330,10 +340,11 @@ def _prefer(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
 
 
 def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, work: Mapping[int, ClusterState],
-            rank: _Rank, run: _Run, clock: "_Clock") -> tuple[Result, _Proven | None, bool]:
-    """The class model solved in stages, decoded and repaired: kept when at least as good as
-    the greedy `result`. Returns the plan, what the model proved (optimal, bound, least
-    spread; None without a model answer) and whether the wall clock cut the search short."""
+            rank: _Rank, run: _Run, clock: "_Clock", early=None) -> tuple[Result, _Proven | None, bool]:
+    """The class model (`early`: built while the solve waited for a child) solved in stages,
+    decoded and repaired: kept when at least as good as the greedy `result`. Returns the plan,
+    what the model proved (optimal, bound, least spread; None without a model answer) and
+    whether the wall clock cut the search short."""
     size = _model_size(problem, candidates, MODEL_MAX_VARS)
     if size > MODEL_MAX_VARS:
         if run.progress:
@@ -344,8 +355,7 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
         return result, None, True          # reading and the greedy plans used the search's time
     if run.progress:
         run.progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
-    agg = build_aggregate(problem, candidates)
-    spread_constrain(agg, problem, rank.families)
+    agg = early or _model(problem, candidates, rank)
     hint = values_from(agg, result, problem, work)
     spread_hint(agg, hint)
     clock.lap("model")
@@ -367,6 +377,13 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     result = _exchange(problem, result, rank, run)
     clock.lap("exchange")
     return result, proven, sol.timed_out
+
+
+def _model(problem: Problem, candidates: Sequence[GroupInfo], rank: _Rank):
+    """The class model of `candidates`, without a hint (it does not depend on any plan)."""
+    agg = build_aggregate(problem, candidates)
+    spread_constrain(agg, problem, rank.families)
+    return agg
 
 
 def _decoded(problem: Problem, agg, values: list[int], candidates: Sequence[GroupInfo], result: Result,

@@ -71,7 +71,8 @@ def _contender(problem: Problem, job: _Job, run: "_Run") -> Optional[Result]:
 class Ahead:
     """The first contender, computed by a forked child while the parent works on."""
 
-    def __init__(self, problem: Problem, run: "_Run", every: bool) -> None:
+    def __init__(self, problem: Problem, run: "_Run", every: bool, idle: Callable[[], None] | None = None) -> None:
+        self.idle = idle          # the parent's work that depends on no plan, done while the child works
         jobs = _jobs(problem, every) if len(problem.groups) >= MIN_GROUPS else []
         self.job = jobs[0] if jobs and not jobs[0].gated else None
         self.started = time.monotonic()
@@ -87,6 +88,8 @@ class Ahead:
             run.progress(f"greedy baseline {job.name}: waiting for the second process")
         timeout = max(TIMEOUT_FLOOR, run.search_end - time.monotonic() + TIMEOUT_FLOOR,
                       10 * (time.monotonic() - self.started))
+        if self.idle and self.child.working():
+            self.idle()
         child, self.child = self.child, None
         got = child.result(timeout)
         self.waited += child.waited
