@@ -39,9 +39,7 @@ NO_CLOCK = ("--time-limit", "1000", "--effort", "0.2")
 def _plan(files: Path, clusters: Path, *, serial: bool, extra: tuple[str, ...] = ("-o", "json", "--timings")
           ) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(SERIAL_ENV, None)
-    if serial:
-        env[SERIAL_ENV] = "1"
+    env[SERIAL_ENV] = "1" if serial else "0"          # "0": fork even on a busy machine
     return subprocess.run([sys.executable, "-m", "placer", "plan", "--dry-run", "-f", str(files),
                            "--clusters", str(clusters), *NO_CLOCK, *extra], capture_output=True, text=True, env=env,
                           timeout=300)
@@ -102,6 +100,20 @@ def test_a_bad_file_in_either_part_is_the_serial_error(fleet400, tmp_path, first
     assert (two.returncode, two.stdout, two.stderr) == (serial.returncode, serial.stdout, serial.stderr)
     assert two.returncode == 2 and len(two.stderr.strip().splitlines()) == 1
     assert (names[0] if named == "first" else names[-1]).name in two.stderr
+
+
+def test_a_busy_machine_stays_serial_by_default(fleet400, monkeypatch):
+    from placer.model import forked as F
+    monkeypatch.delenv(SERIAL_ENV, raising=False)
+    monkeypatch.setattr(F, "_threads", lambda: 1)
+    monkeypatch.setattr(F.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(F, "_running", lambda: 3)          # this process and two others
+    assert F.why_serial() == "the CPUs are busy"
+    monkeypatch.setattr(F, "_running", lambda: 2)          # one CPU left for the child
+    assert F.why_serial() is None
+    monkeypatch.setattr(F, "_running", lambda: 9)
+    monkeypatch.setenv(SERIAL_ENV, "0")
+    assert F.why_serial() is None
 
 
 def test_examples_stay_serial(fleet400):

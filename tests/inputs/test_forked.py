@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(code: str, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(F.SERIAL_ENV, None)
+    env[F.SERIAL_ENV] = "0"                     # fork even on a busy machine
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=60, env=env, **kw)
 
@@ -111,7 +111,7 @@ SLEEPER = """
 
 def _sleeper(**kw) -> tuple[subprocess.Popen, int]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(F.SERIAL_ENV, None)
+    env[F.SERIAL_ENV] = "0"                     # fork even on a busy machine
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SLEEPER)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, **kw)
     return proc, int(proc.stdout.readline())
@@ -144,6 +144,7 @@ def test_no_fork_where_a_thread_runs(monkeypatch):
     monkeypatch.delenv(F.SERIAL_ENV, raising=False)
     monkeypatch.setattr(F.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(F, "_threads", lambda: 1)
+    monkeypatch.setattr(F, "_running", lambda: 1)
     assert F.why_serial() is None
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
@@ -159,6 +160,7 @@ def test_no_fork_where_a_thread_runs(monkeypatch):
 def test_no_fork_where_a_native_thread_runs_on_one_cpu_or_when_told(monkeypatch):
     monkeypatch.delenv(F.SERIAL_ENV, raising=False)
     monkeypatch.setattr(F.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(F, "_running", lambda: 1)
     monkeypatch.setattr(F, "_threads", lambda: 2)            # a thread Python does not know of
     assert F.why_serial() == "other threads are running"
     monkeypatch.setattr(F, "_threads", lambda: 1)
@@ -171,5 +173,6 @@ def test_no_fork_where_a_native_thread_runs_on_one_cpu_or_when_told(monkeypatch)
     assert F.why_serial() is None
 
 
-def test_the_kernel_counts_this_process_threads():
+def test_the_kernel_counts_this_process_threads_and_the_running_tasks():
     assert F._threads() == len(os.listdir("/proc/self/task")) >= 1
+    assert F._running() >= 1                                  # this one runs
