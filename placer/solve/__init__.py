@@ -164,9 +164,8 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
     limit = max(0.05, time_limit_for(fleet, len(groups)) if time_limit is None else time_limit)
     run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress, effort_by_gap,
                REPAIR_TRIES_PER_GROUP * max(1, len(problem.groups)))
-    work = problem.state()
-    candidates = [g for g in problem.groups if g.eligible]
     early: list = []                     # the model, built while waiting for a child
+    work, candidates = problem.state(), [g for g in problem.groups if g.eligible]
     result, waited = _baselines(problem, work, candidates, rank, run, parallel, early) if use_solver else \
         (greedy(problem, work), 0.0)
     result = legalize(problem, result, families)
