@@ -106,6 +106,7 @@ def test_a_busy_machine_stays_serial_by_default(fleet400, monkeypatch):
     from placer.model import forked as F
     monkeypatch.delenv(SERIAL_ENV, raising=False)
     monkeypatch.setattr(F, "_threads", lambda: 1)
+    monkeypatch.setattr(F.threading, "active_count", lambda: 1)   # the test runner's own threads aside
     monkeypatch.setattr(F.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(F, "_running", lambda: 3)          # this process and two others
     assert F.why_serial() == "the CPUs are busy"
