@@ -45,10 +45,11 @@ def why_serial() -> str | None:
         return "one CPU"
     if threading.active_count() > 1 or _threads() != 1:
         return "other threads are running"
-    if told != "0" and _running() - 1 >= cpus:
-        # no CPU left for the child: it would only take turns with the parent, adding its
-        # CPU (the reading child's compiles, the fork's copies) to the wait (issue 24: at a
-        # load of 13, 15% slower than one process)
+    if told != "0" and _running() >= cpus:
+        # no CPU that nothing else wants: the child would take turns with the parent (another
+        # session's busy task keeps its CPU: the scheduler shares CPUs between sessions first),
+        # adding its CPU (the reading child's compiles, the fork's copies) to the wait (issue 24:
+        # with one other task running, 10% slower than one process; at a load of 13, 29%)
         return "the CPUs are busy"
     return None
 

@@ -108,9 +108,9 @@ def test_a_busy_machine_stays_serial_by_default(fleet400, monkeypatch):
     monkeypatch.setattr(F, "_threads", lambda: 1)
     monkeypatch.setattr(F.threading, "active_count", lambda: 1)   # the test runner's own threads aside
     monkeypatch.setattr(F.os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(F, "_running", lambda: 3)          # this process and two others
+    monkeypatch.setattr(F, "_running", lambda: 2)          # this process and one other (a busy loop)
     assert F.why_serial() == "the CPUs are busy"
-    monkeypatch.setattr(F, "_running", lambda: 2)          # one CPU left for the child
+    monkeypatch.setattr(F, "_running", lambda: 1)          # this process alone: a CPU for the child
     assert F.why_serial() is None
     monkeypatch.setattr(F, "_running", lambda: 9)
     monkeypatch.setenv(SERIAL_ENV, "0")
