@@ -11,8 +11,8 @@ def cpu_clock(base: type, cpu: dict[str, float]) -> type:
             super().__init__(t0)
             self.lastc = time.process_time()
 
-        def lap(self, name):
-            super().lap(name)
+        def lap(self, name, waited=0.0):
+            super().lap(name, waited)
             now = time.process_time()
             cpu[name] = cpu.get(name, 0.0) + now - self.lastc
             self.lastc = now

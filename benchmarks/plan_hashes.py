@@ -3,7 +3,10 @@ and of its unplaced entries with their reasons, GPUs/groups per priority level, 
 Two trees that print the same hashes made the same plan and said the same reasons; no wall clock
 cuts anything (time_limit=1000), so the comparison holds on a loaded machine.
 
-    PYTHONPATH=$PWD python benchmarks/plan_hashes.py [SCENARIO ...]      # run in each tree
+    PYTHONPATH=$PWD python benchmarks/plan_hashes.py [--parallel] [SCENARIO ...]      # run in each tree
+
+--parallel: as `placer plan` solves, a contender baseline in a forked child (placer.solve.baselines;
+the phases then show a wait-greedy lap); the hashes must be the serial run's.
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ def digest(data) -> str:
     return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str], parallel: bool = False) -> None:
     for name in names or list(SCENARIOS):
         fspec, mspec = SCENARIOS[name]
         gpus = GPU_NAMES.get(name, (GPU,))
         fleet, groups = make_fleet(fspec, seed=1), make_workloads(mspec, seed=2)
         start = time.process_time()
-        plan = S.solve(fleet, groups, time_limit=1000.0, gpu_resources=gpus)
+        plan = S.solve(fleet, groups, time_limit=1000.0, gpu_resources=gpus, parallel=parallel)
         cpu = time.process_time() - start
         out = plan.to_dict()
         levels = plan_levels(fleet, groups, plan, gpus)
@@ -44,4 +47,4 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main([a for a in sys.argv[1:] if a != "--parallel"], "--parallel" in sys.argv)

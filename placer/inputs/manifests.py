@@ -142,8 +142,14 @@ def with_namespace(docs: Sequence[Document], namespace: str | None) -> list[Docu
 
 def read_documents(paths: Sequence[str], stdin: TextIO | None = None, *,
                    namespace: str | None = None) -> list[Document]:
+    return read_files(expand_paths(paths), stdin, namespace=namespace)
+
+
+def read_files(files: Sequence[str], stdin: TextIO | None = None, *,
+               namespace: str | None = None) -> list[Document]:
+    """The documents of `files` (as `expand_paths` gives them), in order."""
     docs: list[Document] = []
-    for f in expand_paths(paths):
+    for f in files:
         if f == "-":
             docs.extend(parse_text(_read_stdin(stdin), "<stdin>"))
             continue
@@ -208,6 +214,11 @@ def load_groups(paths: Sequence[str], catalog: Catalog, *,
     """The files' placement groups, each workload with its priority resolved: classes given
     in the files first, then `priority_classes` (read from clusters), then the built-ins."""
     batch = classify(read_documents(paths, stdin, namespace=namespace), catalog, gpu_resources=gpu_resources)
+    return groups_of(batch, priority_classes)
+
+
+def groups_of(batch: Batch, priority_classes: PriorityClasses | None = None) -> list[PlacementGroup]:
+    """The batch's placement groups, each workload with its priority resolved (`load_groups`)."""
     classes = from_objects((d.obj for d in batch.priority_classes), "the given files")
     if priority_classes is not None:
         classes = classes.merged(priority_classes)

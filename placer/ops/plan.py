@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 from placer.fleetview.view import FleetView, plan_groups, read_fleet, split_already_placed, with_counted_quotas
-from placer.inputs.manifests import load_groups
+from placer.inputs.parallel import Reading, load_groups
 from placer.inputs.priority import read_classes
 from placer.inputs.quotas import to_quotas
 from placer.inputs.targets import Targets
@@ -26,6 +26,7 @@ from placer.ops.checks import DEFAULT_TIME_LIMIT, check_number
 from placer.ops.context import Context, Scope, open_context
 from placer.ops.staged import staging_groups
 from placer.solve import DEFAULT_EFFORT, DEFAULT_WORKERS, solve, time_limit_for
+from placer.solve.gap import warm as warm_lp
 from placer.solve.policy import unknown_order_names
 
 OPTIONS_END = 0.97             # the options search ends here, leaving the output its share of --time-limit
@@ -117,8 +118,11 @@ def plan_in(ctx: Context, request: PlanRequest, hooks: Hooks, timings: dict[str,
     for what does not fit)."""
     timings = dict(timings or {})
     t = time.monotonic()
-    groups = _groups(ctx, request, hooks)
-    timings["load"] = time.monotonic() - t
+    reading = Reading()
+    groups = _groups(ctx, request, hooks, reading)
+    timings["load"] = time.monotonic() - t - (reading.wait or 0.0)
+    if reading.wait is not None:           # the files read on two cores: how long the parent waited
+        timings["wait-load"] = reading.wait
     t = time.monotonic()
     view = _fleet(ctx, hooks)
     timings["fleet"] = time.monotonic() - t
@@ -132,11 +136,15 @@ def plan_in(ctx: Context, request: PlanRequest, hooks: Hooks, timings: dict[str,
                       ctx.gpu_resources)
 
 
-def _groups(ctx: Context, request: PlanRequest, hooks: Hooks) -> list[PlacementGroup]:
-    """The files' groups, or the pending objects of the hub's staging namespace."""
+def _groups(ctx: Context, request: PlanRequest, hooks: Hooks, reading: Reading) -> list[PlacementGroup]:
+    """The files' groups (many files: read on two cores, placer.inputs.parallel), or the
+    pending objects of the hub's staging namespace."""
     if request.files:
+        waiting = partial(hooks.progress, "reading workloads: waiting for the second reader") \
+            if hooks.progress else None
         groups = load_groups(list(request.files), ctx.catalog, gpu_resources=ctx.gpu_resources,
-                             namespace=request.namespace, priority_classes=cluster_priority_classes(ctx))
+                             namespace=request.namespace, priority_classes=cluster_priority_classes(ctx),
+                             reading=reading, waiting=waiting, idle=warm_lp)
         for note in dict.fromkeys(n for g in groups for n in g.notes):
             hooks.announce(note)
         return groups
@@ -191,7 +199,7 @@ def _solve(ctx: Context, view: FleetView, pending: list[PlacementGroup], groups:
                        time_limit=request.time_limit,
                        workers=request.workers or DEFAULT_WORKERS, effort=request.effort or DEFAULT_EFFORT,
                        effort_by_gap=request.effort_by_gap,
-                       progress=hooks.progress)
+                       progress=hooks.progress, parallel=True)      # a baseline on a second core
     if not plan.unplaced or not request.explain:
         return plan
     if hooks.progress:

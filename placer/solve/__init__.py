@@ -45,7 +45,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from typing import Iterable, Mapping, Sequence
 
 from placer.model.fleet import Fleet
 from placer.model.names import ANN_PIN, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
@@ -53,13 +54,15 @@ from placer.model.plan import Placement, Plan, Summary, Unplaced
 from placer.model.reasons import Reason
 from placer.model.workload import PlacementGroup
 from placer.solve.accepts import creates
+from placer.solve.baselines import Ahead
+from placer.solve.baselines import best_baseline as _best_baseline
 from placer.solve.budget import ALL_BASELINES_MAX_GROUPS, REPAIR_TRIES_PER_GROUP, Work, default_time_limit, within_looks
 from placer.solve.decode import decode
 from placer.solve.exchange import exchange
 from placer.solve.explain import explain_all
 from placer.solve.fairshare import key as fair_key
 from placer.solve.fairshare import model_key as fair_model_key
-from placer.solve.greedy import BASELINES, Bar, greedy, greedy_order, priority_arrival_order
+from placer.solve.greedy import greedy
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
 from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
@@ -136,7 +139,7 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
           committed: Sequence[tuple[PlacementGroup, str]] = (),
           progress: Progress | None = None, use_solver: bool = True,
           effort: float = DEFAULT_EFFORT, gpu_resources: Sequence[str] = GPU_RESOURCES,
-          effort_by_gap: bool = False) -> Plan:
+          effort_by_gap: bool = False, parallel: bool = False) -> Plan:
     """Plan `groups` onto `fleet`. `committed` groups are already placed on the named
     cluster but their pods are not bound yet: they take their capacity first.
     `effort` bounds the search in CP-SAT deterministic time, and the repairs and the
@@ -145,7 +148,8 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
     the instance) bounds the whole solve, explanations included, as a safety net: a step
     it cuts short says so (`summary.timeLimitHit`) and may vary.
     `use_solver=False` returns the greedy plan (a baseline for benchmarks); `effort_by_gap`:
-    placer.solve.gap (an option: it may change the plan)."""
+    placer.solve.gap (an option: it may change the plan); `parallel`: a contender baseline
+    computed in a forked child where that is safe (placer.solve.baselines; the same plan)."""
     t0 = time.monotonic()
     clock = _Clock(t0)
     given, (groups, families) = groups, spread_expand(fleet, groups)
@@ -160,17 +164,16 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
     limit = max(0.05, time_limit_for(fleet, len(groups)) if time_limit is None else time_limit)
     run = _Run(t0 + limit * SEARCH_END, t0 + limit * REPAIR_END, workers, seed, effort, progress, effort_by_gap,
                REPAIR_TRIES_PER_GROUP * max(1, len(problem.groups)))
-    work = problem.state()
-    seed_plan = greedy(problem, work)
-    candidates = [g for g in problem.groups if g.eligible]
-    result = seed_plan if not use_solver else _best_baseline(problem, seed_plan, work, rank, run,
-                                                             _every(problem, candidates))
+    early: list = []                     # the model, built while waiting for a child
+    work, candidates = problem.state(), [g for g in problem.groups if g.eligible]
+    result, waited = _baselines(problem, work, candidates, rank, run, parallel, early) if use_solver else \
+        (greedy(problem, work), 0.0)
     result = legalize(problem, result, families)
-    clock.lap("greedy")
+    clock.lap("greedy", waited)
     status, timed_out = "greedy", False
     proven: _Proven | None = None
     if use_solver and candidates:
-        result, proven, timed_out = _search(problem, candidates, result, work, rank, run, clock)
+        result, proven, timed_out = _search(problem, candidates, result, work, rank, run, clock, *early)
     elif not candidates:
         status = "optimal"
     if use_solver:
@@ -191,6 +194,28 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
     summary = replace(plan.summary, solve_seconds=time.monotonic() - t0, time_limit_hit=timed_out or bool(run.cuts),
                       timings=dict(clock.laps))
     return replace(plan, summary=summary, quotas=quota_figures(problem, result))
+
+
+def _baselines(problem: Problem, work: dict[int, ClusterState], candidates: Sequence[GroupInfo], rank: "_Rank",
+               run: "_Run", parallel: bool, early: list) -> tuple[Result, float]:
+    """The best repaired baseline from the seed greedy plan on `work` (`parallel`: the first
+    contender computed in a forked child meanwhile, and while the child still works, the
+    class model built into `early` when the search will want it), and how long the solve
+    waited for the child."""
+    every = _every(problem, candidates)
+    model = partial(_early_model, early, problem, candidates, rank)
+    ahead = Ahead(problem, run, every, idle=model) if parallel else None
+    try:
+        return _best_baseline(problem, greedy(problem, work), work, rank, run, every, ahead), \
+            ahead.waited if ahead else 0.0
+    finally:
+        if ahead:
+            ahead.stop()                 # whatever happened on the way (Ctrl-C, an error)
+
+
+def _early_model(into: list, problem: Problem, candidates: Sequence[GroupInfo], rank: _Rank) -> None:
+    if candidates and _model_size(problem, candidates, MODEL_MAX_VARS) <= MODEL_MAX_VARS:
+        into.append(_model(problem, candidates, rank))
 
 
 # what the model proved: optimal, the priority bound, the fair-share key, the preference key,
@@ -282,55 +307,6 @@ def _take_committed(problem: Problem) -> tuple[Problem, list[tuple[GroupInfo, in
     return rebase(problem, base), committed_assign, overcommitted
 
 
-def _best_baseline(problem: Problem, seed_plan: Result, seed_states: Mapping[int, ClusterState], rank: _Rank,
-                   run: _Run, every: bool) -> Result:
-    """Every baseline, repaired: the plan is never below any of them. Unless `every` (a
-    model small enough to search, at most ALL_BASELINES_MAX_GROUPS groups), the seeds are the
-    two greedy plans in priority order (then size; then arrival), whose repair moves little,
-    and a baseline that ignores priority (first-fit decreasing, arrival) is repaired only when
-    its greedy plan is lexicographically above the best seed; its greedy pass stops once it
-    cannot be (issue 24: at 10,000 groups repairing those two cost 12 s of CPU, mostly moving
-    lower-priority work out of the way, for a plan no better than priority then arrival).
-    Each repair but the seed's is bounded by counted work: one that runs out is dropped."""
-    # the seed's capacity copied, not rebuilt pod by pod (the seed's own states hint the model)
-    seeded = {c: st.copy() for c, st in seed_states.items()}
-    # the seed's repair is not bounded: it is the plan when every other one is dropped
-    best_name, result = "priority", repair(problem, seed_plan, run.search_end, seeded)
-    contenders: list[tuple[str, Callable[[Iterable[GroupInfo]], list[GroupInfo]]]] = (
-        [] if every else [("priority-arrival", priority_arrival_order)])
-    contenders += [(name, order) for name, order in BASELINES.items() if name != "priority"]
-    done = {_sequence(problem, greedy_order)}
-    for name, order in contenders:
-        if run.passed(run.search_end, "baselines"):
-            break                       # the safety net: flagged
-        if (seq := _sequence(problem, order)) in done:
-            continue                    # the same greedy plan, repaired the same: no other result
-        done.add(seq)
-        states = problem.state()
-        gate = not every and name in BASELINES
-        bar = Bar(problem.groups, rank.lex(result), rank.ng) if gate else None
-        other = greedy(problem, states, order=order, bar=bar)
-        if gate and rank.lex(other) <= rank.lex(result):
-            continue                    # the plan is already at least this baseline
-        other = repair(problem, other, run.search_end, states, work := run.work())    # the greedy's capacity
-        if work is not None and work.out:
-            continue                    # its repair ran out of work: not a finished plan
-        # at equal GPUs, the plan whose preferred topology requests span fewer domains
-        if rank.key(other) > rank.key(result):
-            best_name, result = name, other
-    run.passed(run.search_end, "baselines")
-    if run.progress:
-        run.progress(f"best greedy baseline (repaired): {best_name}")
-    return result
-
-
-def _sequence(problem: Problem, order: Callable[[Iterable[GroupInfo]], list[GroupInfo]]) -> tuple[int, ...]:
-    """The groups a greedy pass in `order` tries, in turn: two orders that try them alike give
-    the same plan (e.g. first-fit decreasing and priority-then-size when every group has one
-    priority, as by default)."""
-    return tuple(g.index for g in order(problem.groups) if g.eligible)
-
-
 def _exchange(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
     """A placed group out for more of its priority in (placer.solve.exchange), then the repair
     (the group taken out gets its turn): kept when better."""
@@ -363,10 +339,11 @@ def _prefer(problem: Problem, result: Result, rank: _Rank, run: _Run) -> Result:
 
 
 def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, work: Mapping[int, ClusterState],
-            rank: _Rank, run: _Run, clock: "_Clock") -> tuple[Result, _Proven | None, bool]:
-    """The class model solved in stages, decoded and repaired: kept when at least as good as
-    the greedy `result`. Returns the plan, what the model proved (optimal, bound, least
-    spread; None without a model answer) and whether the wall clock cut the search short."""
+            rank: _Rank, run: _Run, clock: "_Clock", early=None) -> tuple[Result, _Proven | None, bool]:
+    """The class model (`early`: built while the solve waited for a child) solved in stages,
+    decoded and repaired: kept when at least as good as the greedy `result`. Returns the plan,
+    what the model proved (optimal, bound, least spread; None without a model answer) and
+    whether the wall clock cut the search short."""
     size = _model_size(problem, candidates, MODEL_MAX_VARS)
     if size > MODEL_MAX_VARS:
         if run.progress:
@@ -377,8 +354,7 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
         return result, None, True          # reading and the greedy plans used the search's time
     if run.progress:
         run.progress(f"greedy placed {len(result)} of {len(problem.groups)} groups; building model")
-    agg = build_aggregate(problem, candidates)
-    spread_constrain(agg, problem, rank.families)
+    agg = early or _model(problem, candidates, rank)
     hint = values_from(agg, result, problem, work)
     spread_hint(agg, hint)
     clock.lap("model")
@@ -402,6 +378,13 @@ def _search(problem: Problem, candidates: Sequence[GroupInfo], result: Result, w
     return result, proven, sol.timed_out
 
 
+def _model(problem: Problem, candidates: Sequence[GroupInfo], rank: _Rank):
+    """The class model of `candidates`, without a hint (it does not depend on any plan)."""
+    agg = build_aggregate(problem, candidates)
+    spread_constrain(agg, problem, rank.families)
+    return agg
+
+
 def _decoded(problem: Problem, agg, values: list[int], candidates: Sequence[GroupInfo], result: Result,
              rank: _Rank, run: _Run) -> Result:
     """The model's answer decoded to nodes and repaired: the plan when at least as good as
@@ -422,9 +405,12 @@ class _Clock:
         self.last = t0
         self.laps: dict[str, float] = {}
 
-    def lap(self, name: str) -> None:
+    def lap(self, name: str, waited: float = 0.0) -> None:
+        """The time since the last lap; `waited` of it (for a forked child) a lap of its own."""
         now = time.monotonic()
-        self.laps[name] = round(self.laps.get(name, 0.0) + now - self.last, 4)
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self.last - waited, 4)
+        if waited:
+            self.laps[f"wait-{name}"] = round(self.laps.get(f"wait-{name}", 0.0) + waited, 4)
         self.last = now
 
 

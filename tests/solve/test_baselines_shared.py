@@ -4,6 +4,7 @@ its greedy plan and its repair would be the same, so the plan cannot change."""
 from __future__ import annotations
 
 import placer.solve as S
+import placer.solve.baselines as B
 from placer.solve.greedy import arrival_order, greedy, size_order
 from placer.solve.repair import repair
 from tests.builders import fleet, groups, wl
@@ -12,7 +13,7 @@ from tests.builders import fleet, groups, wl
 def _best(problem, monkeypatch):
     orders = []
     real = S.greedy
-    monkeypatch.setattr(S, "greedy", lambda p, st, gs=None, order=S.greedy_order, bar=None: orders.append(order)
+    monkeypatch.setattr(B, "greedy", lambda p, st, gs=None, order=B.greedy_order, bar=None: orders.append(order)
                         or real(p, st, gs, order, bar))
     rank = S._Rank(problem, {g.index: g for g in problem.groups}, len(problem.groups) + 1)
     run = S._Run(float("inf"), float("inf"), 1, 0, 1.0, None)

@@ -10,6 +10,7 @@ import random
 import placer.solve as S
 from placer.solve import stages as STG
 from placer.solve import state as ST
+from placer.solve.greedy import BASELINES
 from placer.solve.groups import MANY_CLASSES
 from tests.builders import fleet, groups, wl
 from tests.solve import oracle as O
@@ -126,7 +127,7 @@ def test_a_repair_from_the_greedys_capacity_is_the_repair_from_scratch():
         gs = groups(*(wl(f"ml/w{i:02d}", f"{rng.randint(1, 4)}x{rng.choice([1, 2, 4, 8])}", prio=rng.choice([0, 5, 9]))
                       for i in range(rng.randint(10, 30))))
         problem = S.prepare(fl, gs)
-        for name, order in S.BASELINES.items():
+        for name, order in BASELINES.items():
             states = problem.state()
             plan = S.greedy(problem, states, order=order)
             assert S.repair(problem, plan, None, states) == S.repair(problem, plan), (case, name)
