@@ -1,0 +1,71 @@
+"""The bookkeeping under a cluster's state (placer.solve.state): a node's free capacity as a
+dict that is never changed once made (so nodes with the same capacity may share one), and the
+level indexes, nodes by free GPUs, each level's nodes in node order (for a deterministic best
+fit), with their sorted levels beside them."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Mapping, Sequence
+
+
+def less(free: Mapping[str, int], demand: Mapping[str, int], times: int) -> dict[str, int]:
+    """A new free capacity: `free` less `times` pods of `demand` (negative: given back)."""
+    out = dict(free)
+    for r, v in demand.items():
+        out[r] = out.get(r, 0) - v * times
+    return out
+
+
+def fits(need: Sequence[tuple[str, int]], free: Mapping[str, int]) -> bool:
+    """`fits_resources` for a demand given as its items (the same answer, without a generator)."""
+    for r, v in need:
+        if v > free.get(r, 0):
+            return False
+    return True
+
+
+def shift(index: dict[int, list[int]], keys: list[int], i: int, old: int, new: int) -> None:
+    """Node i from level `old` to `new` of a level index, `keys` its sorted levels."""
+    lst = index[old]
+    if len(lst) == 1:
+        del index[old]
+        del keys[bisect.bisect_left(keys, old)]
+    else:
+        del lst[bisect.bisect_left(lst, i)]     # kept in node order: found by bisection
+    got = index.get(new)
+    if got is None:
+        index[new] = [i]
+        bisect.insort(keys, new)
+    elif got[-1] < i:
+        got.append(i)
+    else:
+        bisect.insort(got, i)
+
+
+def shift_many(index: dict[int, list[int]], keys: list[int], nodes: list[int], old: int, new: int) -> None:
+    """`shift` of several nodes from one level to another, at once: `nodes` (distinct, each at
+    level `old`; the list becomes the index's) leave as a slice when they are the level's first,
+    as best fit takes them (issue 24: a group's pods moved their nodes one by one, a bisection
+    and a list insertion each)."""
+    nodes.sort()
+    lst, m = index[old], len(nodes)
+    if m == len(lst):
+        del index[old]
+        del keys[bisect.bisect_left(keys, old)]
+    elif lst[:m] == nodes:
+        del lst[:m]
+    elif m == 1:
+        del lst[bisect.bisect_left(lst, nodes[0])]
+    else:
+        drop = set(nodes)
+        lst[:] = [i for i in lst if i not in drop]
+    got = index.get(new)
+    if got is None:
+        index[new] = nodes
+        bisect.insort(keys, new)
+    else:
+        ordered = got[-1] < nodes[0]
+        got.extend(nodes)
+        if not ordered:
+            got.sort()
