@@ -49,6 +49,7 @@ class ClusterState:
         self.keys = [sorted(b) for b in self.buckets]
         self.level_keys = sorted(self.levels)
         self._allowed: dict[tuple[int, ...], frozenset[int]] = {}
+        self._limits: dict[int, tuple[Mapping[str, int], list, list]] = {}
         # the state's content changes with `version`; what a group's pods (its `shape`) gave
         # on this content is remembered (issue 24: the greedy passes, the repair and the
         # reasons try the same pods on an unchanged cluster again and again)
@@ -75,6 +76,7 @@ class ClusterState:
         """An independent state with the same free capacity (cheaper than from the info)."""
         new = ClusterState.__new__(ClusterState)
         new.info, new.node_class, new._allowed, new.many = self.info, self.node_class, self._allowed, self.many
+        new._limits = self._limits
         new.free = list(self.free)      # the dicts are never changed: shared
         new.gpu = list(self.gpu)
         new.buckets = [{lv: list(ns) for lv, ns in b.items()} for b in self.buckets]
@@ -150,8 +152,7 @@ class ClusterState:
         free = self.free
         # a request > 0 limits how many pods fit, one <= 0 only whether any does (taking pods
         # never lowers what is free of it below what it was)
-        limits = [(r, v) for r, v in demand.items() if v > 0]
-        floors = [(r, v) for r, v in demand.items() if v <= 0]
+        limits, floors = self._split(demand)
         last: Mapping[str, int] | None = None
         room = 0
         for nodes in self._fitting_lists(gpu, classes):
@@ -174,6 +175,15 @@ class ClusterState:
                     if not pods:
                         return out
         return None
+
+    def _split(self, demand: Mapping[str, int]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """A demand's requests > 0 and <= 0, remembered per demand (one per pod kind) while
+        it lives (kept here beside it, so its id names no other)."""
+        got = self._limits.get(id(demand))
+        if got is None or got[0] is not demand:
+            got = self._limits[id(demand)] = (demand, [(r, v) for r, v in demand.items() if v > 0],
+                                              [(r, v) for r, v in demand.items() if v <= 0])
+        return got[1], got[2]
 
     def _fitting_lists(self, gpu: int, classes: Sequence[int]) -> Iterator[Sequence[int]]:
         """The nodes of `classes` with at least `gpu` free GPUs in best-fit order, as lists
@@ -201,7 +211,9 @@ class ClusterState:
             level = min(levels)
             levels.discard(level)
             for k in classes:
-                yield buckets[k].get(level, ())
+                got = buckets[k].get(level)
+                if got:
+                    yield got
 
     def allowed(self, classes: Sequence[int]) -> frozenset[int]:
         key = tuple(classes)
@@ -289,23 +301,22 @@ class ClusterState:
         one `give` per pod: the buckets keep node order; issue 24: taking a cluster's
         lower-priority work out pod by pod moved each node through every level between)."""
         self.version = self.grown = next(_STAMPS)
-        own = self.own_copies((i, demand, -1) for i, demand in pods)
-        for i, f in own.items():
-            self._move(i, self._gpus(f))
-
-    def own_copies(self, pods: Iterable[tuple[int, Mapping[str, int], int]]) -> dict[int, dict[str, int]]:
-        """`times` pods of `demand` taken on node i for each (i, demand, times) (negative: given
-        back), each touched node given a free capacity of its own first (the shared ones never
-        change); node -> that capacity. The levels are not moved."""
         own: dict[int, dict[str, int]] = {}
         free = self.free
-        for i, demand, times in pods:
+        for i, demand in pods:
             f = own.get(i)
-            if f is None:
+            if f is None:               # a capacity of its own first: the shared ones never change
                 f = own[i] = free[i] = dict(free[i])
             for r, v in demand.items():
-                f[r] = f.get(r, 0) - v * times
-        return own
+                f[r] = f.get(r, 0) + v
+        moves: dict[tuple[int, int, int], list[int]] = {}
+        gpu, node_class = self.gpu, self.node_class
+        for i, f in own.items():
+            level, old = self._gpus(f), gpu[i]
+            if level != old:
+                gpu[i] = level
+                moves.setdefault((node_class[i], old, level), []).append(i)
+        self._move_all(moves)
 
     def _gpus(self, f: Mapping[str, int]) -> int:
         g1 = self.gpu1
@@ -345,9 +356,11 @@ def blocks(st: ClusterState, classes: tuple[int, ...], size: int) -> int:
 def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     """A cheap necessary condition: the cluster's GPUs in total, and for each pod kind enough
     GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
-    if g.gpus > st.free_gpus:
-        return False
-    for classes, size, pods in st.info.kinds(g)[1]:
+    return g.gpus <= st.free_gpus and _enough_blocks(st, st.info.kinds(g)[1])
+
+
+def _enough_blocks(st: ClusterState, need: Iterable[tuple[tuple[int, ...], int, int]]) -> bool:
+    for classes, size, pods in need:
         if blocks(st, classes, size) < pods:
             return False
     return True
@@ -398,11 +411,12 @@ def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     got = state.memo.get(key)          # `recall`, inline: most calls at scale end here
     if got is not None and got[1] is False and got[0] == state.version:
         return None
-    if not may_fit(state, g):
+    kinds = state.info.kinds(g)
+    if g.gpus > state.free_gpus or not _enough_blocks(state, kinds[1]):     # `may_fit`, inline
         state.prove_no_fit(shape)
         return None
     mark = state.mark()
-    done = _best_fit(state, g)
+    done = _best_fit(state, g, kinds[0])
     if done is None:
         state.restore(mark)                # rolled back: the same content
         state.remember(key, False)
@@ -411,8 +425,7 @@ def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     return done
 
 
-def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
-    compat = state.info.kinds(g)[0]
+def _best_fit(state: ClusterState, g: GroupInfo, compat: Sequence[tuple[int, ...]]) -> PodAssign | None:
     if not all(compat):
         return None
     done: PodAssign = []
@@ -429,14 +442,20 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
 
 
 def undo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
-    for j, i, n in reversed(_same_node_runs(assign)):
-        state.give(i, g.parts[j].demand, n)
+    """`g`'s pods given back from the nodes `assign` names, each node moved once (`give_all`)."""
+    parts = g.parts
+    state.give_all((i, parts[j].demand) for j, i in assign)
 
 
 def redo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
-    """`g`'s pods taken on the nodes `assign` names (what `undo` gives back)."""
-    for j, i, n in _same_node_runs(assign):
-        state.take(i, g.parts[j].demand, n)
+    """`g`'s pods taken on the nodes `assign` names (what `undo` gives back), part by part
+    with `take_runs` (issue 24: the exchange put back every group it tried out, node by node)."""
+    per_part: dict[int, dict[int, int]] = {}
+    for j, i in assign:
+        on = per_part.setdefault(j, {})
+        on[i] = on.get(i, 0) + 1
+    for j, on in per_part.items():
+        state.take_runs(on.items(), g.parts[j].demand)
 
 
 def redo_all(st: ClusterState, placed: Iterable[tuple[GroupInfo, PodAssign]]) -> None:
@@ -445,7 +464,15 @@ def redo_all(st: ClusterState, placed: Iterable[tuple[GroupInfo, PodAssign]]) ->
     level by level through its buckets; at 4,000 workloads most of the explanations' time)."""
     st.version = next(_STAMPS)
     node_class, gpu = st.node_class, st.gpu
-    touched = st.own_copies((i, g.parts[j].demand, n) for g, assign in placed for j, i, n in _same_node_runs(assign))
+    touched: dict[int, dict[str, int]] = {}
+    free = st.free
+    for g, assign in placed:
+        for j, i, n in _same_node_runs(assign):
+            f = touched.get(i)
+            if f is None:
+                f = touched[i] = free[i] = dict(free[i])
+            for r, v in g.parts[j].demand.items():
+                f[r] = f.get(r, 0) - v * n
     for i, f in touched.items():
         gpu[i] = st._gpus(f)
     for k in {node_class[i] for i in touched}:
