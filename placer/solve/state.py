@@ -10,7 +10,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 from placer.solve.domain_fit import PodAssign, try_place_topology
 from placer.solve.groups import MANY_CLASSES, ClusterInfo, GroupInfo, gpus_of, runs
-from placer.solve.levels import fits, less, shift, shift_many
+from placer.solve.levels import blocks, fits, less, shift, shift_many
 from placer.solve.scheduling import fits_resources
 
 # content stamps, unique across all states: a stamp never names two different contents
@@ -49,7 +49,6 @@ class ClusterState:
         self.keys = [sorted(b) for b in self.buckets]
         self.level_keys = sorted(self.levels)
         self._allowed: dict[tuple[int, ...], frozenset[int]] = {}
-        self._limits: dict[int, tuple[Mapping[str, int], list, list]] = {}
         # the state's content changes with `version`; what a group's pods (its `shape`) gave
         # on this content is remembered (issue 24: the greedy passes, the repair and the
         # reasons try the same pods on an unchanged cluster again and again)
@@ -76,7 +75,6 @@ class ClusterState:
         """An independent state with the same free capacity (cheaper than from the info)."""
         new = ClusterState.__new__(ClusterState)
         new.info, new.node_class, new._allowed, new.many = self.info, self.node_class, self._allowed, self.many
-        new._limits = self._limits
         new.free = list(self.free)      # the dicts are never changed: shared
         new.gpu = list(self.gpu)
         new.buckets = [{lv: list(ns) for lv, ns in b.items()} for b in self.buckets]
@@ -152,7 +150,8 @@ class ClusterState:
         free = self.free
         # a request > 0 limits how many pods fit, one <= 0 only whether any does (taking pods
         # never lowers what is free of it below what it was)
-        limits, floors = self._split(demand)
+        limits = [(r, v) for r, v in demand.items() if v > 0]
+        floors = [(r, v) for r, v in demand.items() if v <= 0]
         last: Mapping[str, int] | None = None
         room = 0
         for nodes in self._fitting_lists(gpu, classes):
@@ -175,15 +174,6 @@ class ClusterState:
                     if not pods:
                         return out
         return None
-
-    def _split(self, demand: Mapping[str, int]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-        """A demand's requests > 0 and <= 0, remembered per demand (one per pod kind) while
-        it lives (kept here beside it, so its id names no other)."""
-        got = self._limits.get(id(demand))
-        if got is None or got[0] is not demand:
-            got = self._limits[id(demand)] = (demand, [(r, v) for r, v in demand.items() if v > 0],
-                                              [(r, v) for r, v in demand.items() if v <= 0])
-        return got[1], got[2]
 
     def _fitting_lists(self, gpu: int, classes: Sequence[int]) -> Iterator[Sequence[int]]:
         """The nodes of `classes` with at least `gpu` free GPUs in best-fit order, as lists
@@ -323,36 +313,6 @@ class ClusterState:
         return f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
 
 
-def blocks(st: ClusterState, classes: tuple[int, ...], size: int) -> int:
-    """GPU blocks of `size` free on the nodes of `classes` (over all nodes when a pod may
-    use many classes: weaker, as a necessary condition), remembered while the content
-    is unchanged, and per class while none of its nodes moved (issue 24: `may_fit`
-    summed them for every group on every cluster a greedy pass tried, though most of
-    those clusters, and most classes of the others, had not changed since)."""
-    if st.block_version != st.version:
-        st.block_memo = {}
-        st.block_version = st.version
-    key = (classes, size)
-    got = st.block_memo.get(key)
-    if got is None:
-        if len(classes) > MANY_CLASSES:
-            got = sum(len(nodes) * (level // size) for level, nodes in st.levels.items() if level >= size)
-        else:
-            got = 0
-            memo, stamp = st.class_blocks, st.class_stamp
-            for k in classes:
-                known = memo.get((k, size))
-                if known is None or known[0] != stamp[k]:
-                    n = 0
-                    for level, nodes in st.buckets[k].items():
-                        if level >= size:
-                            n += len(nodes) * (level // size)
-                    known = memo[(k, size)] = (stamp[k], n)
-                got += known[1]
-        st.block_memo[key] = got
-    return got
-
-
 def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     """A cheap necessary condition: the cluster's GPUs in total, and for each pod kind enough
     GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
@@ -463,18 +423,24 @@ def redo_all(st: ClusterState, placed: Iterable[tuple[GroupInfo, PodAssign]]) ->
     once, in node order, as `shift` keeps them (issue 24: replaying a plan moved each node
     level by level through its buckets; at 4,000 workloads most of the explanations' time)."""
     st.version = next(_STAMPS)
-    node_class, gpu = st.node_class, st.gpu
-    touched: dict[int, dict[str, int]] = {}
-    free = st.free
+    node_class, gpu, free = st.node_class, st.gpu, st.free
+    # (free capacity, demand, pods) -> the capacity left, made once for all the nodes that
+    # share the capacity and take as many pods of that demand (kept with the keys' objects,
+    # so an id names no other while this runs)
+    made: dict[tuple[int, int, int], tuple[Mapping[str, int], Mapping[str, int], dict[str, int]]] = {}
+    touched: dict[int, None] = {}
     for g, assign in placed:
+        parts = g.parts
         for j, i, n in _same_node_runs(assign):
-            f = touched.get(i)
-            if f is None:
-                f = touched[i] = free[i] = dict(free[i])
-            for r, v in g.parts[j].demand.items():
-                f[r] = f.get(r, 0) - v * n
-    for i, f in touched.items():
-        gpu[i] = st._gpus(f)
+            f, d = free[i], parts[j].demand
+            key = (id(f), id(d), n)
+            got = made.get(key)
+            if got is None:
+                got = made[key] = (f, d, less(f, d, n))
+            free[i] = got[2]
+            touched[i] = None
+    for i in touched:
+        gpu[i] = st._gpus(free[i])
     for k in {node_class[i] for i in touched}:
         b: dict[int, list[int]] = {}
         for i in st.info.class_nodes[k]:
