@@ -175,14 +175,14 @@ class ClusterState:
                         return out
         return None
 
-    def _fitting_lists(self, gpu: int, classes: Sequence[int]) -> Iterator[Sequence[int]]:
+    def _fitting_lists(self, gpu: int, classes: Sequence[int]) -> Iterator[Iterable[int]]:
         """The nodes of `classes` with at least `gpu` free GPUs in best-fit order, as lists
         read in turn (issue 24: a generator resumed per node cost as much as the search)."""
         if len(classes) > MANY_CLASSES:
             ok, nc = self.allowed(classes), self.node_class
             keys = self.level_keys
             for n in range(bisect.bisect_left(keys, gpu), len(keys)):
-                yield [i for i in self.levels[keys[n]] if nc[i] in ok]
+                yield (i for i in self.levels[keys[n]] if nc[i] in ok)     # lazily: a level holds 1,000s
             return
         buckets = self.buckets
         if len(classes) == 1:
