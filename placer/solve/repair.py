@@ -180,9 +180,9 @@ def repair(problem: Problem, result: Result, deadline: float | None = None,
     result = dict(result)
     states = states_of(problem, result) if states is None else states
     by_idx = {g.index: g for g in problem.groups}
-    _fill(problem, result, states, deadline, work=work)
-    on = _Placed(problem, result, by_idx)
     rank = {g.index: n for n, g in enumerate(greedy_order(problem.groups))}
+    _fill(problem, result, states, rank, deadline, work=work)
+    on = _Placed(problem, result, by_idx)
     turns = [(rank[g.index], g.index) for g in problem.groups if g.eligible and g.index not in result]
     heapq.heapify(turns)
     while turns:
@@ -198,13 +198,13 @@ def repair(problem: Problem, result: Result, deadline: float | None = None,
         on.add(g.index, c)
         for h in lower:
             on.remove(h.index, c)
-        _fill(problem, result, states, deadline, only=lower, work=work)
+        _fill(problem, result, states, rank, deadline, only=lower, work=work)
         for h in lower:
             if h.index in result:
                 on.add(h.index, result[h.index][0])
             else:
                 heapq.heappush(turns, (rank[h.index], h.index))
-    _fill(problem, result, states, deadline, work=work)
+    _fill(problem, result, states, rank, deadline, work=work)
     return within(problem, result)          # issue 23: a displacement may break a quota
 
 
@@ -318,11 +318,13 @@ class _Placed:
         return emptied
 
 
-def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], deadline: float | None,
-          only=None, work: Work | None = None) -> None:
+def _fill(problem: Problem, result: Result, states: Mapping[int, ClusterState], rank: Mapping[int, int],
+          deadline: float | None, only=None, work: Work | None = None) -> None:
+    """The unplaced groups of `only` (else all), each on the first cluster where it fits, in
+    greedy order (`rank`: each group's place in it, computed once for the repair)."""
     todo = problem.groups if only is None else only
     quota = tally(problem, result)          # issue 23: each group within its quotas
-    for g in greedy_order(g for g in todo if g.eligible and g.index not in result):
+    for g in sorted((g for g in todo if g.eligible and g.index not in result), key=lambda g: rank[g.index]):
         use = group_use(quota.quotas, g) if quota else {}
         if quota and not quota.room(use):
             continue

@@ -10,6 +10,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 from placer.solve.domain_fit import PodAssign, try_place_topology
 from placer.solve.groups import MANY_CLASSES, ClusterInfo, GroupInfo, gpus_of, runs
+from placer.solve.levels import blocks, fits, less, shift, shift_many
 from placer.solve.scheduling import fits_resources
 
 # content stamps, unique across all states: a stamp never names two different contents
@@ -21,13 +22,13 @@ class ClusterState:
 
     def __init__(self, info: ClusterInfo):
         self.info = info
-        # a node's free capacity is its class's, one dict shared by all of the class's
-        # untouched nodes (the state's own, never changed), until a pod comes or goes there
-        # (issue 24: copying a state copied every node's; best fit computes how many pods
-        # an untouched node holds once for the whole run of them)
-        self.pristine = [dict(f) for f in info.class_free]
+        # a node's free capacity is a dict never changed once made, shared by every node whose
+        # capacity it is: at first each class's, by all of its nodes; a take or give makes a
+        # new one (issue 24: copying a state copied every node's; best fit computes how many
+        # pods a node holds once for a run of nodes that share one, and a take of one demand
+        # from such a run makes one new dict for all of them)
         self.node_class = self._class_of_nodes()
-        self.free = [self.pristine[k] for k in self.node_class]
+        self.free: list[Mapping[str, int]] = [info.class_free[k] for k in self.node_class]
         self.gpu = [gpus_of(f, info.gpu_names) for f in self.free]
         self.buckets: list[dict[int, list[int]]] = []
         for k, members in enumerate(info.class_nodes):
@@ -74,9 +75,7 @@ class ClusterState:
         """An independent state with the same free capacity (cheaper than from the info)."""
         new = ClusterState.__new__(ClusterState)
         new.info, new.node_class, new._allowed, new.many = self.info, self.node_class, self._allowed, self.many
-        new.pristine = pristine = self.pristine
-        nc = self.node_class
-        new.free = [f if f is pristine[nc[i]] else dict(f) for i, f in enumerate(self.free)]
+        new.free = list(self.free)      # the dicts are never changed: shared
         new.gpu = list(self.gpu)
         new.buckets = [{lv: list(ns) for lv, ns in b.items()} for b in self.buckets]
         new.levels = {lv: list(ns) for lv, ns in self.levels.items()}
@@ -133,7 +132,7 @@ class ClusterState:
                 level = keys[n]
                 if best is not None and level >= best[0]:
                     break               # a later class wins only with fewer free GPUs left
-                hit = next((i for i in b[level] if _fits(need, free[i])), None)
+                hit = next((i for i in b[level] if fits(need, free[i])), None)
                 if hit is not None:
                     best = (level, pos, hit)
                     break
@@ -153,41 +152,43 @@ class ClusterState:
         # never lowers what is free of it below what it was)
         limits = [(r, v) for r, v in demand.items() if v > 0]
         floors = [(r, v) for r, v in demand.items() if v <= 0]
-        last: dict[str, int] | None = None
+        last: Mapping[str, int] | None = None
         room = 0
-        for i in self._fitting_order(gpu, classes):
-            f = free[i]
-            if f is not last:           # untouched nodes of a class share one dict: one count
-                last, room = f, pods
-                for r, v in limits:
-                    got = f.get(r, 0) // v
-                    if got < room:
-                        room = got
-                        if room <= 0:
-                            break
-                if room > 0 and floors and not _fits(floors, f):
-                    room = 0
-            if room > 0:
-                n = room if room < pods else pods
-                out.append((i, n))
-                pods -= n
-                if not pods:
-                    return out
+        for nodes in self._fitting_lists(gpu, classes):
+            for i in nodes:
+                f = free[i]
+                if f is not last:       # nodes that share their free capacity: one count
+                    last, room = f, pods
+                    for r, v in limits:
+                        got = f.get(r, 0) // v
+                        if got < room:
+                            room = got
+                            if room <= 0:
+                                break
+                    if room > 0 and floors and not fits(floors, f):
+                        room = 0
+                if room > 0:
+                    n = room if room < pods else pods
+                    out.append((i, n))
+                    pods -= n
+                    if not pods:
+                        return out
         return None
 
-    def _fitting_order(self, gpu: int, classes: Sequence[int]) -> Iterator[int]:
-        """The nodes of `classes` with at least `gpu` free GPUs in best-fit order."""
+    def _fitting_lists(self, gpu: int, classes: Sequence[int]) -> Iterator[Iterable[int]]:
+        """The nodes of `classes` with at least `gpu` free GPUs in best-fit order, as lists
+        read in turn (issue 24: a generator resumed per node cost as much as the search)."""
         if len(classes) > MANY_CLASSES:
-            ok = self.allowed(classes)
+            ok, nc = self.allowed(classes), self.node_class
             keys = self.level_keys
             for n in range(bisect.bisect_left(keys, gpu), len(keys)):
-                yield from (i for i in self.levels[keys[n]] if self.node_class[i] in ok)
+                yield (i for i in self.levels[keys[n]] if nc[i] in ok)     # lazily: a level holds 1,000s
             return
         buckets = self.buckets
         if len(classes) == 1:
             b, keys = buckets[classes[0]], self.keys[classes[0]]
             for n in range(bisect.bisect_left(keys, gpu), len(keys)):
-                yield from b[keys[n]]
+                yield b[keys[n]]
             return
         # the levels of all the classes, merged: a set of a few small ints, taken lowest first
         # as the search goes on (issue 24: heapq.merge's generator cost more than the nodes it
@@ -200,7 +201,9 @@ class ClusterState:
             level = min(levels)
             levels.discard(level)
             for k in classes:
-                yield from buckets[k].get(level, ())
+                got = buckets[k].get(level)
+                if got:
+                    yield got
 
     def allowed(self, classes: Sequence[int]) -> frozenset[int]:
         key = tuple(classes)
@@ -222,9 +225,9 @@ class ClusterState:
         old = self.gpu[i]
         if old != new_gpu:
             k = self.node_class[i]
-            _shift(self.buckets[k], self.keys[k], i, old, new_gpu)
+            shift(self.buckets[k], self.keys[k], i, old, new_gpu)
             if self.many:
-                _shift(self.levels, self.level_keys, i, old, new_gpu)
+                shift(self.levels, self.level_keys, i, old, new_gpu)
             self.class_stamp[k] += 1
             self.free_gpus += new_gpu - old
             self.gpu[i] = new_gpu
@@ -232,139 +235,92 @@ class ClusterState:
     def take(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
         """`times` pods of `demand` on node i."""
         self.version = next(_STAMPS)
-        f = self._own(i)
-        for r, v in demand.items():
-            f[r] = f.get(r, 0) - v * times
-        g1 = self.gpu1
-        self._move(i, f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names))
+        f = self.free[i] = less(self.free[i], demand, times)
+        self._move(i, self._gpus(f))
 
     def take_runs(self, runs: Iterable[tuple[int, int]], demand: Mapping[str, int]) -> None:
-        """`take(i, demand, n)` for each (i, n) of `runs`, one content stamp for all (issue 24:
-        best fit takes a group's pods node by node; `_move` is inlined for the same reason)."""
+        """`take(i, demand, n)` for each (i, n) of `runs`, each node once (as `best_nodes` gives
+        them), one content stamp for all. Nodes that shared a free capacity and take as many pods
+        share the new one, made once, and the nodes of a class that go from one level to
+        another move at once (issue 24: best fit takes a group's pods, node by node, most of
+        the greedy plans' time)."""
         self.version = next(_STAMPS)
-        free, gpu, g1, items = self.free, self.gpu, self.gpu1, tuple(demand.items())
-        node_class, buckets, keys, stamp = self.node_class, self.buckets, self.keys, self.class_stamp
-        pristine = self.pristine
-        gained = 0
+        free, gpu, node_class = self.free, self.gpu, self.node_class
+        moves: dict[tuple[int, int, int], list[int]] = {}
+        last: Mapping[str, int] | None = None
+        last_n = last_k = -1
+        new: dict[str, int] = {}
+        level = 0
+        went: list[int] | None = None
         for i, n in runs:
-            f = free[i]
-            if f is pristine[node_class[i]]:
-                f = free[i] = dict(f)
-            for r, v in items:
-                f[r] = f.get(r, 0) - v * n
-            new = f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
-            old = gpu[i]
-            if new != old:
-                k = node_class[i]
-                _shift(buckets[k], keys[k], i, old, new)
-                if self.many:
-                    _shift(self.levels, self.level_keys, i, old, new)
-                stamp[k] += 1
-                gained += new - old
-                gpu[i] = new
-        self.free_gpus += gained
+            f, k = free[i], node_class[i]
+            if f is not last or n != last_n or k != last_k:
+                old = gpu[i]
+                if f is not last or n != last_n:
+                    new = less(f, demand, n)
+                    level = self._gpus(new)
+                last, last_n, last_k = f, n, k
+                went = None if level == old else moves.setdefault((k, old, level), [])
+            free[i] = new
+            if went is not None:
+                went.append(i)
+                gpu[i] = level
+        self._move_all(moves)
+
+    def _move_all(self, moves: Mapping[tuple[int, int, int], list[int]]) -> None:
+        """The nodes of class k from level `old` to `new` for each ((k, old, new), nodes) (`gpu`
+        already says `new`)."""
+        across: dict[tuple[int, int], list[int]] = {}
+        for (k, old, new), nodes in moves.items():
+            if self.many:
+                across.setdefault((old, new), []).extend(nodes)
+            shift_many(self.buckets[k], self.keys[k], nodes, old, new)
+            self.class_stamp[k] += 1
+            self.free_gpus += (new - old) * len(nodes)
+        for (old, new), nodes in across.items():
+            shift_many(self.levels, self.level_keys, nodes, old, new)
 
     def give(self, i: int, demand: Mapping[str, int], times: int = 1) -> None:
         """`times` pods of `demand` off node i."""
         self.version = self.grown = next(_STAMPS)
-        f = self._own(i)
-        for r, v in demand.items():
-            f[r] = f.get(r, 0) + v * times
-        g1 = self.gpu1
-        self._move(i, f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names))
+        f = self.free[i] = less(self.free[i], demand, -times)
+        self._move(i, self._gpus(f))
 
     def give_all(self, pods: Iterable[tuple[int, Mapping[str, int]]]) -> None:
         """`give` of many pods at once, each node's bucket moved once (the same content as
         one `give` per pod: the buckets keep node order; issue 24: taking a cluster's
         lower-priority work out pod by pod moved each node through every level between)."""
         self.version = self.grown = next(_STAMPS)
-        touched: dict[int, None] = {}
-        free, pristine, node_class = self.free, self.pristine, self.node_class
+        own: dict[int, dict[str, int]] = {}
+        free = self.free
         for i, demand in pods:
-            f = free[i]
-            if f is pristine[node_class[i]]:    # `_own`, inline: one call per pod cost more
-                f = free[i] = dict(f)
+            f = own.get(i)
+            if f is None:               # a capacity of its own first: the shared ones never change
+                f = own[i] = free[i] = dict(free[i])
             for r, v in demand.items():
                 f[r] = f.get(r, 0) + v
-            touched[i] = None
-        for i in touched:
-            self._move(i, self._gpus(free[i]))
-
-    def _own(self, i: int) -> dict[str, int]:
-        """Node i's free capacity, its own (a copy of its class's when it was untouched)."""
-        f = self.free[i]
-        if f is self.pristine[self.node_class[i]]:
-            f = self.free[i] = dict(f)
-        return f
+        moves: dict[tuple[int, int, int], list[int]] = {}
+        gpu, node_class = self.gpu, self.node_class
+        for i, f in own.items():
+            level, old = self._gpus(f), gpu[i]
+            if level != old:
+                gpu[i] = level
+                moves.setdefault((node_class[i], old, level), []).append(i)
+        self._move_all(moves)
 
     def _gpus(self, f: Mapping[str, int]) -> int:
         g1 = self.gpu1
         return f.get(g1, 0) if g1 is not None else gpus_of(f, self.info.gpu_names)
 
 
-def _shift(index: dict[int, list[int]], keys: list[int], i: int, old: int, new: int) -> None:
-    """Node i from level `old` to `new` of a level index, each level's nodes in node order (for a
-    deterministic first fit), `keys` its sorted levels."""
-    lst = index[old]
-    if len(lst) == 1:
-        del index[old]
-        del keys[bisect.bisect_left(keys, old)]
-    else:
-        del lst[bisect.bisect_left(lst, i)]     # kept in node order: found by bisection
-    got = index.get(new)
-    if got is None:
-        index[new] = [i]
-        bisect.insort(keys, new)
-    elif got[-1] < i:
-        got.append(i)
-    else:
-        bisect.insort(got, i)
-
-
-def _fits(need: Sequence[tuple[str, int]], free: Mapping[str, int]) -> bool:
-    """`fits_resources` for a demand given as its items (the same answer, without a generator)."""
-    for r, v in need:
-        if v > free.get(r, 0):
-            return False
-    return True
-
-
-def blocks(st: ClusterState, classes: tuple[int, ...], size: int) -> int:
-    """GPU blocks of `size` free on the nodes of `classes` (over all nodes when a pod may
-    use many classes: weaker, as a necessary condition), remembered while the content
-    is unchanged, and per class while none of its nodes moved (issue 24: `may_fit`
-    summed them for every group on every cluster a greedy pass tried, though most of
-    those clusters, and most classes of the others, had not changed since)."""
-    if st.block_version != st.version:
-        st.block_memo = {}
-        st.block_version = st.version
-    key = (classes, size)
-    got = st.block_memo.get(key)
-    if got is None:
-        if len(classes) > MANY_CLASSES:
-            got = sum(len(nodes) * (level // size) for level, nodes in st.levels.items() if level >= size)
-        else:
-            got = 0
-            memo, stamp = st.class_blocks, st.class_stamp
-            for k in classes:
-                known = memo.get((k, size))
-                if known is None or known[0] != stamp[k]:
-                    n = 0
-                    for level, nodes in st.buckets[k].items():
-                        if level >= size:
-                            n += len(nodes) * (level // size)
-                    known = memo[(k, size)] = (stamp[k], n)
-                got += known[1]
-        st.block_memo[key] = got
-    return got
-
-
 def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     """A cheap necessary condition: the cluster's GPUs in total, and for each pod kind enough
     GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
-    if g.gpus > st.free_gpus:
-        return False
-    for classes, size, pods in st.info.kinds(g)[1]:
+    return g.gpus <= st.free_gpus and _enough_blocks(st, st.info.kinds(g)[1])
+
+
+def _enough_blocks(st: ClusterState, need: Iterable[tuple[tuple[int, ...], int, int]]) -> bool:
+    for classes, size, pods in need:
         if blocks(st, classes, size) < pods:
             return False
     return True
@@ -415,11 +371,12 @@ def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     got = state.memo.get(key)          # `recall`, inline: most calls at scale end here
     if got is not None and got[1] is False and got[0] == state.version:
         return None
-    if not may_fit(state, g):
+    kinds = state.info.kinds(g)
+    if g.gpus > state.free_gpus or not _enough_blocks(state, kinds[1]):     # `may_fit`, inline
         state.prove_no_fit(shape)
         return None
     mark = state.mark()
-    done = _best_fit(state, g)
+    done = _best_fit(state, g, kinds[0])
     if done is None:
         state.restore(mark)                # rolled back: the same content
         state.remember(key, False)
@@ -428,8 +385,7 @@ def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     return done
 
 
-def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
-    compat = state.info.kinds(g)[0]
+def _best_fit(state: ClusterState, g: GroupInfo, compat: Sequence[tuple[int, ...]]) -> PodAssign | None:
     if not all(compat):
         return None
     done: PodAssign = []
@@ -446,30 +402,42 @@ def _best_fit(state: ClusterState, g: GroupInfo) -> PodAssign | None:
 
 
 def undo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
-    for j, i, n in reversed(_same_node_runs(assign)):
-        state.give(i, g.parts[j].demand, n)
+    """`g`'s pods given back from the nodes `assign` names, each node moved once (`give_all`)."""
+    parts = g.parts
+    state.give_all((i, parts[j].demand) for j, i in assign)
 
 
 def redo(state: ClusterState, g: GroupInfo, assign: PodAssign) -> None:
-    """`g`'s pods taken on the nodes `assign` names (what `undo` gives back)."""
-    for j, i, n in _same_node_runs(assign):
-        state.take(i, g.parts[j].demand, n)
+    """`g`'s pods taken on the nodes `assign` names (what `undo` gives back), part by part
+    with `take_runs` (issue 24: the exchange put back every group it tried out, node by node)."""
+    per_part: dict[int, dict[int, int]] = {}
+    for j, i in assign:
+        on = per_part.setdefault(j, {})
+        on[i] = on.get(i, 0) + 1
+    for j, on in per_part.items():
+        state.take_runs(on.items(), g.parts[j].demand)
 
 
 def redo_all(st: ClusterState, placed: Iterable[tuple[GroupInfo, PodAssign]]) -> None:
     """`redo` of many groups at once: the same content, each touched class's buckets built
-    once, in node order, as `_shift` keeps them (issue 24: replaying a plan moved each node
+    once, in node order, as `shift` keeps them (issue 24: replaying a plan moved each node
     level by level through its buckets; at 4,000 workloads most of the explanations' time)."""
     st.version = next(_STAMPS)
-    free, pristine, node_class, gpu = st.free, st.pristine, st.node_class, st.gpu
+    node_class, gpu, free = st.node_class, st.gpu, st.free
+    # (free capacity, demand, pods) -> the capacity left, made once for all the nodes that
+    # share the capacity and take as many pods of that demand (kept with the keys' objects,
+    # so an id names no other while this runs)
+    made: dict[tuple[int, int, int], tuple[Mapping[str, int], Mapping[str, int], dict[str, int]]] = {}
     touched: dict[int, None] = {}
     for g, assign in placed:
+        parts = g.parts
         for j, i, n in _same_node_runs(assign):
-            f = free[i]
-            if f is pristine[node_class[i]]:
-                f = free[i] = dict(f)
-            for r, v in g.parts[j].demand.items():
-                f[r] = f.get(r, 0) - v * n
+            f, d = free[i], parts[j].demand
+            key = (id(f), id(d), n)
+            got = made.get(key)
+            if got is None:
+                got = made[key] = (f, d, less(f, d, n))
+            free[i] = got[2]
             touched[i] = None
     for i in touched:
         gpu[i] = st._gpus(free[i])
