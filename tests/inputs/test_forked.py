@@ -109,11 +109,19 @@ SLEEPER = """
 """
 
 
+def _as_a_terminal_gives_it() -> None:
+    """SIGINT's default action and unblocked in the sleeper, whatever the test process has: a run
+    started in the background by a non-interactive shell (as CI's) has SIGINT ignored, and exec
+    passes that on (Python then keeps it ignored); a mask passes on too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _sleeper(**kw) -> tuple[subprocess.Popen, int]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env[F.SERIAL_ENV] = "0"                     # fork even on a busy machine
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SLEEPER)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_a_terminal_gives_it, **kw)
     return proc, int(proc.stdout.readline())
 
 
