@@ -217,8 +217,19 @@ def load_groups(paths: Sequence[str], catalog: Catalog, *,
     return groups_of(batch, priority_classes)
 
 
+def _each_once(workloads: Sequence[Workload]) -> None:
+    """One object given twice is bad input, said where both are (before, the plan failed
+    verification with exit 1: "a workload is placed twice")."""
+    first: dict[Any, str | None] = {}
+    for w in workloads:
+        if w.ref in first:
+            raise InputError(f"{w.ref} is given twice (first at {first[w.ref]})", source=w.source)
+        first[w.ref] = w.source
+
+
 def groups_of(batch: Batch, priority_classes: PriorityClasses | None = None) -> list[PlacementGroup]:
     """The batch's placement groups, each workload with its priority resolved (`load_groups`)."""
+    _each_once(batch.workloads)
     classes = from_objects((d.obj for d in batch.priority_classes), "the given files")
     if priority_classes is not None:
         classes = classes.merged(priority_classes)

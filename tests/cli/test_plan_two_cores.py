@@ -121,3 +121,18 @@ def test_examples_stay_serial(fleet400):
     done = _plan(ROOT / "examples", fleet400[1], serial=False)
     assert done.returncode in (0, 3), done.stderr
     assert "wait-" not in _timings(done)
+
+
+def test_one_object_in_both_parts_is_bad_input(fleet400, tmp_path):
+    """The same workload in the parent's part and the child's: one line naming both places,
+    exit 2, as serially (before, the plan failed verification: exit 1)."""
+    files, clusters = fleet400
+    copy = tmp_path / "w"
+    shutil.copytree(files, copy)
+    names = sorted(copy.iterdir())
+    names[-1].write_text(names[0].read_text())
+    serial, two = (_plan(copy, clusters, serial=s) for s in (True, False))
+    assert (two.returncode, two.stdout, two.stderr) == (serial.returncode, serial.stdout, serial.stderr)
+    assert two.returncode == 2 and len(two.stderr.strip().splitlines()) == 1
+    assert "is given twice (first at" in two.stderr
+    assert names[0].name in two.stderr and names[-1].name in two.stderr

@@ -53,3 +53,25 @@ def test_documents_keep_their_line_and_v1_lists_expand(tmp_path):
     docs = read_documents([str(f)])
     assert [d.obj["metadata"]["name"] for d in docs] == ["x", "y"]
     assert docs[0].where == f"{f}:3"
+
+
+def test_one_object_given_twice_is_bad_input_naming_both_places(tmp_path):
+    import pytest
+
+    from placer.model.errors import InputError
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "widget.yaml").write_text(DEFINITION)
+    cat = load_catalog([tmp_path / "defs"])
+    a = _write(tmp_path / "a.yaml", widget("a1"), widget("a2"))
+    b = _write(tmp_path / "b.yaml", widget("b1"), widget("a1"))
+    with pytest.raises(InputError) as e:
+        load_groups([a, b], cat)
+    assert e.value.exit_code == 2
+    assert "ml/Widget" in str(e.value) and "/a1 is given twice (first at " in str(e.value)
+    assert f"{a}:1" in str(e.value) and f"{b}:" in str(e.value)
+    # the same file twice on the line is the same objects twice
+    with pytest.raises(InputError, match="given twice"):
+        load_groups([a, a], cat)
+    # another namespace, or another kind's name, is another object
+    c = _write(tmp_path / "c.yaml", {**widget("a1"), "metadata": {"name": "a1", "namespace": "other"}})
+    assert len(load_groups([a, c], cat)) == 3
