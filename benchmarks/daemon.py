@@ -348,8 +348,9 @@ class Users:
         created_s = time.perf_counter() - t1
         ok = self.arrivals.wait({f"{STAGING}/{b}" for b in burst}, timeout)
         done = max(self.arrivals.seen.get(f"{STAGING}/{b}", float("inf")) for b in burst) - t1
+        seen = sorted(self.arrivals.seen[k] - t1 for k in (f"{STAGING}/{b}" for b in burst) if k in self.arrivals.seen)
         return {"created_s": created_s, "ok": ok, "done": done, "cpu": time.process_time() - cpu,
-                "placed": sum(1 for b in burst if f"{STAGING}/{b}" in self.arrivals.seen)}
+                "placed": len(seen), "seen": [pct(seen, q) for q in (10, 25, 50, 75, 90, 100)] if seen else []}
 
     def dups(self) -> int:
         """Copies the watches saw twice."""
@@ -589,6 +590,11 @@ def main() -> None:
           f"on a target, no daemon): {floor_burst.seconds:.1f} s to the last copy seen"
           + (f", the servers' process {floor_burst.server_cpu:.2f} s CPU" if floor_burst.server_cpu is not None else "")
           + f"; the burst took {burst_done / max(floor_burst.seconds, 1e-3):.1f}x that")
+    if burst.get("seen"):
+        print("the burst's copies seen, from its first create: " + ", ".join(
+            f"{q}% at {v:.1f} s" for q, v in zip((10, 25, 50, 75, 90, 100), burst["seen"]))
+            + f"; the last create answered at {burst['created_s']:.1f} s, the last copy "
+              f"{burst['done'] - burst['created_s']:.1f} s after it")
     print(f"the burst, until the daemon was idle again: {burst_rounds} planning rounds; the daemon thread ran "
           f"{meter.steps} steps taking {meter.wall:.1f} s, {meter.cpu:.2f} s CPU (thread time), in {burst_to - burst_from:.1f} s")
     if args.users_in_process:

@@ -75,7 +75,7 @@ class Transport:
         started = time.perf_counter()
         try:
             try:
-                resp = self.wire.send(request, (self.connect_timeout, read_timeout))
+                resp = self.wire.send(request, (self.connect_timeout, read_timeout), whole=not stream)
                 if not 200 <= resp.status <= 299:
                     resp.read()
                     resp.response.release_conn()

@@ -21,6 +21,7 @@ import orjson
 import urllib3
 from kubernetes import client as k8s_client
 
+from placer.kube.direct import METHODS, Answer, Direct, Unopened
 from placer.kube.request import Request
 
 REFRESH = 1.0                   # seconds between runs of the kubeconfig's token refresh hook
@@ -71,6 +72,7 @@ class Wire:
         self._lock = threading.Lock()
         self._auth: str | None = None
         self._checked: float | None = None
+        self._direct: Direct | None | bool = False          # False: not looked at yet
 
     def authorization(self) -> str | None:
         now = self._clock()
@@ -91,10 +93,26 @@ class Wire:
             headers["authorization"] = auth
         return headers
 
-    def send(self, request: Request, timeout: tuple[float, float]) -> k8s_client.rest.RESTResponse:
-        """The response, its body unread (a caller streams it or reads it)."""
+    def direct(self) -> Direct | None:
+        if self._direct is False:
+            self._direct = Direct.of(self.api.rest_client.pool_manager, self.api.configuration.host)
+        return self._direct  # type: ignore[return-value]
+
+    def send(self, request: Request, timeout: tuple[float, float],
+             whole: bool = False) -> k8s_client.rest.RESTResponse | Answer:
+        """The response, its body unread (a caller streams it or reads it); `whole`: the caller
+        reads it whole, so a POST or PATCH may come back as an `Answer` (placer.kube.direct)."""
+        body, headers = encode_body(request.body), self.headers(request)
+        retries = None
+        direct = self.direct() if whole and request.method in METHODS else None
+        if direct is not None:
+            target = url_of("", request)
+            try:
+                return direct.exchange(request.method, target, headers, body, timeout)
+            except Unopened as e:                 # the library's path, one connection try counted
+                retries = e.retries
         resp = self.api.rest_client.pool_manager.urlopen(
-            request.method, url_of(self.api.configuration.host, request), body=encode_body(request.body),
-            headers=self.headers(request), timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
-            preload_content=False)
+            request.method, url_of(self.api.configuration.host, request), body=body,
+            headers=headers, timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+            preload_content=False, **({"retries": retries} if retries is not None else {}))
         return k8s_client.rest.RESTResponse(resp)

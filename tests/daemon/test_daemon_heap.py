@@ -13,25 +13,42 @@ import weakref
 import yaml
 
 from placer.daemon.config import config_from_file
-from placer.daemon.heap import Heap
+from placer.daemon.heap import YOUNG, Heap
 from tests.daemon.daemon_helpers import Env
 
 
 def test_a_daemon_settles_its_heap_once_idle_and_releases_it_when_it_stops(env: Env):
     gc.unfreeze()
+    before = gc.get_threshold()
     d = env.daemon(settle_heap=True)
     assert d.wait_idle(30)
     assert d.planner.heap is not None and d.planner.heap.term == d.leader.acquired
     assert gc.get_freeze_count() > 0            # the caches, the classes: skipped by later collections
+    assert gc.get_threshold() == (YOUNG, *before[1:])     # the youngest generation collected less often
     d.stop()
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
 
 
 def test_without_it_the_collector_is_left_as_it_is(env: Env):
     gc.unfreeze()
+    before = gc.get_threshold()
     d = env.daemon()
     assert d.wait_idle(30)
-    assert d.planner.heap is None and gc.get_freeze_count() == 0
+    assert d.planner.heap is None and gc.get_freeze_count() == 0 and gc.get_threshold() == before
+
+
+def test_the_young_threshold_is_set_at_the_first_settle_and_given_back_at_release():
+    before = gc.get_threshold()
+    heap = Heap(interval=10.0)
+    try:
+        assert gc.get_threshold() == before      # nothing until the first settle
+        assert heap.step(0.0, term=1) and gc.get_threshold() == (YOUNG, *before[1:])
+        assert heap.step(10.0, term=1) and gc.get_threshold() == (YOUNG, *before[1:])
+    finally:
+        heap.release()
+    assert gc.get_threshold() == before
+    heap.release()                               # twice: still the collector's own
+    assert gc.get_threshold() == before
 
 
 def test_it_settles_once_per_term_and_then_every_interval():

@@ -96,7 +96,7 @@ class _FakeApi:
         self.statuses = list(statuses)
         self.sent: list[tuple] = []
 
-    def send(self, request, timeout):            # as placer.kube.wire.Wire sends
+    def send(self, request, timeout, whole=False):   # as placer.kube.wire.Wire sends
         self.sent.append((request.method, request.path, request.query, request.content_type, request.body, timeout))
         return _Resp(self.statuses.pop(0))
 
