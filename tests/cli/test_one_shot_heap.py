@@ -17,11 +17,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_plan_in_its_own_process_freezes_its_modules_and_collects_less_often(tmp_path):
     (tmp_path / "clusters.yaml").write_text(CLUSTERS)
-    probe = ("import gc, sys, runpy\n"
+    # printed at exit: placer's process ends by os._exit once its atexit handlers ran (placer.cli.ending)
+    probe = ("import atexit, gc, sys, runpy\n"
              f"sys.argv = ['placer', 'plan', '--dry-run', '-f', 'examples/', '--clusters', "
              f"{str(tmp_path / 'clusters.yaml')!r}]\n"
-             "try:\n    runpy.run_module('placer', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-             "print('HEAP', gc.get_threshold()[0], gc.get_freeze_count())")
+             "atexit.register(lambda: print('HEAP', gc.get_threshold()[0], gc.get_freeze_count()))\n"
+             "runpy.run_module('placer', run_name='__main__')\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=ROOT)
     line = next(x for x in done.stdout.splitlines() if x.startswith("HEAP"))
     gen0, frozen = map(int, line.split()[1:])
