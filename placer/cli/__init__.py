@@ -42,6 +42,7 @@ def main() -> None:
     (Python's exit waits for them). A host running this in its own process (a probe, a
     benchmark) sees the end through atexit, as at any exit."""
     command = common.command_name(sys.argv[1:])
+    common.one_shot_process(command)        # before the command's imports: their collections too
     load_commands((command,) if command in COMMANDS else COMMANDS)
     if command == "daemon":
         common.main()
