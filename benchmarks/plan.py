@@ -279,9 +279,10 @@ def scale(name: str, runs: int, extra: list[str]) -> None:
         write_clusters_file(fspec, cfile, seed=1)
         nodes = sum(len(c["nodes"]) if fspec.distinct else sum(g["count"] for g in c["nodes"])
                     for c in __import__("yaml").load(open(cfile), Loader=__import__("yaml").CSafeLoader)["clusters"])
-        wrapper = ("import resource, runpy, sys\nsys.argv = ['placer'] + sys.argv[1:]\ntry:\n"
-                   "    runpy.run_module('placer', run_name='__main__')\nfinally:\n"
-                   "    print('maxrss_kb=%d' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+        # printed at exit (placer's process ends by os._exit once its atexit handlers ran: no finally)
+        wrapper = ("import atexit, resource, runpy, sys\nsys.argv = ['placer'] + sys.argv[1:]\n"
+                   "atexit.register(lambda: print('maxrss_kb=%d' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+                   " file=sys.stderr))\nrunpy.run_module('placer', run_name='__main__')")
         cmd = [sys.executable, "-c", wrapper, "plan", "--dry-run", "-f", wdir, "--clusters", cfile, "-o", "json",
                "--timings", *extra]
         print(f"\n# scale: {name}: {mspec.workloads} workloads on {nodes} nodes, target <= {target:.0f} s end to end"

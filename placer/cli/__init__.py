@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import Any, Sequence
 
-from placer.cli import common
+from placer.cli import common, ending
 
 # The command modules, each registering itself on `app` when imported, in the order
 # `placer --help` lists them.
@@ -37,7 +37,14 @@ def main() -> None:
     """The console script. Loads the module of the command named on the line only (the
     other commands' imports, rich's tables and trees among them, cost every `placer plan`
     about 0.01 s CPU, issue 24); every command for help, completion or a name it does not
-    know (click then lists or suggests them)."""
+    know (click then lists or suggests them). The process ends at once when the command is
+    done (placer.cli.ending), but the daemon's: it ends once after hours, its threads stopping
+    (Python's exit waits for them). A host running this in its own process (a probe, a
+    benchmark) sees the end through atexit, as at any exit."""
     command = common.command_name(sys.argv[1:])
+    common.one_shot_process(command)        # before the command's imports: their collections too
     load_commands((command,) if command in COMMANDS else COMMANDS)
-    common.main()
+    if command == "daemon":
+        common.main()
+    else:
+        ending.run_then_exit(common.main)

@@ -100,22 +100,30 @@ def run(fn: Callable[[], T]) -> T:
         raise typer.Exit(130)
 
 
-# A command that runs once (not the daemon, placer.daemon.heap) makes its objects and exits;
-# CPython's collector meanwhile walks every tracked object (the imports' ~47,000 and the
-# input's) each time the survivors grow by a quarter: 0.26 s CPU of `placer plan`'s 3.4 at
-# 1,000 workloads on 10,000 nodes, freeing almost nothing (issue 24).
-ONE_SHOT_GEN0 = 10_000
+# `placer plan` in its own process runs without the cyclic collector (issue 24). CPython's
+# collector walks every tracked object (the imports' ~38,000 and the input's) each time the
+# survivors grow enough, and after the imports it freed nothing: 105 collections, 0.06-0.09 s
+# CPU of a 1,000-workload plan; 0.7 s of a 4,000-workload one; 327 collections and 4.7 s of
+# 10,000 workloads on 100,000 nodes. The peak RSS without it is the same (benchmarks/RESULTS.md: 100, 208 and
+# 416-420 MiB); tests/cli/test_one_shot_heap.py: a plan's run leaves it nothing to free. The
+# daemon, which runs for days, keeps its own collector (placer.daemon.heap).
+WITHOUT_COLLECTOR = ("plan",)
+
+
+def one_shot_process(command: str | None) -> None:
+    """Called by the console script, before the command's imports: the collector off for a
+    command of WITHOUT_COLLECTOR (reference counting still frees all but cycles)."""
+    if command in WITHOUT_COLLECTOR:
+        gc.disable()
 
 
 def one_shot_heap() -> None:
     """For a one-shot command in placer's own process, once its modules are loaded: they are
-    never scanned again (`gc.freeze`), and the youngest generation is collected every 10,000
-    net allocations rather than 700 (reference cycles are still freed, a little later). A
-    host's process (tests calling the app) is left as it is: what it froze would stay."""
-    if not _state["own_process"]:
-        return
-    gc.freeze()
-    gc.set_threshold(ONE_SHOT_GEN0, *gc.get_threshold()[1:])
+    never scanned again (`gc.freeze`) by a collection something asks for, nor written to (so
+    copied) by one in a forked child. A host's process (tests calling the app) is left as it
+    is: what it froze would stay."""
+    if _state["own_process"]:
+        gc.freeze()
 
 
 def main() -> None:

@@ -44,12 +44,13 @@ CLUSTERS = """clusters:
 
 def _loaded_after_plan(tmp_path, files: str, *extra: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     (tmp_path / "clusters.yaml").write_text(CLUSTERS)
-    probe = ("import sys, runpy\n"
+    # printed at exit: placer's process ends by os._exit once its atexit handlers ran (placer.cli.ending)
+    probe = ("import atexit, sys, runpy\n"
              f"sys.argv = ['placer', 'plan', '--dry-run', '-f', {files!r}, '--clusters', {str(tmp_path / 'clusters.yaml')!r}, "
              f"*{list(extra)!r}]\n"
-             "try:\n    runpy.run_module('placer', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-             f"print('LOADED', ' '.join(sorted(h for h in {heavy!r} if any(m == h or m.startswith(h + '.') "
-             "for m in sys.modules))))")
+             f"atexit.register(lambda: print('LOADED', ' '.join(sorted(h for h in {heavy!r} if any(m == h or "
+             "m.startswith(h + '.') for m in sys.modules)))))\n"
+             "runpy.run_module('placer', run_name='__main__')\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert "placed" in done.stdout + done.stderr, done.stderr       # the plan was made
     line = next(x for x in done.stdout.splitlines() if x.startswith("LOADED"))
