@@ -145,9 +145,13 @@ def test_the_child_inherits_the_programs_of_its_kinds(many, tmp_path):
 
 
 def test_compiling_ahead_takes_the_kinds_named_in_yaml_and_json(tmp_path):
-    from placer.definitions.catalog import load_catalog
+    from dataclasses import replace
 
-    catalog = load_catalog()
+    from placer.definitions.catalog import Catalog, load_catalog
+
+    built = load_catalog()          # its definitions are the process's: others may have compiled some
+    fresh = {id(d): replace(d, _program=None) for d in built.by_gvk.values()}
+    catalog = Catalog({k: fresh[id(d)] for k, d in built.by_gvk.items()}, built.companion_kinds)
     (tmp_path / "a.json").write_text('{"apiVersion": "batch/v1", "kind": "Job", "metadata": {}}')
     # a RayJob's kind under another apiVersion than any definition's: nothing for it
     (tmp_path / "b.yaml").write_text("apiVersion: apps/v1\nkind: 'StatefulSet'\n---\napiVersion: x/v9\nkind: RayJob\n")
