@@ -399,11 +399,12 @@ def simulated_cluster(entry: ClusterEntry) -> Cluster:
         used = {r: canonical(r, q) for r, q in group.used.items()}
         taints = tuple(_taint(t) for t in group.taints)
         patterned = any("{" in v for v in group.labels.values())
+        shared = dict(group.labels)         # one for the group's nodes, as alloc and used (never changed)
         for index, name in enumerate(group.node_names()):
             if name in seen:
                 raise InputError(f"cluster {entry.name}: duplicate node name {name!r}")
             seen.add(name)
-            labels = group.node_labels(index) if patterned else dict(group.labels)
+            labels = group.node_labels(index) if patterned else shared
             nodes.append(Node(name, alloc, used, labels, taints, group.unschedulable, group.ready))
     storage = None if entry.storageClasses is None else {
         c.name: StorageClass(c.name, c.default) for c in entry.storageClasses}

@@ -40,7 +40,10 @@ class Node:
         return max(0, self.allocatable.get(resource, 0) - self.used.get(resource, 0))
 
     def free_all(self) -> dict[str, int]:
-        return {r: self.free(r) for r in self.allocatable}
+        """`free` of every allocatable resource (inline: node classes ask it of every node,
+        10,000s per plan)."""
+        used = self.used
+        return {r: v - u if (u := used.get(r, 0)) < v else 0 for r, v in self.allocatable.items()}
 
 
 @dataclass(frozen=True)

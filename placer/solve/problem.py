@@ -87,41 +87,62 @@ def prepare(fleet: Fleet, groups: Sequence[PlacementGroup],
     # StorageClasses (storage_reason judges no other): simulated clusters declare none
     # (issue 24: a third of `judge` at 1,000 groups)
     storage = any(cl.storage_classes is not None for cl in clusters)
+    memo: dict = {}
     for g in ginfos:
-        judge(g, clusters, infos, names, gpu_names, storage)
+        judge(g, clusters, infos, names, gpu_names, storage, memo)
     rank_clusters(ginfos, clusters)
     com = [(g, committed_on(g, cname, clusters, names, gpu_names)) for g, (_, cname) in zip(cinfos, committed)]
     return Problem(fleet, clusters, infos, ginfos, com, gpu_names, node_exact)
 
 
 def judge(g: GroupInfo, clusters: Sequence[Cluster], infos: Mapping[int, ClusterInfo], names: Mapping[str, int],
-          gpu_names: Sequence[str], storage: bool = True) -> None:
+          gpu_names: Sequence[str], storage: bool = True, memo: dict | None = None) -> None:
     """Which clusters the group may use at all (`g.eligible`) and why not the others
     (`g.static`): its policy, refusals, RuntimeClasses, storage (unless no cluster knows its
-    StorageClasses: `storage` False), topology keys."""
-    policy = [policy_reason(g, cl, names) for cl in clusters]
-    missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names)
+    StorageClasses: `storage` False), topology keys. `memo` (one per prepare) keeps what
+    depends on the clusters alone: an open policy's reasons, which clusters may refuse."""
+    memo = {} if memo is None else memo
+    if g.policy.open:       # the same reasons for every group without pins, selectors or exclusions
+        policy = memo.get("open")
+        if policy is None:
+            policy = memo["open"] = [policy_reason(g, cl, names) for cl in clusters]
+    else:
+        policy = [policy_reason(g, cl, names) for cl in clusters]
+    missing = _runtime_classes(g, [clusters[c] for c in infos if policy[c] is None], gpu_names) \
+        if any(p.instance.pod.runtime_class for p in g.parts) else None
     claims = claims_of(g.group) if storage else ()
     kinds = tuple(p.kind_key for p in g.parts)
     several = len(g.group.workloads) > 1
+    knowing = memo.get("knowing")
+    if knowing is None:     # clusters that may refuse a group (`refusal` says None of the others)
+        knowing = memo["knowing"] = [cl.serves is not None or cl.priority_classes is not None for cl in clusters]
     # the checks that cannot fail for this group are not asked per cluster (issue 24: 10,000
     # groups x 100 clusters)
     for c, cl in enumerate(clusters):
-        reason = (policy[c] or refusal(g.group, cl) or (missing.get(cl.name) if missing else None)
+        reason = (policy[c] or (refusal(g.group, cl) if knowing[c] else None)
+                  or (missing.get(cl.name) if missing else None)
                   or (storage_reason(claims, cl, several) if claims else None)
                   or (missing_key(g, cl) if g.units else None))
         if reason is not None:
             g.static[c] = reason
-        elif c in infos and _may_use(g, infos[c], kinds):
-            g.eligible.append(c)
+            continue
+        info = infos.get(c)
+        if info is not None:
+            may = info.may_use.get(kinds)           # `_may_use`, its memo inline: most calls end here
+            if may if may is not None else _may_use(g, info, kinds):
+                g.eligible.append(c)
         # else: no node could take some pod at all; placer.solve.explain says which
 
 
 def rank_clusters(groups: Sequence[GroupInfo], clusters: Sequence[Cluster]) -> None:
     """Each group's clusters in its own order (issue 21): its ranks, then cost, then file order."""
     units = cost_units(clusters)
+    by_order: dict[tuple[str, ...], tuple[int, ...]] = {}       # most groups give no order
     for g in groups:
-        g.ranks = ranks_of(g.policy.order, clusters)
+        ranks = by_order.get(g.policy.order)
+        if ranks is None:
+            ranks = by_order[g.policy.order] = ranks_of(g.policy.order, clusters)
+        g.ranks = ranks
         g.eligible = ordered(g.eligible, g.ranks, units)
 
 

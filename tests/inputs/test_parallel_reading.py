@@ -106,3 +106,56 @@ def test_small_inputs_and_stdin_stay_serial(many):
 def test_examples_stay_serial():
     files = [str(p) for p in sorted((ROOT / "examples").rglob("*.yaml"))]
     assert files and PAR._cut(files) == 0
+
+
+COMPILES = """
+    import os, sys
+    from placer.definitions import catalog as C
+    from placer.inputs import parallel as PAR
+    files, out = sys.argv[1], sys.argv[2]
+    parent, compiled = os.getpid(), []
+    real_compile, real_classify = C.compile_program, PAR.classify
+    def compile_program(text, name):
+        compiled.append(name)
+        return real_compile(text, name)
+    def classify(docs, *a, **k):
+        before = len(compiled)                      # in the child: the parent's, inherited
+        got = real_classify(docs, *a, **k)
+        if os.getpid() != parent:                   # the child's own compiles, told through a file
+            with open(out, "w") as f:
+                f.write(" ".join(compiled[before:]))
+        return got
+    C.compile_program, PAR.classify = compile_program, classify
+    PAR.load_groups([files], C.load_catalog())
+    print(" ".join(sorted(compiled)))
+"""
+
+
+def test_the_child_inherits_the_programs_of_its_kinds(many, tmp_path):
+    """The programs of the kinds the child's files name are compiled before the fork (issue 24:
+    the child compiled them a second time, ~0.1 s of its part): none is compiled in the child,
+    and the parent compiles only what the files name."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), SERIAL_ENV: "0"}
+    out = tmp_path / "child"
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(COMPILES), str(many), str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == ""                     # the child ran and compiled nothing
+    assert done.stdout.split() == ["deployment", "job", "pod", "statefulset"]
+
+
+def test_compiling_ahead_takes_the_kinds_named_in_yaml_and_json(tmp_path):
+    from dataclasses import replace
+
+    from placer.definitions.catalog import Catalog, load_catalog
+
+    built = load_catalog()          # its definitions are the process's: others may have compiled some
+    fresh = {id(d): replace(d, _program=None) for d in built.by_gvk.values()}
+    catalog = Catalog({k: fresh[id(d)] for k, d in built.by_gvk.items()}, built.companion_kinds)
+    (tmp_path / "a.json").write_text('{"apiVersion": "batch/v1", "kind": "Job", "metadata": {}}')
+    # a RayJob's kind under another apiVersion than any definition's: nothing for it
+    (tmp_path / "b.yaml").write_text("apiVersion: apps/v1\nkind: 'StatefulSet'\n---\napiVersion: x/v9\nkind: RayJob\n")
+    PAR._compile_ahead([str(tmp_path / "a.json"), str(tmp_path / "b.yaml")], catalog)
+    done = {kind for (_, kind), d in catalog.by_gvk.items() if d._program is not None}
+    assert done == {"Job", "StatefulSet"}
+    PAR._compile_ahead([str(tmp_path / "missing.yaml")], catalog)      # said by the reading, not here

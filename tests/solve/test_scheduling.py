@@ -95,6 +95,25 @@ def test_node_classes_group_identical_nodes_only():
     assert classes[0].sample.free_all()["nvidia.com/gpu"] == 6
 
 
+def test_node_classes_the_same_whether_nodes_share_their_objects_or_not():
+    """A clusters file's node group shares its capacity, labels and taints among its nodes,
+    and node_classes keys such nodes once (issue 24): the classes are those of nodes that
+    share nothing, by_name or not; a node that is not ready is in none."""
+    alloc, used, labels, taints = {"nvidia.com/gpu": 8, "pods": 110}, {"nvidia.com/gpu": 2}, {"gpu": "h100"}, ()
+    other = {"gpu": "a100"}
+    spec = [(alloc, used, labels, taints, False, True), (alloc, used, other, taints, False, True),
+            (alloc, used, labels, taints, True, True), (alloc, {}, labels, taints, False, True),
+            (alloc, used, labels, (Taint("k", "v", "NoSchedule"),), False, True),
+            (alloc, used, labels, taints, False, False)]
+    shared = [Node(f"n{i}", *spec[i % len(spec)]) for i in range(4 * len(spec))]
+    apart = [Node(n.name, dict(n.allocatable), dict(n.used), dict(n.labels), tuple(n.taints), n.unschedulable,
+                  n.ready) for n in shared]
+    for by_name in (False, True):
+        want = [[n.name for n in k.nodes] for k in node_classes(apart, by_name=by_name)]
+        assert [[n.name for n in k.nodes] for k in node_classes(shared, by_name=by_name)] == want
+        assert len(want) == (20 if by_name else 5)
+
+
 @pytest.mark.parametrize("text,labels,ok", [
     ("region=us-east", {"region": "us-east"}, True),
     ("region==us-east", {"region": "us-west"}, False),
