@@ -182,8 +182,19 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
         compact(problem, result, run.repair_end)         # fewer domains for preferred requests, same GPUs
         run.passed(run.repair_end, "repair")
     status = status if proven is None else _status(problem, result, rank, proven)
-    plan = _explained(fleet, groups, committed, problem, result, committed_assign, overcommitted, status=status,
-                      t0=t0, limit=limit, run=run, clock=clock, parallel=parallel)
+    # verified beside the reasons, on a second core where that is safe and pays (placer.solve.verify)
+    beside: list[Beside] = []
+    known = partial(_verify_beside, beside, fleet, groups, committed) if parallel and \
+        len(problem.groups) >= VERIFY_BESIDE_MIN_GROUPS else None
+    try:
+        plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
+                           seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END, known=known)
+        run.passed(t0 + limit * EXPLAIN_END, "explanations")
+        clock.lap("explain")
+        _verified(fleet, groups, plan, committed, beside, clock)
+    finally:
+        for b in beside:
+            b.stop()                     # whatever happened on the way (Ctrl-C, an error)
     plan = merge_shares(problem, plan, families, result)
     if families:
         verify_shares(fleet, given, plan)
@@ -411,26 +422,6 @@ class _Clock:
             self.laps[f"wait-{name}"] = round(self.laps.get(f"wait-{name}", 0.0) + waited, 4)
         self.last = now
 
-
-
-def _explained(fleet: Fleet, groups: Sequence[PlacementGroup], committed: Sequence[tuple[PlacementGroup, str]],
-               problem: Problem, result: Result, committed_assign, overcommitted, *, status: str, t0: float,
-               limit: float, run: _Run, clock: "_Clock", parallel: bool) -> Plan:
-    """The plan with its reasons, verified: beside the reasons, by a forked child, where that is
-    safe and pays (`parallel`, placer.solve.verify's `Beside`)."""
-    beside: list[Beside] = []
-    known = partial(_verify_beside, beside, fleet, groups, committed) if parallel and \
-        len(problem.groups) >= VERIFY_BESIDE_MIN_GROUPS else None
-    try:
-        plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
-                           seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END, known=known)
-        run.passed(t0 + limit * EXPLAIN_END, "explanations")
-        clock.lap("explain")
-        _verified(fleet, groups, plan, committed, beside, clock)
-    finally:
-        for b in beside:
-            b.stop()                     # whatever happened on the way (Ctrl-C, an error)
-    return plan
 
 
 def _verify_beside(into: list, fleet: Fleet, groups: Sequence[PlacementGroup],
