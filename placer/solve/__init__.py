@@ -42,21 +42,22 @@ How it scales by structure rather than brute force:
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import partial
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from placer.model.fleet import Fleet
 from placer.model.names import ANN_PIN, ANN_PRIORITY, ANN_SELECTOR  # noqa: F401 (re-exported)
-from placer.model.plan import Placement, Plan, Summary
+from placer.model.plan import Placement, Plan, Summary, Unplaced
+from placer.model.reasons import Reason
 from placer.model.workload import PlacementGroup
+from placer.solve.accepts import creates
 from placer.solve.baselines import Ahead
 from placer.solve.baselines import best_baseline as _best_baseline
 from placer.solve.budget import ALL_BASELINES_MAX_GROUPS, REPAIR_TRIES_PER_GROUP, Work, default_time_limit, within_looks
 from placer.solve.decode import decode
-from placer.solve.entries import placements as _placements  # noqa: F401 (placer.solve.incremental)
-from placer.solve.entries import unplaced as _unplaced
 from placer.solve.exchange import exchange
 from placer.solve.explain import explain_all
 from placer.solve.fairshare import key as fair_key
@@ -64,7 +65,7 @@ from placer.solve.fairshare import model_key as fair_model_key
 from placer.solve.greedy import greedy
 from placer.solve.groups import GPU_RESOURCES, GroupInfo
 from placer.solve.model import build_aggregate, values_from
-from placer.solve.preference import active, better, model_key, passed_reason, plan_key, prefer
+from placer.solve.preference import active, better, cost_of, model_key, passed_reason, plan_key, prefer
 from placer.solve.problem import Problem, prepare, rebase
 from placer.solve.quotas import figures as quota_figures
 from placer.solve.quotas import over_quota
@@ -79,14 +80,12 @@ from placer.solve.spread import hint as spread_hint
 from placer.solve.spread import tag as spread_tag
 from placer.solve.stages import DEFAULT_EFFORT, DEFAULT_WORKERS, Progress, solve_stages
 from placer.solve.state import ClusterState, PodAssign, try_place
-from placer.solve.topology import compact, spread
-from placer.solve.verify import Beside, verify
+from placer.solve.topology import choices, compact, spread
+from placer.solve.verify import verify
 
 # shares of the time limit: the search ends at SEARCH_END, the repair after it at REPAIR_END,
 # explanations at EXPLAIN_END; what is left is verification's
 SEARCH_END, REPAIR_END, EXPLAIN_END = 0.6, 0.8, 0.93
-# below, the plan's verification costs less than forking a child for it (examples/: 18 groups)
-VERIFY_BESIDE_MIN_GROUPS = 250
 MODEL_MAX_VARS = 20_000      # beyond, building the class model (Python) costs more than the time limit allows
 
 def _model_size(problem: Problem, groups: Sequence[GroupInfo], most: int | None = None) -> int:
@@ -182,19 +181,11 @@ def solve(fleet: Fleet, groups: Sequence[PlacementGroup], *, time_limit: float |
         compact(problem, result, run.repair_end)         # fewer domains for preferred requests, same GPUs
         run.passed(run.repair_end, "repair")
     status = status if proven is None else _status(problem, result, rank, proven)
-    # verified beside the reasons, on a second core where that is safe and pays (placer.solve.verify)
-    beside: list[Beside] = []
-    known = partial(_verify_beside, beside, fleet, groups, committed) if parallel and \
-        len(problem.groups) >= VERIFY_BESIDE_MIN_GROUPS else None
-    try:
-        plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
-                           seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END, known=known)
-        run.passed(t0 + limit * EXPLAIN_END, "explanations")
-        clock.lap("explain")
-        _verified(fleet, groups, plan, committed, beside, clock)
-    finally:
-        for b in beside:
-            b.stop()                     # whatever happened on the way (Ctrl-C, an error)
+    plan = _build_plan(problem, result, committed_assign, overcommitted, status=status,
+                       seconds=time.monotonic() - t0, deadline=t0 + limit * EXPLAIN_END)
+    run.passed(t0 + limit * EXPLAIN_END, "explanations")
+    clock.lap("explain")
+    verify(fleet, groups, plan, committed=committed)
     plan = merge_shares(problem, plan, families, result)
     if families:
         verify_shares(fleet, given, plan)
@@ -424,36 +415,16 @@ class _Clock:
 
 
 
-def _verify_beside(into: list, fleet: Fleet, groups: Sequence[PlacementGroup],
-                   committed: Sequence[tuple[PlacementGroup, str]], plan: Plan) -> None:
-    into.append(Beside(fleet, groups, plan, committed))
-
-
-def _verified(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
-              committed: Sequence[tuple[PlacementGroup, str]], beside: Sequence[Beside], clock: "_Clock") -> None:
-    """`plan` verified: by the child started on its placements (the same placements, committed
-    work and unplaced workloads: all the verifier reads) if there is one, else here; the time
-    spent waiting for the child is the lap `wait-verify`."""
-    if not beside:
-        verify(fleet, groups, plan, committed=committed)
-        return
-    beside[0].wait()
-    clock.lap("verify", beside[0].waited)
-
-
 def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
                 committed_assign, overcommitted, *, status: str, seconds: float,
-                deadline: float | None = None, known: Callable[[Plan], None] | None = None) -> Plan:
-    """The plan of `result` with its reasons. `known`: given the plan with its placements and
-    without the reasons of its unplaced workloads (all that verification reads) before they are
-    worked out, when the placements need none of them (no preference reasons)."""
+                deadline: float | None = None) -> Plan:
+    placements: list[Placement] = []
+    unplaced: list[Unplaced] = []
     by_idx = {g.index: g for g in problem.groups}
     # issue 21: why each cluster a placed group ranks better (or finds cheaper) did not take it
     ahead = {gi: better(problem, by_idx[gi], c) for gi, (c, _) in result.items()} if any(active(problem)) else {}
-    placed = [gi for gi, cs in ahead.items() if cs]
-    reasons = explain_all(problem, result, deadline, placed=placed) if placed or known is None else {}
+    reasons = explain_all(problem, result, deadline, placed=[gi for gi, cs in ahead.items() if cs])
     with_cost = costed(problem.clusters)
-    placements: list[Placement] = []
     for g in problem.groups:
         if g.index in result:
             c, assign = result[g.index]
@@ -461,7 +432,11 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
             passed = {problem.clusters[d].name: passed_reason(why[problem.clusters[d].name], g, c, d)
                       for d in ahead.get(g.index, ()) if problem.clusters[d].name in why}
             placements += _placements(problem, g, c, assign, passed, with_cost)
-    committed = tuple(p for g, c, a in committed_assign for p in _placements(problem, g, c, a))
+        else:
+            why = over_quota(problem, result, g, reasons[g.index])      # issue 23
+            for w in g.group.workloads:
+                unplaced.append(Unplaced(w.key, w.kind, g.key, w.gpus, w.pods, g.priority, why, ref=w.ref))
+    committed = [p for g, c, a in committed_assign for p in _placements(problem, g, c, a)]
     nw = sum(len(g.group.workloads) for g in problem.groups)
     total = sum((p.cost for p in placements if p.cost is not None), Decimal(0)) if with_cost else None
     summary = Summary(
@@ -470,9 +445,33 @@ def _build_plan(problem: Problem, result: Mapping[int, tuple[int, PodAssign]],
         gpus_placed=sum(p.gpus for p in placements),
         solve_seconds=seconds, optimal=status == "optimal", status=status,
         groups=len(problem.groups), groups_placed=len(result), cost=total)
-    plan = Plan(tuple(placements), (), summary, committed, overcommitted)
-    if known is not None and not placed:
-        known(replace(plan, unplaced=_unplaced(problem, result, lambda g: {})))
-        reasons = explain_all(problem, result, deadline)
-    return replace(plan, unplaced=_unplaced(problem, result,
-                                            lambda g: over_quota(problem, result, g, reasons[g.index])))  # issue 23
+    return Plan(tuple(placements), tuple(unplaced), summary, tuple(committed), overcommitted)
+
+
+def _placements(problem: Problem, g: GroupInfo, c: int, assign: PodAssign,
+                passed: Mapping[str, Reason] | None = None, with_cost: bool | None = None) -> list[Placement]:
+    info = problem.infos[c]
+    refs = [w.ref for w in g.group.workloads]
+    per_wl: list[dict[str, dict[str, int]]] = [{} for _ in refs]
+    # each part's workload (by position: a ref hashes its fields) and instance named once, not
+    # once per pod (issue 24)
+    at = {r: n for n, r in enumerate(refs)}
+    names = [(at[part.workload.ref], part.instance.key) for part in g.parts]
+    order, names_of = info.pos, info.nodes
+    # a node's pods of a part counted at once, in the order they first come (issue 24: one
+    # step per pod was half of the explanations' phase at 4,000 workloads)
+    for (j, i), n in Counter(assign).items():
+        k, ikey = names[j]
+        slot = per_wl[k].setdefault(names_of[i].name, {})
+        slot[ikey] = slot.get(ikey, 0) + n
+    out = []
+    with_cost = costed(problem.clusters) if with_cost is None else with_cost
+    for w, ref, on in zip(g.group.workloads, refs, per_wl):
+        nodes = dict(sorted(on.items(), key=lambda kv: order[kv[0]]))
+        out.append(Placement(w.key, w.kind, g.key, problem.clusters[c].name, w.gpus, w.pods,
+                             g.priority, nodes, ref=ref, topology=choices(g, w.key, info, assign),
+                             creates=creates(g.group, problem.clusters[c]),
+                             cost=cost_of(problem.clusters[c], w.gpus, with_cost),
+                             passed_over=dict(passed or {})))
+    return out
+

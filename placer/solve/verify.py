@@ -7,12 +7,10 @@ predicates directly. Any disagreement is a solver bug and raises VerificationErr
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from placer.model.errors import VerificationError
 from placer.model.fleet import Cluster, Fleet, Node
-from placer.model.forked import Child
 from placer.model.names import ANN_PIN, ANN_SELECTOR
 from placer.model.plan import Placement, Plan
 from placer.model.quota import add_usage, grows, overs, pool, violations, workload_usage
@@ -61,53 +59,6 @@ def verify(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
     counted = fleet.quotas is not None and fleet.quotas.counted is not None   # committed use given whole
     _check_quotas(fleet, [workloads[_ref(p)][1] for p in plan.placements],
                   [] if counted else [cwl[_ref(p)] for p in plan.committed])
-
-
-# the child is given up on (and the verification done here) after this long, or ten times
-# as long as the caller worked meanwhile
-BESIDE_TIMEOUT = 10.0
-
-
-class Beside:
-    """`verify` of a plan in a forked child (placer.model.forked: where that is safe) while the
-    caller works on (issue 24: the reasons, on the second core); `wait` gives the verdict as
-    `verify` does: where the child could not give one (not forked, failed, died, too late), or
-    rejected the plan, the verification is done here, so an error is the serial run's."""
-
-    def __init__(self, fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
-                 committed: Sequence[tuple[PlacementGroup, str]] = ()):
-        self.args = (fleet, groups, plan, committed)
-        self.started = time.monotonic()
-        try:
-            self.child = Child.start(lambda: _passes(fleet, groups, plan, committed))
-        except OSError:                       # no fork (no memory, no process left): verified here
-            self.child = None
-        self.waited = 0.0                     # seconds `wait` waited for the child
-
-    def wait(self) -> None:
-        child, self.child = self.child, None
-        if child is not None:
-            passed = child.result(max(BESIDE_TIMEOUT, 10 * (time.monotonic() - self.started)))
-            self.waited = child.waited
-            if passed is True:
-                return
-        fleet, groups, plan, committed = self.args
-        verify(fleet, groups, plan, committed=committed)
-
-    def stop(self) -> None:
-        """The child ended, whatever it was doing (idempotent)."""
-        if self.child is not None:
-            self.child.stop()
-            self.child = None
-
-
-def _passes(fleet: Fleet, groups: Sequence[PlacementGroup], plan: Plan,
-            committed: Sequence[tuple[PlacementGroup, str]]) -> bool:
-    try:
-        verify(fleet, groups, plan, committed=committed)
-    except VerificationError:
-        return False
-    return True
 
 
 def _check_quotas(fleet: Fleet, placed: Sequence[Workload], committed: Sequence[Workload]) -> None:
