@@ -23,7 +23,7 @@ from placer.solve.greedy import greedy_order
 from placer.solve.groups import MANY_CLASSES, GroupInfo, gpus_of
 from placer.solve.levels import blocks
 from placer.solve.problem import Problem, states_of
-from placer.solve.state import ClusterState, PodAssign, _enough_blocks, redo, try_place, undo
+from placer.solve.state import ClusterState, PodAssign, enough_blocks, redo, try_place, undo
 
 Result = dict[int, tuple[int, PodAssign]]
 
@@ -120,7 +120,7 @@ def _swap(st: ClusterState, h: GroupInfo, assign: PodAssign, cands: Sequence[Gro
         blocks_need = needs[g.index]
         ok = enough.get(blocks_need)
         if ok is None:
-            ok = enough[blocks_need] = _enough_blocks(st, blocks_need)
+            ok = enough[blocks_need] = enough_blocks(st, blocks_need)
         if ok and (a := try_place(st, g)) is not None:
             added.append((g, a))
             got += gpus[g.index]

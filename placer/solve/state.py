@@ -316,10 +316,11 @@ class ClusterState:
 def may_fit(st: ClusterState, g: GroupInfo) -> bool:
     """A cheap necessary condition: the cluster's GPUs in total, and for each pod kind enough
     GPU blocks of its size on the nodes it may use (CPU and memory aside)."""
-    return g.gpus <= st.free_gpus and _enough_blocks(st, st.info.kinds(g)[1])
+    return g.gpus <= st.free_gpus and enough_blocks(st, st.info.kinds(g)[1])
 
 
-def _enough_blocks(st: ClusterState, need: Iterable[tuple[tuple[int, ...], int, int]]) -> bool:
+def enough_blocks(st: ClusterState, need: Iterable[tuple[tuple[int, ...], int, int]]) -> bool:
+    """Whether `st` has, for each (node classes, block size, pods) of `need`, that many blocks."""
     for classes, size, pods in need:
         if blocks(st, classes, size) < pods:
             return False
@@ -372,7 +373,7 @@ def try_place(state: ClusterState, g: GroupInfo) -> PodAssign | None:
     if got is not None and got[1] is False and got[0] == state.version:
         return None
     kinds = state.info.kinds(g)
-    if g.gpus > state.free_gpus or not _enough_blocks(state, kinds[1]):     # `may_fit`, inline
+    if g.gpus > state.free_gpus or not enough_blocks(state, kinds[1]):     # `may_fit`, inline
         state.prove_no_fit(shape)
         return None
     mark = state.mark()

@@ -55,7 +55,7 @@ def _exchanged(problem, result, plain: bool, monkeypatch):
         m.setattr(EX, "try_place", counted)
         if plain:
             m.setattr(EX, "_candidates", _plain_candidates)
-            m.setattr(EX, "_enough_blocks", lambda st, need: True)
+            m.setattr(EX, "enough_blocks", lambda st, need: True)
         states: dict = {}
         out = EX.exchange(problem, dict(result), into=states)
     content = {c: (list(st.free), st.free_gpus) for c, st in states.items()}
