@@ -8,7 +8,8 @@ again, the request line and each header written by `putheader`, headers and body
 for), the answer's headers parsed by the `email` package. Here the connection still comes from
 (and goes back to) the client library's urllib3 pool, which made it as the kubeconfig says
 (TLS, client certificates, CA): only the bytes of one HTTP/1.1 exchange are written and read
-here, the request in one `sendall`, the answer read into one buffer.
+here, the request in one `sendall`, the answer's bytes fed as they come to httptools' parser
+(Node.js's llhttp: status, headers, lengths, chunks, trailers, interim answers, keep-alive).
 
 Used for the requests that make a burst, POST, PATCH and GET, with whole answers (a watch
 streams through urllib3), and only with a plain `urllib3.PoolManager` (a proxy, or anything
@@ -17,7 +18,8 @@ retries a connection it could not open and a GET whose answer did not come (`Ret
 pool's own), never a POST or PATCH whose answer did not come (a read error for a method it
 does not retry); so those it retries are left to the library's path with one try counted
 (`Unopened`), and the others are raised (an `OSError` or urllib3's `HTTPError`, as there).
-A connection is used again only after an answer read to its end; anything else closes it."""
+A connection is used again only after an answer read to its end, with nothing after it, that
+keeps it alive; anything else closes it. An answer llhttp refuses is urllib3's `ProtocolError`."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import httptools
 import urllib3
 from urllib3.exceptions import ProtocolError
 
@@ -101,7 +104,7 @@ class Direct:
             conn.sock.settimeout(timeout[1])
             try:
                 conn.sock.sendall(request_bytes(method, target, self.authority, headers, body))
-                answer, reuse = read_answer(conn.sock, method)
+                answer, reuse = read_answer(conn.sock)
             except (urllib3.exceptions.HTTPError, OSError) as e:
                 if method not in IDEMPOTENT:
                     raise                         # urllib3 tries a POST or PATCH once
@@ -142,109 +145,70 @@ def request_bytes(method: str, target: str, authority: str, headers: Mapping[str
     return head + body if body else head
 
 
-def read_answer(sock: Any, method: str) -> tuple[Answer, bool]:
+def read_answer(sock: Any) -> tuple[Answer, bool]:
     """The answer's status, headers and body; whether the connection may be used again."""
-    buf = bytearray()
-    while (end := buf.find(b"\r\n\r\n")) < 0:
-        if len(buf) > MAX_HEAD:
-            raise ProtocolError("answer headers too long")
-        _more(sock, buf)
-    lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-    del buf[:end + 4]
-    version, status = _status_line(lines[0])
-    if 100 <= status < 200:                  # an interim answer (never asked for): the real one follows
-        answer, reuse = read_answer_rest(sock, buf, method)
-        return answer, reuse
-    headers = urllib3.HTTPHeaderDict()
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ProtocolError(f"bad header line {line[:80]!r}")
-        headers.add(name.strip(), value.strip())
-    data, reuse = _body(sock, buf, headers, method, status)
-    connection = (headers.get("Connection") or "").lower()
-    reuse = reuse and (version == "HTTP/1.1" and "close" not in connection or "keep-alive" in connection)
-    return Answer(status, data, headers), reuse
-
-
-def read_answer_rest(sock: Any, buf: bytearray, method: str) -> tuple[Answer, bool]:
-    """After an interim answer: the next one, starting with what was already read."""
-    return read_answer(_Prefixed(sock, bytes(buf)), method)
-
-
-def _status_line(line: str) -> tuple[str, int]:
-    version, _, rest = line.partition(" ")
-    code = rest[:3]
-    if not version.startswith("HTTP/1.") or not code.isdigit():
-        raise ProtocolError(f"bad status line {line[:80]!r}")
-    return version, int(code)
-
-
-def _body(sock: Any, buf: bytearray, headers: Mapping[str, str], method: str, status: int) -> tuple[bytes, bool]:
-    if method == "HEAD" or status in (204, 304):
-        return b"", not buf
-    if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
-        return _chunked(sock, buf), True
-    length = headers.get("Content-Length")
-    if length is None:                       # to the end of the connection
-        while _more(sock, buf, eof_ok=True):
-            pass
-        return bytes(buf), False
-    n = _number(length.encode(), 10)
-    while len(buf) < n:
-        _more(sock, buf)
-    return bytes(buf[:n]), len(buf) == n
-
-
-def _chunked(sock: Any, buf: bytearray) -> bytes:
-    out = bytearray()
-    while True:
-        while (eol := buf.find(b"\r\n")) < 0:
-            _more(sock, buf)
-        size = _number(bytes(buf[:eol]).split(b";", 1)[0].strip(), 16)
-        del buf[:eol + 2]
-        if size == 0:                         # trailers, up to an empty line
-            while (eol := buf.find(b"\r\n")) != 0:
-                if eol < 0:
-                    _more(sock, buf)
-                else:
-                    del buf[:eol + 2]
-            del buf[:2]
-            return bytes(out)
-        while len(buf) < size + 2:
-            _more(sock, buf)
-        out += buf[:size]
-        del buf[:size + 2]
-
-
-def _number(text: bytes, base: int) -> int:
+    reader = _Reader()
     try:
-        n = int(text, base)
-    except ValueError:
-        raise ProtocolError(f"bad length {text[:40]!r}") from None
-    if n < 0:
-        raise ProtocolError(f"bad length {text[:40]!r}")
-    return n
+        return reader.read(sock)
+    finally:
+        reader.parser = None                 # it holds the reader's callbacks: no cycle left to the GC
 
 
-def _more(sock: Any, buf: bytearray, eof_ok: bool = False) -> bool:
-    chunk = sock.recv(READ)
-    if not chunk:
-        if eof_ok:
-            return False
-        raise ProtocolError("connection closed before the answer's end")
-    buf += chunk
-    return True
+class _Reader:
+    """httptools' callbacks for one exchange: the final answer's status, headers and body (an
+    interim 1xx answer is dropped; trailers are not headers, as in http.client)."""
 
+    def __init__(self) -> None:
+        self.parser: Any = httptools.HttpResponseParser(self)
+        self.headers = urllib3.HTTPHeaderDict()
+        self.body: list[bytes] = []
+        self.head = False                    # this answer's headers are whole
+        self.status = 0                      # set once the final answer is whole
+        self.keep = False
 
-class _Prefixed:
-    """A socket whose next bytes are `head`, then its own."""
+    def on_message_begin(self) -> None:
+        if self.status:                      # bytes after the answer: it stops here, not used again
+            raise ProtocolError("bytes after the answer")
+        self.headers, self.body, self.head = urllib3.HTTPHeaderDict(), [], False
 
-    def __init__(self, sock: Any, head: bytes):
-        self.sock, self.head = sock, head
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.head:
+            self.headers.add(name.decode("latin-1"), value.decode("latin-1").strip())
 
-    def recv(self, n: int) -> bytes:
-        if self.head:
-            out, self.head = self.head, b""
-            return out
-        return self.sock.recv(n)
+    def on_headers_complete(self) -> None:
+        self.head = True
+
+    def on_body(self, data: bytes) -> None:
+        self.body.append(data)
+
+    def on_message_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status >= 200:                    # keep-alive as llhttp reads it (version, Connection, framing)
+            self.status, self.keep = status, self.parser.should_keep_alive()
+        else:                                # an interim answer (never asked for): the real one follows
+            self.head = False
+
+    def read(self, sock: Any) -> tuple[Answer, bool]:
+        seen = 0
+        while not self.status:
+            data = sock.recv(READ)
+            if not data:
+                return self._at_end(), False
+            seen += len(data)
+            try:
+                self.parser.feed_data(data)
+            except (httptools.HttpParserError, httptools.HttpParserUpgrade) as e:
+                if not self.status:
+                    raise ProtocolError(f"bad answer: {e}") from e
+                self.keep = False             # bytes after the whole answer (on_message_begin)
+            if not self.head and seen > MAX_HEAD:
+                raise ProtocolError("answer headers too long")
+        return Answer(self.status, b"".join(self.body), self.headers), self.keep
+
+    def _at_end(self) -> Answer:
+        """The connection closed: the answer's end only if it had neither a length nor chunks
+        (httptools does not expose llhttp's own end of input)."""
+        chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+        if not self.head or chunked or "Content-Length" in self.headers:
+            raise ProtocolError("connection closed before the answer's end")
+        return Answer(self.parser.get_status_code(), b"".join(self.body), self.headers)

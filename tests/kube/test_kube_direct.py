@@ -28,8 +28,8 @@ class _Sock:
         return self.parts.pop(0) if self.parts else b""
 
 
-def _answer(*parts: bytes, method: str = "PATCH"):
-    return D.read_answer(_Sock(*parts), method)
+def _answer(*parts: bytes):
+    return D.read_answer(_Sock(*parts))
 
 
 def test_a_length_split_over_reads_and_the_connection_kept():
@@ -47,6 +47,23 @@ def test_chunks_with_extensions_and_trailers():
 def test_an_interim_answer_is_skipped():
     a, _ = _answer(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
     assert (a.status, a.data) == (200, b"{}")
+
+
+def test_an_interim_answer_split_from_the_real_one_and_its_headers_not_kept():
+    a, reuse = _answer(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 2",
+                       b"01 Created\r\nX-A:  a b  \r\nContent-Length: 2\r\n\r\n{}")
+    assert (a.status, a.data, dict(a.headers), reuse) == (201, b"{}", {"X-A": "a b", "Content-Length": "2"}, True)
+
+
+def test_trailers_are_not_headers():
+    a, _ = _answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-Trailer: t\r\n\r\n")
+    assert (a.data, a.headers.get("x-trailer")) == (b"{}", None)
+
+
+@pytest.mark.parametrize("after", [b"junk", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"])
+def test_bytes_after_the_answer_keep_the_answer_not_the_connection(after):
+    a, reuse = _answer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}" + after)
+    assert (a.status, a.data, reuse) == (200, b"{}", False)
 
 
 @pytest.mark.parametrize("head, reuse", [
@@ -78,6 +95,9 @@ def test_no_body_for_204_and_the_error_body_kept():
     (b"SSH-2.0 hello\r\n\r\n",),
     (b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",),
     (b"",),
+    (b"HTTP/1.1 100 Continue\r\n\r\n",),                        # closed after an interim answer
+    (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n",),
+    (b"HTTP/1.1 200 OK\r\nX: " + b"a" * D.MAX_HEAD, b"\r\nContent-Length: 0\r\n\r\n"),   # headers too long
 ])
 def test_a_broken_answer_is_a_protocol_error(parts):
     with pytest.raises(ProtocolError):
