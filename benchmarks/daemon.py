@@ -53,6 +53,7 @@ import argparse
 import gc
 import logging
 import multiprocessing as mp
+import os
 import resource
 import statistics
 import sys
@@ -405,6 +406,22 @@ class BurstFloor:
     server_cpu: float | None             # the servers' process CPU meanwhile (None: real servers)
 
 
+def stolen() -> float | None:
+    """CPU seconds the hypervisor has taken from this (virtual) machine since boot, all CPUs
+    (/proc/stat's steal): a burst's or a steady phase's time with it is not placer's alone."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stolen_since(start: float | None) -> float | None:
+    now = stolen()
+    return None if now is None or start is None else now - start
+
+
 def burst_baseline(users, n: int, timeout: float, fleet) -> BurstFloor:
     """The burst's baseline (`Users.floor`) and the servers' CPU meanwhile."""
     server_cpu = fleet.ask("cpu")
@@ -549,9 +566,9 @@ def main() -> None:
     gcs = GcMeter()
     gcs.on = True
     steady_meter = ThreadMeter(d, None)
-    steady_from = time.monotonic()
+    steady_from, steady_stolen = time.monotonic(), stolen()
     lat, ok = users.steady(args.steady, args.rate, args.timeout)
-    steady_to = time.monotonic()
+    steady_to, steady_stolen = time.monotonic(), stolen_since(steady_stolen)
     gcs.on = False
     steady_meter.stop()
     lists_steady = fleet.ask("lists", (steady_from, steady_to))
@@ -565,10 +582,10 @@ def main() -> None:
     meter = ThreadMeter(d, args.profile)
     server_cpu = fleet.ask("cpu")
     own_cpu = time.process_time()
-    burst_from = time.monotonic()
+    burst_from, burst_stolen = time.monotonic(), stolen()
     burst = users.burst(args.burst, args.timeout)
     assert d.wait_idle(args.timeout)
-    burst_to = time.monotonic()
+    burst_to, burst_stolen = time.monotonic(), stolen_since(burst_stolen)
     meter.stop()
     server_cpu = fleet.ask("cpu") - server_cpu if server_cpu is not None else None
     own_cpu = time.process_time() - own_cpu
@@ -610,6 +627,11 @@ def main() -> None:
         total = sum(counts.values())
         print(f"{side} requests by the daemon during the burst: {total} ({total / args.burst:.2f} per workload): "
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
+    if burst_stolen is not None and steady_stolen is not None:
+        cpus = os.cpu_count() or 1
+        print(f"CPU time this machine's hypervisor took from it (steal, /proc/stat): {steady_stolen:.1f} s of "
+              f"{cpus} x {steady_to - steady_from:.1f} s in the steady phase, {burst_stolen:.1f} s of "
+              f"{cpus} x {burst_to - burst_from:.1f} s in the burst")
     print(f"steady arrivals over 0.25 s: {sum(1 for x in lat if x > 0.25)} of {len(lat)}; the garbage collector "
           f"in the daemon's process during the steady phase: {gcs.line()}; the daemon thread: {steady_meter.steps} "
           f"steps, {steady_meter.cpu:.2f} s CPU, the longest {steady_meter.longest:.3f} s CPU")
