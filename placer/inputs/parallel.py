@@ -29,10 +29,12 @@ from placer.model.workload import PlacementGroup
 
 MIN_BYTES = 256 * 1024       # below, one process reads faster than two (the child's compiles, the fork)
 # of the bytes: the parent also compiles the programs, scans the child's files, forks and
-# unpickles the child's part (CPU seconds of each side on the 1k benchmark, the parent's to its
-# wait: 0.55 -> 0.33/0.25, 0.65 -> 0.27/0.25, 0.70 -> 0.25/0.28); a child a little slower
-# costs nothing, as the parent's idle work (importing the LP layer, ~0.06 s) fills the wait
-CHILD_SHARE = 0.68
+# unpickles the child's part. 0.68 balanced the CPU of the two sides on the 1k benchmark under
+# load, but on a quiet machine it gained nothing there (1k: 1.51 s against 1.55 s, the same
+# within the noise), and at 10,000 workloads the parent waited 2.8 s for the child (reading
+# and waiting 5.2 s against 3.8 s serial; at 0.55, 2.9 s): the unpickling of a larger part
+# costs the parent more than the reading it saves (benchmarks/RESULTS.md, seventh section)
+CHILD_SHARE = 0.55
 # the child is given up on (and its part read here) after this long: a hang is never waited out
 TIMEOUT_FLOOR, TIMEOUT_FACTOR = 10.0, 10.0
 
