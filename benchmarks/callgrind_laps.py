@@ -14,40 +14,17 @@ hash (the same as greedy_phase.py's for `greedy`; the plan's for `exchange`).
 
 usage: PYTHONPATH=TREE python benchmarks/callgrind_laps.py DATADIR greedy|exchange"""
 import hashlib
-import json
-import os
-import subprocess
 import sys
 import time
 
-import placer.ops.plan as OP
+from callgrind_common import callgrind, plan_hash, solve_inputs
+
 import placer.solve as S
 from placer.solve.greedy import greedy
 from placer.solve.problem import prepare
 
-got: dict = {}
-real = S.solve
-
-
-def capture(fleet, groups, **kw):
-    got.update(fleet=fleet, groups=groups, kw=kw)
-    raise SystemExit
-
-
-def callgrind(command: str) -> None:
-    if os.environ.get("CALLGRIND", "1") == "1":
-        subprocess.run(["callgrind_control", command, str(os.getpid())], capture_output=True)
-
-
-for mod in list(sys.modules.values()):
-    if getattr(mod, "solve", None) is real:
-        mod.solve = capture
 d, phase = sys.argv[1], sys.argv[2]
-try:
-    OP.plan_files([d + "/workloads"], clusters=d + "/clusters.yaml", time_limit=10000.0)
-except SystemExit:
-    pass
-fleet, groups, kw = got["fleet"], got["groups"], got["kw"]
+fleet, groups, kw, real = solve_inputs(d)
 
 
 def greedy_once(measured: bool) -> str:
@@ -89,7 +66,4 @@ else:
     for n in range(2):
         armed[0] = n == 1
         plan = real(fleet, groups, **{**kw, "time_limit": 10000.0})
-    doc = plan.to_dict()
-    for k in ("solveSeconds", "timings"):
-        doc["summary"].pop(k, None)
-    print({"phase": phase, "hash": hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:10]})
+    print({"phase": phase, "hash": plan_hash(plan)})

@@ -14,31 +14,16 @@ the decoder and its repair), `exchange` (placer.solve._exchange and its repair),
 phases. Prints the plan's hash (without its timings) and each phase's CPU seconds.
 
 usage: PYTHONPATH=TREE python benchmarks/callgrind_post.py DATADIR"""
-import hashlib
-import json
-import os
-import subprocess
 import sys
 import time
 
-import placer.ops.plan as OP
+from callgrind_common import callgrind, plan_hash, solve_inputs
+
 import placer.solve as S
 from placer.cli.output import json_text
 
-got: dict = {}
-real = S.solve
 armed = [False]
 cpu: dict[str, float] = {}
-
-
-def capture(fleet, groups, **kw):
-    got.update(fleet=fleet, groups=groups, kw=kw)
-    raise SystemExit
-
-
-def callgrind(command: str) -> None:
-    if os.environ.get("CALLGRIND", "1") == "1":
-        subprocess.run(["callgrind_control", command, str(os.getpid())], capture_output=True)
 
 
 def measured(name: str, f):
@@ -54,15 +39,7 @@ def measured(name: str, f):
     return phase
 
 
-for mod in list(sys.modules.values()):
-    if getattr(mod, "solve", None) is real:
-        mod.solve = capture
-d = sys.argv[1]
-try:
-    OP.plan_files([d + "/workloads"], clusters=d + "/clusters.yaml", time_limit=10000.0)
-except SystemExit:
-    pass
-fleet, groups, kw = got["fleet"], got["groups"], got["kw"]
+fleet, groups, kw, real = solve_inputs(sys.argv[1])
 kw = {**kw, "time_limit": 10000.0}
 kw.pop("parallel", None)
 for name, attr in (("decode", "_decoded"), ("exchange", "_exchange"), ("explain", "_build_plan"), ("verify", "verify")):
@@ -78,8 +55,5 @@ for n in range(2):
     armed[0] = n == 1
     plan = real(fleet, groups, **kw)
     render_measured(plan)
-doc = plan.to_dict()
-for k in ("solveSeconds", "timings"):
-    doc["summary"].pop(k, None)
-print({"hash": hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:10],
+print({"hash": plan_hash(plan),
        "cpu": {k: round(v, 4) for k, v in cpu.items()}})

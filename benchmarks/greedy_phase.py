@@ -16,33 +16,17 @@ import pstats
 import sys
 import time
 
+from callgrind_common import solve_inputs
 from cpu_laps import cpu_clock
 
-import placer.ops.plan as OP
 import placer.solve as S
 from placer.solve.greedy import greedy
 from placer.solve.problem import prepare
 
-got: dict = {}
-real = S.solve
-
-
-def capture(fleet, groups, **kw):
-    got.update(fleet=fleet, groups=groups, kw=kw)
-    raise SystemExit
-
-
-for mod in list(sys.modules.values()):
-    if getattr(mod, "solve", None) is real:
-        mod.solve = capture
 whole = "--solve" in sys.argv
 argv = [a for a in sys.argv if a != "--solve"]
 d, n = argv[1], int(argv[2])
-try:
-    OP.plan_files([d + "/workloads"], clusters=d + "/clusters.yaml", time_limit=10000.0)
-except SystemExit:
-    pass
-fleet, groups, kw = got["fleet"], got["groups"], got["kw"]
+fleet, groups, kw, real = solve_inputs(d)
 P = time.process_time
 
 
